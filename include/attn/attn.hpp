@@ -1,0 +1,15 @@
+// The whole public API in one include.
+#pragma once
+
+#include "attn/embedding.hpp"
+#include "attn/error.hpp"
+#include "attn/io.hpp"
+#include "attn/mask.hpp"
+#include "attn/matmul.hpp"
+#include "attn/mha.hpp"
+#include "attn/random.hpp"
+#include "attn/sdpa.hpp"
+#include "attn/tensor.hpp"
+#include "attn/threads.hpp"
+#include "attn/viz.hpp"
+#include "attn/walkthrough.hpp"

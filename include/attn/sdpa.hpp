@@ -1,0 +1,46 @@
+// Scaled dot-product attention: softmax(Q·Kᵀ·scale + mask)·V.
+//
+// Shapes: Q (…, Tq, d), K (…, Tk, d), V (…, Tk, dv), rank 2..4, all three the same rank.
+// The leading dims of Q, K and V are equal, except the last leading dim (the head dim) of
+// K and V, which may divide Q's: grouped-query attention, query head h uses K/V head
+// h / (H / H_kv) (as PyTorch's enable_gqa, i.e. repeat_interleave of K/V heads).
+// Output (…, Tq, dv); weights (…, Tq, Tk). A query row that can see no key gets an output of
+// zeros and weights of zeros, never NaN.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "attn/mask.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn {
+
+struct SdpaOptions {
+  std::optional<float> scale;  // default 1/√d
+  bool causal = false;         // bottom-right aligned when Tq ≠ Tk (see mask.hpp)
+  int64_t window = 0;          // > 0: sliding-window causal, keys p − window < j ≤ p
+  Mask mask;                   // explicit boolean or additive mask, broadcast to (…, Tq, Tk)
+};
+
+struct SdpaResult {
+  Tensor output;   // (…, Tq, dv)
+  Tensor weights;  // (…, Tq, Tk)
+};
+
+namespace reference {
+
+// Softmax over the last dim, max-subtracted. A row that is entirely -inf becomes zeros.
+Tensor softmax(const Tensor& x);
+
+// The readable path: scores, mask, softmax, weighted sum, one formula per step.
+SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
+                const SdpaOptions& options = {});
+
+}  // namespace reference
+
+// The library's default path (the reference path until the fused kernel lands).
+SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
+                const SdpaOptions& options = {});
+
+}  // namespace attn

@@ -1,0 +1,303 @@
+// .npy reading and writing. The header is a Python dict literal, e.g.
+//   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+// parsed here by a small tokenizer that accepts exactly what NumPy writes and reports
+// anything else. See https://numpy.org/devdocs/reference/generated/numpy.lib.format.html.
+#include <bit>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <unistd.h>
+
+#include "attn/error.hpp"
+#include "attn/io.hpp"
+
+namespace attn {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              ".npy I/O assumes a little-endian host");
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicSize = 6;
+constexpr int64_t kMaxDim = int64_t{1} << 40;
+
+// The three entries of a header dict.
+struct Header {
+  std::string descr;
+  bool fortran_order = false;
+  Shape shape;
+};
+
+// A cursor over the header text with the few token kinds the dict uses.
+class HeaderParser {
+ public:
+  HeaderParser(const std::string& text, const std::string& name) : text_(text), name_(name) {}
+
+  Header parse() {
+    Header header;
+    bool have_descr = false, have_order = false, have_shape = false;
+    expect('{');
+    while (!accept('}')) {
+      const std::string key = quoted();
+      expect(':');
+      if (key == "descr") {
+        header.descr = quoted();
+        have_descr = true;
+      } else if (key == "fortran_order") {
+        header.fortran_order = boolean();
+        have_order = true;
+      } else if (key == "shape") {
+        header.shape = tuple();
+        have_shape = true;
+      } else {
+        fail("unknown header key '" + key + "'");
+      }
+      if (!accept(',')) {
+        expect('}');
+        break;
+      }
+    }
+    if (!have_descr || !have_order || !have_shape) {
+      fail("header lacks one of 'descr', 'fortran_order', 'shape'");
+    }
+    return header;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(name_ + ": malformed .npy header: " + what);
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool accept(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!accept(c)) fail(std::string("expected '") + c + "'");
+  }
+  std::string quoted() {
+    skip_space();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) fail("expected a string");
+    const char quote = text_[pos_++];
+    const size_t end = text_.find(quote, pos_);
+    if (end == std::string::npos) fail("unterminated string");
+    std::string s = text_.substr(pos_, end - pos_);
+    pos_ = end + 1;
+    return s;
+  }
+  bool boolean() {
+    skip_space();
+    for (const auto& [word, value] : {std::pair{"True", true}, std::pair{"False", false}}) {
+      if (text_.compare(pos_, std::strlen(word), word) == 0) {
+        pos_ += std::strlen(word);
+        return value;
+      }
+    }
+    fail("expected True or False");
+  }
+  Shape tuple() {
+    Shape shape;
+    expect('(');
+    while (!accept(')')) {
+      skip_space();
+      int64_t dim = 0;
+      size_t digits = 0;
+      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+        dim = dim * 10 + (text_[pos_++] - '0');
+        if (dim > kMaxDim) fail("a shape dim is too large");
+        ++digits;
+      }
+      if (digits == 0) fail("expected a non-negative integer in the shape");
+      shape.push_back(dim);
+      if (!accept(',')) {
+        expect(')');
+        break;
+      }
+    }
+    return shape;
+  }
+
+  const std::string& text_;
+  const std::string& name_;
+  size_t pos_ = 0;
+};
+
+size_t item_size(NpyDtype dtype) {
+  switch (dtype) {
+    case NpyDtype::kFloat32: return 4;
+    case NpyDtype::kFloat64: return 8;
+    case NpyDtype::kBool: return 1;
+  }
+  return 0;
+}
+
+NpyDtype dtype_of(const std::string& descr, const std::string& name) {
+  if (descr == "<f4") return NpyDtype::kFloat32;
+  if (descr == "<f8") return NpyDtype::kFloat64;
+  if (descr == "|b1") return NpyDtype::kBool;
+  if (descr == ">f4" || descr == ">f8") {
+    throw Error(name + ": big-endian data ('" + descr + "') is not supported; save it as '<f4'");
+  }
+  throw Error(name + ": unsupported dtype '" + descr + "'; expected '<f4', '<f8' or '|b1'");
+}
+
+// Reads a little-endian unsigned integer of `n` bytes.
+uint32_t read_le(const std::string& bytes, size_t at, size_t n) {
+  uint32_t value = 0;
+  for (size_t i = 0; i < n; ++i) value |= uint32_t{static_cast<unsigned char>(bytes[at + i])} << (8 * i);
+  return value;
+}
+
+// Converts the payload into float32 values.
+void convert_payload(const char* payload, NpyDtype dtype, Tensor& out, const std::string& name) {
+  float* dst = out.data();
+  const int64_t n = out.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == NpyDtype::kFloat32) {
+      std::memcpy(&dst[i], payload + 4 * i, 4);
+    } else if (dtype == NpyDtype::kFloat64) {
+      double x;
+      std::memcpy(&x, payload + 8 * i, 8);
+      if (std::isfinite(x) && std::fabs(x) > std::numeric_limits<float>::max()) {
+        throw Error(detail::concat(name, ": value ", x, " at flat index ", i,
+                                   " does not fit in float32"));
+      }
+      dst[i] = static_cast<float>(x);
+    } else {
+      dst[i] = payload[i] != 0 ? 1.0f : 0.0f;
+    }
+  }
+}
+
+std::string header_text(const char* descr, const Shape& shape) {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ";
+  if (shape.size() > 1) dims.resize(dims.size() - 2);  // "(5,)" keeps its comma, "(2, 3)" not
+  else dims.pop_back();
+  std::string text = std::string("{'descr': '") + descr +
+                     "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  // Pad with spaces so that magic + version + length + text + '\n' is a multiple of 64.
+  const size_t prefix = kMagicSize + 2 + 2;
+  while ((prefix + text.size() + 1) % 64 != 0) text += ' ';
+  return text + '\n';
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(temp.c_str());
+      throw Error(path + ": write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) {
+    std::remove(temp.c_str());
+    throw Error(path + ": cannot rename the written file into place: " + ec.message());
+  }
+}
+
+std::string npy_image(const Tensor& t, NpyDtype dtype) {
+  ATTN_CHECK(t.defined(), "write_npy: undefined tensor");
+  const std::string text = header_text(dtype == NpyDtype::kBool ? "|b1" : "<f4", t.shape());
+  std::string bytes(kMagic, kMagicSize);
+  bytes += '\x01';
+  bytes += '\x00';
+  bytes += static_cast<char>(text.size() & 0xff);
+  bytes += static_cast<char>(text.size() >> 8);
+  bytes += text;
+  const std::vector<float> values = t.to_vector();
+  if (dtype == NpyDtype::kBool) {
+    for (float v : values) bytes += v != 0.0f ? '\x01' : '\x00';
+  } else {
+    bytes.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::string& bytes, const std::string& name) {
+  if (bytes.size() < kMagicSize + 4 || bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
+    throw Error(name + ": not a .npy file (missing the \\x93NUMPY magic)");
+  }
+  const int major = static_cast<unsigned char>(bytes[kMagicSize]);
+  const int minor = static_cast<unsigned char>(bytes[kMagicSize + 1]);
+  if ((major != 1 && major != 2) || minor != 0) {
+    throw Error(detail::concat(name, ": unsupported .npy version ", major, ".", minor,
+                               "; expected 1.0 or 2.0"));
+  }
+  const size_t length_size = major == 1 ? 2 : 4;
+  const size_t header_start = kMagicSize + 2 + length_size;
+  if (bytes.size() < header_start) throw Error(name + ": truncated .npy header");
+  const size_t header_len = read_le(bytes, kMagicSize + 2, length_size);
+  if (header_len > bytes.size() - header_start) {
+    throw Error(detail::concat(name, ": truncated .npy header (claims ", header_len,
+                               " bytes, the file has ", bytes.size() - header_start, " left)"));
+  }
+  const std::string text = bytes.substr(header_start, header_len);
+  const Header header = HeaderParser(text, name).parse();
+  const NpyDtype dtype = dtype_of(header.descr, name);
+  if (header.fortran_order) {
+    throw Error(name + ": Fortran-order arrays are not supported; save with np.ascontiguousarray");
+  }
+  if (header.shape.empty() || header.shape.size() > Tensor::kMaxRank) {
+    throw Error(detail::concat(name, ": rank ", header.shape.size(), " array ",
+                               to_string(header.shape), "; expected rank 1 to 4"));
+  }
+  // Check the element count against the payload before allocating anything.
+  int64_t count = 1;
+  for (int64_t d : header.shape) {
+    if (d == 0) throw Error(name + ": empty array " + to_string(header.shape) + " is not supported");
+    if (d > kMaxDim / count) throw Error(name + ": shape " + to_string(header.shape) + " is too large");
+    count *= d;
+  }
+  const size_t payload = bytes.size() - header_start - header_len;
+  const size_t expected = static_cast<size_t>(count) * item_size(dtype);
+  if (payload != expected) {
+    throw Error(detail::concat(name, ": shape ", to_string(header.shape), " of '", header.descr,
+                               "' needs ", expected, " data bytes but the file has ", payload,
+                               payload < expected ? " (truncated)" : " (trailing bytes)"));
+  }
+  NpyArray array{Tensor(header.shape), dtype};
+  convert_payload(bytes.data() + header_start + header_len, dtype, array.values, name);
+  return array;
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a .npy file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) throw Error(path + ": read failed");
+  return parse_npy(contents.str(), path);
+}
+
+void write_npy(const std::string& path, const Tensor& t) {
+  write_file_atomically(path, npy_image(t, NpyDtype::kFloat32));
+}
+
+void write_npy_bool(const std::string& path, const Tensor& t) {
+  write_file_atomically(path, npy_image(t, NpyDtype::kBool));
+}
+
+}  // namespace attn

@@ -1,0 +1,18 @@
+#include "attn/mask.hpp"
+
+#include "attn/error.hpp"
+
+namespace attn {
+
+Tensor causal_mask(int64_t n) { return causal_mask(n, n); }
+
+Tensor causal_mask(int64_t tq, int64_t tk) {
+  ATTN_CHECK(tq >= 1 && tk >= 1, "causal_mask: sizes must be >= 1, got (", tq, ", ", tk, ")");
+  Tensor mask({tq, tk});
+  for (int64_t i = 0; i < tq; ++i) {
+    for (int64_t j = 0; j < tk; ++j) mask.at({i, j}) = causal_allows(i, j, tq, tk, 0) ? 1.f : 0.f;
+  }
+  return mask;
+}
+
+}  // namespace attn

@@ -1,0 +1,13 @@
+// Each subcommand registers itself on the top-level app; its callback does the work.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace attn::cli {
+
+void add_demo_command(CLI::App& app);
+void add_sdpa_command(CLI::App& app);
+void add_mha_command(CLI::App& app);
+void add_heatmap_command(CLI::App& app);
+
+}  // namespace attn::cli

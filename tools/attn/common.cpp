@@ -1,0 +1,46 @@
+#include "common.hpp"
+
+#include <cmath>
+
+#include "attn/error.hpp"
+#include "attn/io.hpp"
+#include "attn/threads.hpp"
+
+namespace attn::cli {
+
+Tensor load_finite(const std::string& path) {
+  NpyArray array = read_npy(path);
+  ATTN_CHECK(array.dtype != NpyDtype::kBool, path, ": expected float data, got booleans");
+  const float* values = array.values.data();
+  for (int64_t i = 0; i < array.values.numel(); ++i) {
+    ATTN_CHECK(std::isfinite(values[i]), path, ": holds a non-finite value (", values[i],
+               ") at flat index ", i);
+  }
+  return array.values;
+}
+
+Mask load_mask(const std::string& path) {
+  NpyArray array = read_npy(path);
+  if (array.dtype == NpyDtype::kBool) return Mask::allow(array.values);
+  return Mask::additive(array.values);
+}
+
+void add_threads_option(CLI::App& command, int& threads) {
+  command.add_option("--threads", threads, "threads to use (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+}
+
+void apply_threads(int threads) { set_num_threads(threads); }
+
+void add_impl_option(CLI::App& command, std::string& impl) {
+  command.add_option("--impl", impl, "attention path: reference (readable loops) or fused")
+      ->check(CLI::IsMember({"reference", "fused"}))
+      ->capture_default_str();
+}
+
+void require_available_impl(const std::string& impl) {
+  ATTN_CHECK(impl == "reference",
+             "--impl fused: the fused kernel is not built yet; use --impl reference");
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,26 @@
+// What the subcommands share: loading inputs with clear errors, the --threads and --impl options.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "attn/mask.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn::cli {
+
+// Reads a float .npy whose values must all be finite (Q, K, V, X, weights matrices).
+Tensor load_finite(const std::string& path);
+// Reads a mask: '|b1' -> boolean (true = allowed), '<f4'/'<f8' -> additive.
+Mask load_mask(const std::string& path);
+
+// --threads N (default: all cores); applied by apply_threads().
+void add_threads_option(CLI::App& command, int& threads);
+void apply_threads(int threads);
+
+// --impl reference|fused. Until the fused kernel lands, "fused" is refused with a clear message.
+void add_impl_option(CLI::App& command, std::string& impl);
+void require_available_impl(const std::string& impl);
+
+}  // namespace attn::cli

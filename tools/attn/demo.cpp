@@ -1,0 +1,189 @@
+// attn demo: the whole walk-through on a built-in corpus, no files needed.
+//   words -> ids -> seeded embeddings + sinusoidal positions -> causal multi-head attention
+//   -> shapes, the head-0 heat map, and the checks that prove it works.
+// Any failed check makes the command exit non-zero.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attn/embedding.hpp"
+#include "attn/error.hpp"
+#include "attn/mha.hpp"
+#include "attn/random.hpp"
+#include "attn/viz.hpp"
+#include "attn/walkthrough.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+
+namespace attn::cli {
+namespace {
+
+constexpr const char* kCorpus = "the cat sat on the mat because the cat was tired";
+
+struct DemoArgs {
+  std::string text = kCorpus, impl = "reference";
+  int64_t d_model = 16, heads = 4;
+  uint64_t seed = 7;
+  int threads = 0;
+};
+
+// Whitespace-separated words and their ids (in order of first appearance).
+struct Tokens {
+  std::vector<std::string> words;
+  std::vector<int64_t> ids;
+  int64_t vocab_size = 0;
+};
+
+Tokens tokenize_words(const std::string& text) {
+  Tokens t;
+  std::map<std::string, int64_t> vocab;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) {
+    auto [it, inserted] = vocab.emplace(w, static_cast<int64_t>(vocab.size()));
+    t.words.push_back(w);
+    t.ids.push_back(it->second);
+  }
+  t.vocab_size = static_cast<int64_t>(vocab.size());
+  ATTN_CHECK(!t.words.empty(), "demo: --text holds no words");
+  return t;
+}
+
+// X[0, t] = table[id_t] + PE[t]: (1, T, d_model).
+Tensor embed(const Tokens& tokens, const Tensor& table) {
+  const auto t_len = static_cast<int64_t>(tokens.ids.size());
+  const int64_t d = table.dim(1);
+  Tensor x({1, t_len, d});
+  for (int64_t t = 0; t < t_len; ++t) x.select(0).select(t).copy_from(table.select(tokens.ids[t]));
+  return add_positional(x, sinusoidal_encoding(t_len, d));
+}
+
+void section(const char* title) { std::printf("\n== %s\n", title); }
+
+// Largest |row sum − 1| over every row of the weights.
+double worst_row_sum_error(const Tensor& weights) {
+  const std::vector<float> w = weights.to_vector();
+  const int64_t n = weights.dim(-1);
+  double worst = 0.0;
+  for (size_t r = 0; r < w.size(); r += n) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) sum += w[r + j];
+    worst = std::max(worst, std::fabs(sum - 1.0));
+  }
+  return worst;
+}
+
+struct Weights {
+  Tensor wq, wk, wv, wo;
+};
+
+void check_causal_invariance(const Tensor& x, const Weights& w, const DemoArgs& args,
+                             const Tensor& output) {
+  const int64_t t_len = x.dim(1);
+  Tensor perturbed = x.clone();
+  Tensor noise = rand_normal({x.dim(2)}, args.seed + 100);
+  for (int64_t c = 0; c < x.dim(2); ++c) perturbed.at({0, t_len - 1, c}) += noise.at({c});
+  SdpaOptions causal;
+  causal.causal = true;
+  const Tensor changed =
+      multi_head_attention(perturbed, w.wq, w.wk, w.wv, w.wo, args.heads, causal).output;
+  int64_t differing_earlier = 0;
+  for (int64_t t = 0; t + 1 < t_len; ++t) {
+    for (int64_t c = 0; c < output.dim(2); ++c) {
+      differing_earlier += changed.at({0, t, c}) != output.at({0, t, c});
+    }
+  }
+  float last_change = 0.0f;
+  for (int64_t c = 0; c < output.dim(2); ++c) {
+    last_change = std::max(last_change, std::fabs(changed.at({0, t_len - 1, c}) -
+                                                   output.at({0, t_len - 1, c})));
+  }
+  std::printf("perturbed the last token's vector; outputs at positions 0..%lld: %s\n",
+              static_cast<long long>(t_len - 2),
+              differing_earlier == 0 ? "bitwise identical" : "CHANGED");
+  std::printf("output at the last position moved by up to %.4f (it may: it sees itself)\n",
+              last_change);
+  ATTN_CHECK(differing_earlier == 0, "demo: causal invariance failed: ", differing_earlier,
+             " earlier output values changed");
+}
+
+void check_known_answer() {
+  const MatchingKeyExample e = matching_key_example();
+  const SdpaResult r = sdpa(e.q, e.k, e.v);
+  std::printf("q = (5, 5, 0, 0) matches key 2 = (1, 1, 0, 0); values (1, 2, 99, 4, 5); d_k = 4\n");
+  std::printf("weights:");
+  for (int64_t j = 0; j < 5; ++j) std::printf(" %.4f", r.weights.at({0, j}));
+  const float w2 = r.weights.at({0, 2}), out = r.output.at({0, 0});
+  std::printf("\noutput: %.2f — key 2 dominates (weight %.4f), yet the output is not 99\n", out, w2);
+  ATTN_CHECK(std::fabs(w2 - 0.8024f) < 5e-5f && std::fabs(out - 80.10f) < 0.01f,
+             "demo: known answer failed: weight ", w2, " (expected 0.8024), output ", out,
+             " (expected ≈ 80.10)");
+}
+
+void run_demo(const DemoArgs& args) {
+  require_available_impl(args.impl);
+  apply_threads(args.threads);
+  std::printf("attn demo: causal multi-head attention, step by step\n");
+
+  section("1. tokens (whitespace-separated words)");
+  const Tokens tokens = tokenize_words(args.text);
+  std::printf("corpus: \"%s\"\n%zu tokens, vocabulary of %lld words\n", args.text.c_str(),
+              tokens.words.size(), static_cast<long long>(tokens.vocab_size));
+
+  section("2. embeddings + sinusoidal positions");
+  const Tensor table = rand_normal({tokens.vocab_size, args.d_model}, args.seed);
+  const Tensor x = embed(tokens, table);
+  std::printf("token table %s, X = table[ids] + PE  %s\n", table.shape_string().c_str(),
+              x.shape_string().c_str());
+
+  section("3. causal multi-head attention");
+  const float init = 1.0f / std::sqrt(static_cast<float>(args.d_model));
+  const Weights w{rand_normal({args.d_model, args.d_model}, args.seed + 1, 0.f, init),
+                  rand_normal({args.d_model, args.d_model}, args.seed + 2, 0.f, init),
+                  rand_normal({args.d_model, args.d_model}, args.seed + 3, 0.f, init),
+                  rand_normal({args.d_model, args.d_model}, args.seed + 4, 0.f, init)};
+  SdpaOptions causal;
+  causal.causal = true;
+  const MhaResult r = multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, args.heads, causal);
+  std::printf("Wq, Wk, Wv, Wo %s; %lld heads of d_head %lld\n", w.wq.shape_string().c_str(),
+              static_cast<long long>(args.heads), static_cast<long long>(args.d_model / args.heads));
+  std::printf("split heads: Q %s\nweights %s\noutput  %s\n",
+              split_heads(x, args.heads).shape_string().c_str(), r.weights.shape_string().c_str(),
+              r.output.shape_string().c_str());
+
+  section("4. head 0 attention weights (rows = queries, columns = keys)");
+  HeatmapOptions map;
+  map.row_labels = tokens.words;
+  map.column_labels = tokens.words;
+  std::fputs(heatmap_ascii(r.weights.select(0).select(0), map).c_str(), stdout);
+
+  section("5. checks");
+  const double row_error = worst_row_sum_error(r.weights);
+  std::printf("every row of weights sums to 1: worst |sum - 1| = %.2e\n", row_error);
+  ATTN_CHECK(row_error < 1e-6, "demo: weight rows do not sum to 1 (", row_error, ")");
+  check_causal_invariance(x, w, args, r.output);
+  check_known_answer();
+  std::printf("\nall checks passed\n");
+}
+
+}  // namespace
+
+void add_demo_command(CLI::App& app) {
+  auto args = std::make_shared<DemoArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "demo", "The walk-through on a built-in sentence: tokens, embeddings, positions, causal\n"
+              "multi-head attention, a heat map and the checks. No files needed.");
+  cmd->add_option("--text", args->text, "the sentence to use")->capture_default_str();
+  cmd->add_option("--d-model", args->d_model, "model width")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--heads", args->heads, "number of heads; must divide --d-model")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", args->seed, "seed of the random embeddings and weights")->capture_default_str();
+  add_impl_option(*cmd, args->impl);
+  add_threads_option(*cmd, args->threads);
+  cmd->callback([args] { run_demo(*args); });
+}
+
+}  // namespace attn::cli

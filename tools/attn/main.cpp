@@ -1,0 +1,48 @@
+// attn: the command-line tool. Errors print one line to stderr and exit with status 1
+// (bad input or a failed computation) or 2 (bad command line).
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "attn/error.hpp"
+#include "commands.hpp"
+
+namespace {
+
+// One line, even if a message ever carried a newline.
+void print_error(const std::string& message) {
+  std::string line = message;
+  for (char& c : line) {
+    if (c == '\n') c = ' ';
+  }
+  std::fprintf(stderr, "attn: error: %s\n", line.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"attn: causal multi-head attention, from the textbook formulas to the tools.\n"
+               "Run 'attn demo' for the walk-through, 'attn COMMAND --help' for each command."};
+  app.require_subcommand(1);
+  attn::cli::add_demo_command(app);
+  attn::cli::add_sdpa_command(app);
+  attn::cli::add_mha_command(app);
+  attn::cli::add_heatmap_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    print_error(std::string(e.what()) + " (run 'attn --help')");
+    return 2;
+  } catch (const attn::Error& e) {
+    print_error(e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,66 @@
+// attn mha: multi-head attention on .npy files.
+#include <cstdio>
+#include <string>
+
+#include "attn/io.hpp"
+#include "attn/mha.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+
+namespace attn::cli {
+namespace {
+
+struct MhaArgs {
+  std::string x, wq, wk, wv, wo, out, weights, impl = "reference";
+  int64_t heads = 0;
+  bool causal = false;
+  int64_t window = 0;
+  int threads = 0;
+};
+
+void run_mha(const MhaArgs& args) {
+  require_available_impl(args.impl);
+  apply_threads(args.threads);
+  SdpaOptions options;
+  options.causal = args.causal;
+  options.window = args.window;
+  const Tensor wo = args.wo.empty() ? Tensor{} : load_finite(args.wo);
+  const MhaResult result =
+      reference::multi_head_attention(load_finite(args.x), load_finite(args.wq),
+                                      load_finite(args.wk), load_finite(args.wv), wo, args.heads,
+                                      options);
+  write_npy(args.out, result.output);
+  if (!args.weights.empty()) write_npy(args.weights, result.weights);
+  std::printf("output %s -> %s\n", result.output.shape_string().c_str(), args.out.c_str());
+  if (!args.weights.empty()) {
+    std::printf("weights %s -> %s\n", result.weights.shape_string().c_str(), args.weights.c_str());
+  }
+}
+
+}  // namespace
+
+void add_mha_command(CLI::App& app) {
+  auto args = std::make_shared<MhaArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "mha",
+      "Multi-head attention Y = merge(sdpa(split(X·Wq), split(X·Wk), split(X·Wv)))·Wo\n"
+      "on .npy files; X (B, T, d_model) or (T, d_model), W* (d_model, d_model).");
+  cmd->add_option("--x", args->x, "input X.npy (B, T, d_model) or (T, d_model)")->required();
+  cmd->add_option("--wq", args->wq, "query projection WQ.npy (d_model, d_model)")->required();
+  cmd->add_option("--wk", args->wk, "key projection WK.npy (d_model, d_model)")->required();
+  cmd->add_option("--wv", args->wv, "value projection WV.npy (d_model, d_model)")->required();
+  cmd->add_option("--wo", args->wo, "output projection WO.npy (d_model, d_out); omit for none");
+  cmd->add_option("--heads", args->heads, "number of heads; must divide d_model")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--causal", args->causal, "causal mask: position t sees positions <= t");
+  cmd->add_option("--window", args->window, "sliding-window causal: the last W positions only")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--out", args->out, "where to write Y.npy")->required();
+  cmd->add_option("--weights", args->weights, "also write the weights W.npy (B, H, T, T)");
+  add_impl_option(*cmd, args->impl);
+  add_threads_option(*cmd, args->threads);
+  cmd->callback([args] { run_mha(*args); });
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,65 @@
+// attn sdpa: scaled dot-product attention on .npy files.
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "attn/io.hpp"
+#include "attn/sdpa.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+
+namespace attn::cli {
+namespace {
+
+struct SdpaArgs {
+  std::string q, k, v, mask, out, weights, impl = "reference";
+  bool causal = false;
+  int64_t window = 0;
+  std::optional<float> scale;
+  int threads = 0;
+};
+
+void run_sdpa(const SdpaArgs& args) {
+  require_available_impl(args.impl);
+  apply_threads(args.threads);
+  SdpaOptions options;
+  options.causal = args.causal;
+  options.window = args.window;
+  options.scale = args.scale;
+  if (!args.mask.empty()) options.mask = load_mask(args.mask);
+  const SdpaResult result =
+      reference::sdpa(load_finite(args.q), load_finite(args.k), load_finite(args.v), options);
+  write_npy(args.out, result.output);
+  if (!args.weights.empty()) write_npy(args.weights, result.weights);
+  std::printf("output %s -> %s\n", result.output.shape_string().c_str(), args.out.c_str());
+  if (!args.weights.empty()) {
+    std::printf("weights %s -> %s\n", result.weights.shape_string().c_str(), args.weights.c_str());
+  }
+}
+
+}  // namespace
+
+void add_sdpa_command(CLI::App& app) {
+  auto args = std::make_shared<SdpaArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "sdpa",
+      "softmax(Q·Kᵀ·scale + mask)·V on .npy files.\n"
+      "Q (…, Tq, d), K (…, Tk, d), V (…, Tk, dv); K/V heads may divide Q heads (GQA).");
+  cmd->add_option("--q", args->q, "queries Q.npy (…, Tq, d)")->required();
+  cmd->add_option("--k", args->k, "keys K.npy (…, Tk, d)")->required();
+  cmd->add_option("--v", args->v, "values V.npy (…, Tk, dv)")->required();
+  cmd->add_flag("--causal", args->causal,
+                "causal mask; bottom-right aligned when Tq != Tk (query i sees keys <= Tk-Tq+i)");
+  cmd->add_option("--window", args->window, "sliding-window causal: the last W keys only")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--mask", args->mask,
+                  "mask M.npy broadcast to (…, Tq, Tk): bool = true where allowed; float = added");
+  cmd->add_option("--scale", args->scale, "score scale (default 1/sqrt(d))");
+  cmd->add_option("--out", args->out, "where to write the output O.npy (…, Tq, dv)")->required();
+  cmd->add_option("--weights", args->weights, "also write the weights W.npy (…, Tq, Tk)");
+  add_impl_option(*cmd, args->impl);
+  add_threads_option(*cmd, args->threads);
+  cmd->callback([args] { run_sdpa(*args); });
+}
+
+}  // namespace attn::cli
