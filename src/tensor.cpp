@@ -147,12 +147,9 @@ Tensor Tensor::reshape(Shape shape) const {
       known *= shape[i];
     }
   }
-  if (inferred >= 0 && known > 0 && numel() % known == 0) shape[inferred] = numel() / known;
-  check_shape(shape);
-  const Shape target = shape;
-  ATTN_CHECK(std::accumulate(target.begin(), target.end(), int64_t{1}, std::multiplies<>()) ==
-                 numel(),
-             "reshape: cannot view shape ", shape_string(), " as ", to_string(target));
+  const bool fits = inferred >= 0 ? numel() % known == 0 : known == numel();
+  ATTN_CHECK(fits, "reshape: cannot view shape ", shape_string(), " as ", to_string(shape));
+  if (inferred >= 0) shape[inferred] = numel() / known;
   return as_strided(shape, contiguous_strides(shape));
 }
 

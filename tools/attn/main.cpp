@@ -18,6 +18,13 @@ void print_error(const std::string& message) {
   std::fprintf(stderr, "attn: error: %s\n", line.c_str());
 }
 
+bool is_command(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == name) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -28,6 +35,11 @@ int main(int argc, char** argv) {
   attn::cli::add_sdpa_command(app);
   attn::cli::add_mha_command(app);
   attn::cli::add_heatmap_command(app);
+  if (argc > 1 && argv[1][0] != '-' && !is_command(app, argv[1])) {
+    print_error(std::string("unknown command '") + argv[1] +
+                "'; the commands are demo, sdpa, mha, heatmap (run 'attn --help')");
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

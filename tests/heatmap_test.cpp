@@ -1,0 +1,58 @@
+// ASCII heat map: the ramp, the labels, the scale line and the errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "attn/viz.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(Heatmap, MapsValuesOntoTheRamp) {
+  const Tensor m = Tensor::from_values({2, 3}, {0.0f, 0.5f, 1.0f, 0.125f, 0.875f, 0.25f});
+  const auto out = lines(heatmap_ascii(m));
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0], "  ▄▄██");
+  EXPECT_EQ(out[1], "▁▁▇▇▂▂");
+  EXPECT_EQ(out[2], "scale: ' ' = 0 … '█' = 1");
+}
+
+TEST(Heatmap, ScalesToTheLargestValueUnlessTold) {
+  const Tensor m = Tensor::from_values({1, 2}, {0.1f, 0.2f});
+  EXPECT_EQ(lines(heatmap_ascii(m))[0], "▄▄██");
+  HeatmapOptions absolute;
+  absolute.vmax = 1.0f;
+  EXPECT_EQ(lines(heatmap_ascii(m, absolute))[0], "▁▁▂▂");
+}
+
+TEST(Heatmap, LabelsRowsAndColumns) {
+  HeatmapOptions o;
+  o.row_labels = {"a", "über"};
+  o.column_labels = {"xy", "z"};
+  const auto out = lines(heatmap_ascii(Tensor::from_values({2, 2}, {1, 0, 0.5f, 0.5f}), o));
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(out[0], "     x z");
+  EXPECT_EQ(out[1], "     y");
+  EXPECT_EQ(out[2], "a    ██  ");
+  EXPECT_EQ(out[3], "über ▄▄▄▄");
+}
+
+TEST(Heatmap, Errors) {
+  EXPECT_TRUE(testing::ThrowsWith([] { heatmap_ascii(Tensor({2, 2, 2})); }, "must be a 2-D matrix, got (2, 2, 2)"));
+  HeatmapOptions o;
+  o.row_labels = {"a"};
+  EXPECT_TRUE(testing::ThrowsWith([&] { heatmap_ascii(Tensor({2, 2}), o); }, "1 row labels for 2 rows"));
+  EXPECT_TRUE(testing::ThrowsWith([] { heatmap_ascii(Tensor::full({1, 1}, std::nanf(""))); }, "holds nan"));
+}
+
+}  // namespace
+}  // namespace attn

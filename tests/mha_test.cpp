@@ -1,0 +1,133 @@
+// Multi-head attention: head split/merge as views, the per-head form equal to the fused-matrix
+// form, causal invariance through the projections, and the argument errors.
+#include "attn/mha.hpp"
+
+#include <gtest/gtest.h>
+
+#include "attn/matmul.hpp"
+#include "attn/random.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::AllClose;
+using testing::BitwiseEqual;
+using testing::ThrowsWith;
+
+SdpaOptions causal() {
+  SdpaOptions o;
+  o.causal = true;
+  return o;
+}
+
+TEST(SplitHeads, IsAViewWithHeadMajorLayout) {
+  const Tensor x = rand_normal({2, 5, 12}, 1);
+  const Tensor h = split_heads(x, 3);
+  EXPECT_EQ(h.shape(), (Shape{2, 3, 5, 4}));
+  EXPECT_TRUE(h.shares_storage(x));
+  // Head 2, position 4, feature 1 is feature 2·4 + 1 of position 4.
+  EXPECT_EQ(h.at({1, 2, 4, 1}), x.at({1, 4, 9}));
+  EXPECT_TRUE(BitwiseEqual(merge_heads(h), x));
+  const Tensor unbatched = rand_normal({5, 12}, 2);
+  EXPECT_EQ(split_heads(unbatched, 4).shape(), (Shape{4, 5, 3}));
+  EXPECT_TRUE(BitwiseEqual(merge_heads(split_heads(unbatched, 4)), unbatched));
+}
+
+TEST(SplitHeads, Errors) {
+  EXPECT_TRUE(ThrowsWith([] { split_heads(Tensor({2, 3, 10}), 4); }, "d_model (10) must divide by n_heads (4)"));
+  EXPECT_TRUE(ThrowsWith([] { split_heads(Tensor({2, 3, 8}), 0); }, "n_heads (0) must be >= 1"));
+  EXPECT_TRUE(ThrowsWith([] { split_heads(Tensor({8}), 2); }, "x must be (B, T, d_model) or (T, d_model), got (8)"));
+  EXPECT_TRUE(ThrowsWith([] { merge_heads(Tensor({8, 2})); }, "merge_heads: x must be"));
+}
+
+struct Weights {
+  Tensor wq, wk, wv, wo;
+};
+
+Weights make_weights(int64_t d_model, int64_t d_out, uint64_t seed) {
+  return {rand_normal({d_model, d_model}, seed, 0, 0.3f), rand_normal({d_model, d_model}, seed + 1, 0, 0.3f),
+          rand_normal({d_model, d_model}, seed + 2, 0, 0.3f), rand_normal({d_model, d_out}, seed + 3, 0, 0.3f)};
+}
+
+// Columns [h·d_head, (h+1)·d_head) of w.
+Tensor column_block(const Tensor& w, int64_t h, int64_t d_head) {
+  return w.transpose(0, 1).slice(h * d_head, d_head).transpose(0, 1).contiguous();
+}
+
+TEST(MultiHeadAttention, PerHeadFormEqualsColumnBlocksOfTheFullMatrices) {
+  for (const bool with_wo : {true, false}) {
+    const Tensor x = rand_normal({2, 6, 12}, 3);
+    const Weights w = make_weights(12, 7, 4);
+    const Tensor wo = with_wo ? w.wo : Tensor{};
+    std::vector<HeadProjections> heads;
+    for (int64_t h = 0; h < 3; ++h) {
+      heads.push_back({column_block(w.wq, h, 4), column_block(w.wk, h, 4), column_block(w.wv, h, 4)});
+    }
+    const MhaResult full = reference::multi_head_attention(x, w.wq, w.wk, w.wv, wo, 3, causal());
+    const MhaResult per_head = reference::multi_head_attention_per_head(x, heads, wo, causal());
+    EXPECT_TRUE(AllClose(full.output, per_head.output, 1e-6));
+    EXPECT_TRUE(AllClose(full.weights, per_head.weights, 1e-6));
+    EXPECT_EQ(full.output.shape(), (Shape{2, 6, with_wo ? 7 : 12}));
+    EXPECT_EQ(full.weights.shape(), (Shape{2, 3, 6, 6}));
+  }
+}
+
+TEST(MultiHeadAttention, FollowsTheTextbookSteps) {
+  const Tensor x = rand_normal({6, 8}, 5);
+  const Weights w = make_weights(8, 8, 6);
+  const MhaResult r = multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 2, causal());
+  const SdpaResult heads = reference::sdpa(split_heads(reference::linear(x, w.wq), 2),
+                                           split_heads(reference::linear(x, w.wk), 2),
+                                           split_heads(reference::linear(x, w.wv), 2), causal());
+  EXPECT_TRUE(BitwiseEqual(r.output, reference::linear(merge_heads(heads.output), w.wo)));
+  EXPECT_TRUE(BitwiseEqual(r.weights, heads.weights));
+}
+
+TEST(MultiHeadAttention, CausalInvarianceIsBitwise) {
+  const Tensor x = rand_normal({3, 9, 16}, 7);
+  const Weights w = make_weights(16, 16, 8);
+  const Tensor before = multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 4, causal()).output;
+  for (int64_t t = 0; t < 9; ++t) {
+    Tensor changed = x.clone();
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t p = t + 1; p < 9; ++p)
+        for (int64_t c = 0; c < 16; ++c) changed.at({b, p, c}) = -changed.at({b, p, c}) * 2.0f + 1.0f;
+    const Tensor after = multi_head_attention(changed, w.wq, w.wk, w.wv, w.wo, 4, causal()).output;
+    for (int64_t b = 0; b < 3; ++b) {
+      EXPECT_TRUE(BitwiseEqual(before.select(b).slice(0, t + 1), after.select(b).slice(0, t + 1)))
+          << "t = " << t;
+    }
+  }
+}
+
+TEST(MultiHeadAttention, Errors) {
+  const Weights w = make_weights(8, 8, 9);
+  const Tensor x = rand_normal({2, 3, 8}, 10);
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 3); },
+                         "d_model (8) must divide by n_heads (3)"));
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, Tensor({8, 4}), w.wk, w.wv, w.wo, 2); },
+                         "wq must be (d_model, d_model) = (8, 8), got (8, 4)"));
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, Tensor{}, w.wo, 2); },
+                         "wv must be (d_model, d_model) = (8, 8), got undefined"));
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, w.wv, Tensor({4, 8}), 2); },
+                         "wo must be (8, d_out), got (4, 8)"));
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(Tensor({1, 2, 3, 8}), w.wq, w.wk, w.wv, w.wo, 2); },
+                         "x must be (B, T, d_model) or (T, d_model), got (1, 2, 3, 8)"));
+  EXPECT_TRUE(ThrowsWith([&] { reference::multi_head_attention_per_head(x, {}, Tensor{}); },
+                         "needs at least one head"));
+  EXPECT_TRUE(ThrowsWith([&] {
+    reference::multi_head_attention_per_head(x, {{Tensor({8, 4}), Tensor({8, 4}), Tensor({8, 3})}}, Tensor{});
+  }, "head 0 projections must be (8, 4), got (8, 3)"));
+}
+
+TEST(Linear, MatchesHandComputedProduct) {
+  const Tensor x = Tensor::from_values({1, 2, 2}, {1, 2, 3, 4});
+  const Tensor w = Tensor::from_values({2, 3}, {1, 0, 2, 0, 1, 3});
+  EXPECT_EQ(reference::linear(x, w).to_vector(), (std::vector<float>{1, 2, 8, 3, 4, 18}));
+  EXPECT_TRUE(ThrowsWith([&] { reference::linear(x, Tensor({3, 3})); }, "has d_in 2 but weight (3, 3) expects 3"));
+  EXPECT_TRUE(ThrowsWith([&] { reference::matmul(Tensor({2, 3}), Tensor({2, 3})); }, "inner dims differ"));
+}
+
+}  // namespace
+}  // namespace attn

@@ -1,0 +1,171 @@
+// .npy I/O: round trips, the dtypes and versions NumPy writes, and a clear error for every
+// malformed file (never a crash, and never an allocation sized by an unchecked header).
+#include "attn/io.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "attn/random.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ThrowsWith;
+
+class Npy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("attn_npy_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+// A .npy image with the given header dict and payload.
+std::string npy_bytes(const std::string& dict, const std::string& payload, int major = 1) {
+  std::string header = dict;
+  const size_t prefix = major == 1 ? 10 : 12;
+  while ((prefix + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += static_cast<char>(major);
+  out += '\0';
+  const size_t n = header.size();
+  out += static_cast<char>(n & 0xff);
+  out += static_cast<char>((n >> 8) & 0xff);
+  if (major == 2) out += std::string(2, '\0');
+  return out + header + payload;
+}
+
+std::string floats(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
+
+std::string dict(const std::string& descr, const std::string& shape, bool fortran = false) {
+  return "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+         ", 'shape': " + shape + ", }";
+}
+
+TEST_F(Npy, RoundTripsEveryRank) {
+  for (const Shape& shape : {Shape{7}, Shape{2, 3}, Shape{2, 3, 4}, Shape{1, 2, 3, 5}}) {
+    const Tensor t = rand_normal(shape, 1);
+    write_npy(path("t.npy"), t);
+    const NpyArray back = read_npy(path("t.npy"));
+    EXPECT_EQ(back.dtype, NpyDtype::kFloat32);
+    EXPECT_TRUE(testing::BitwiseEqual(back.values, t));
+  }
+  // A strided view is written in logical order.
+  const Tensor t = rand_normal({3, 4}, 2);
+  write_npy(path("view.npy"), t.transpose(0, 1));
+  EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("view.npy")).values, t.transpose(0, 1)));
+}
+
+TEST_F(Npy, HeaderIsAlignedAndVersionOne) {
+  write_npy(path("t.npy"), Tensor({5}));
+  std::ifstream in(path("t.npy"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  EXPECT_EQ((bytes.size() - 20) % 64, 0u);
+  EXPECT_NE(bytes.find("'shape': (5,)"), std::string::npos);
+}
+
+TEST_F(Npy, ReadsDoublesBooleansAndVersionTwo) {
+  const std::vector<double> d = {1.5, -2.25, 1e-3};
+  const NpyArray f8 = parse_npy(
+      npy_bytes(dict("<f8", "(3,)"), std::string(reinterpret_cast<const char*>(d.data()), 24)), "f8");
+  EXPECT_EQ(f8.dtype, NpyDtype::kFloat64);
+  EXPECT_EQ(f8.values.to_vector(), (std::vector<float>{1.5f, -2.25f, 1e-3f}));
+
+  const NpyArray b1 = parse_npy(npy_bytes(dict("|b1", "(2, 2)"), std::string("\1\0\0\1", 4)), "b1");
+  EXPECT_EQ(b1.dtype, NpyDtype::kBool);
+  EXPECT_EQ(b1.values.to_vector(), (std::vector<float>{1, 0, 0, 1}));
+
+  const NpyArray v2 = parse_npy(npy_bytes(dict("<f4", "(2,)"), floats({3, 4}), 2), "v2");
+  EXPECT_EQ(v2.values.to_vector(), (std::vector<float>{3, 4}));
+
+  write_npy_bool(path("mask.npy"), Tensor::from_values({3}, {0, 2, 1}));
+  EXPECT_EQ(read_npy(path("mask.npy")).values.to_vector(), (std::vector<float>{0, 1, 1}));
+}
+
+TEST_F(Npy, RejectsWhatItCannotRepresent) {
+  const std::string four = floats({1, 2, 3, 4});
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(2, 2)", true), four), "F"); },
+                         "F: Fortran-order arrays are not supported"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict(">f4", "(2, 2)"), four), "BE"); },
+                         "BE: big-endian data ('>f4') is not supported"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<i4", "(2, 2)"), four), "I"); },
+                         "I: unsupported dtype '<i4'"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "()"), floats({1})), "S"); },
+                         "S: rank 0 array (); expected rank 1 to 4"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(1, 1, 1, 1, 1)"), floats({1})), "R"); },
+                         "rank 5 array"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(0, 3)"), ""), "E"); },
+                         "E: empty array (0, 3) is not supported"));
+  const std::vector<double> huge = {1e300};
+  EXPECT_TRUE(ThrowsWith([&] {
+    parse_npy(npy_bytes(dict("<f8", "(1,)"), std::string(reinterpret_cast<const char*>(huge.data()), 8)), "H");
+  }, "does not fit in float32"));
+}
+
+TEST_F(Npy, RejectsHeadersThatLieAboutTheSize) {
+  const std::string four = floats({1, 2, 3, 4});
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(3, 2)"), four), "L"); },
+                         "L: shape (3, 2) of '<f4' needs 24 data bytes but the file has 16 (truncated)"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(3,)"), four), "T"); }, "(trailing bytes)"));
+  // A shape whose product would need terabytes: rejected before any allocation.
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(1048576, 1048576, 1048576)"), four), "B"); },
+                         "is too large"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(99999999999999999999,)"), four), "D"); },
+                         "a shape dim is too large"));
+  // The header length field points past the end of the file.
+  std::string truncated = npy_bytes(dict("<f4", "(4,)"), four).substr(0, 30);
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(truncated, "H"); }, "H: truncated .npy header"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(std::string("\x93NUMPY\x01", 7), "S"); }, "not a .npy file"));
+}
+
+TEST_F(Npy, RejectsMalformedHeaders) {
+  const std::string four = floats({1, 2, 3, 4});
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy("PK\3\4 definitely a zip", "Z"); }, "Z: not a .npy file"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(4,)"), four, 3), "V"); },
+                         "V: unsupported .npy version 3.0"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr': '<f4', 'shape': (4,), }", four), "M"); },
+                         "lacks one of"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (4,)}", four), "B"); },
+                         "expected True or False"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (-4,)}", four), "N"); },
+                         "expected a non-negative integer"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'x': 1}", four), "K"); },
+                         "unknown header key 'x'"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr: '<f4'", four), "Q"); }, "malformed .npy header"));
+}
+
+TEST_F(Npy, FileErrors) {
+  EXPECT_TRUE(ThrowsWith([&] { read_npy(path("missing.npy")); }, "missing.npy: cannot open"));
+  EXPECT_TRUE(ThrowsWith([&] { read_npy(dir_.string()); }, "is a directory"));
+  EXPECT_TRUE(ThrowsWith([&] { write_npy(path("no/such/dir/t.npy"), Tensor({2})); }, "cannot open for writing"));
+  EXPECT_FALSE(fs::exists(path("no")));
+  EXPECT_TRUE(ThrowsWith([&] { write_npy(path("u.npy"), Tensor{}); }, "undefined tensor"));
+  EXPECT_FALSE(fs::exists(path("u.npy")));
+}
+
+TEST_F(Npy, WritingReplacesTheFileWholeAndLeavesNoTemporary) {
+  write_npy(path("t.npy"), Tensor::full({100}, 1.0f));
+  write_npy(path("t.npy"), Tensor::full({3}, 2.0f));
+  EXPECT_EQ(read_npy(path("t.npy")).values.to_vector(), (std::vector<float>{2, 2, 2}));
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) entries += e.is_regular_file();
+  EXPECT_EQ(entries, 1);
+}
+
+}  // namespace
+}  // namespace attn

@@ -1,0 +1,128 @@
+// Tensor: construction, views that share storage, copies, and the errors of each.
+#include "attn/tensor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::ThrowsWith;
+
+Tensor iota(const Shape& shape) {
+  Tensor t(shape);
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  std::iota(v.begin(), v.end(), 0.0f);
+  return Tensor::from_values(shape, v);
+}
+
+TEST(Tensor, ZerosHaveRowMajorStrides) {
+  Tensor t({2, 3, 4});
+  EXPECT_EQ(t.rank(), 3);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.strides(), (Shape{12, 4, 1}));
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.at({1, 2, 3}), 0.0f);
+  EXPECT_EQ(t.dim(-1), 4);
+  EXPECT_EQ(t.shape_string(), "(2, 3, 4)");
+}
+
+TEST(Tensor, FromValuesIsRowMajor) {
+  const Tensor t = iota({2, 3});
+  EXPECT_EQ(t.at({0, 2}), 2.0f);
+  EXPECT_EQ(t.at({1, 0}), 3.0f);
+}
+
+TEST(Tensor, RejectsBadShapes) {
+  EXPECT_TRUE(ThrowsWith([] { Tensor(Shape{}); }, "rank must be 1..4"));
+  EXPECT_TRUE(ThrowsWith([] { Tensor({1, 1, 1, 1, 1}); }, "rank must be 1..4"));
+  EXPECT_TRUE(ThrowsWith([] { Tensor({2, 0}); }, "dims must be >= 1"));
+  EXPECT_TRUE(ThrowsWith([] { Tensor({int64_t{1} << 30, int64_t{1} << 30}); }, "too large"));
+  EXPECT_TRUE(ThrowsWith([] { Tensor::from_values({2, 2}, {1, 2, 3}); }, "holds 4 values, got 3"));
+}
+
+TEST(Tensor, CheckedAccess) {
+  Tensor t({2, 3});
+  EXPECT_TRUE(ThrowsWith([&] { t.at({2, 0}); }, "index 2 out of range for dim 0"));
+  EXPECT_TRUE(ThrowsWith([&] { t.at({0}); }, "1 indices for a tensor of shape (2, 3)"));
+  EXPECT_TRUE(ThrowsWith([&] { t.dim(2); }, "dim(2) out of range"));
+  EXPECT_TRUE(ThrowsWith([] { Tensor().data(); }, "undefined"));
+}
+
+TEST(Tensor, ReshapeIsAViewOfContiguousData) {
+  Tensor t = iota({2, 6});
+  Tensor r = t.reshape({3, -1});
+  EXPECT_EQ(r.shape(), (Shape{3, 4}));
+  EXPECT_TRUE(r.shares_storage(t));
+  r.at({2, 3}) = 100.0f;
+  EXPECT_EQ(t.at({1, 5}), 100.0f);
+  EXPECT_TRUE(ThrowsWith([&] { t.reshape({5, -1}); }, "cannot view shape (2, 6) as"));
+  EXPECT_TRUE(ThrowsWith([&] { t.reshape({-1, -1}); }, "at most one dim may be -1"));
+  EXPECT_TRUE(ThrowsWith([&] { t.transpose(0, 1).reshape({12}); }, "needs a contiguous tensor"));
+}
+
+TEST(Tensor, PermuteAndTransposeChangeStridesOnly) {
+  const Tensor t = iota({2, 3, 4});
+  const Tensor p = t.permute({2, 0, 1});
+  EXPECT_EQ(p.shape(), (Shape{4, 2, 3}));
+  EXPECT_TRUE(p.shares_storage(t));
+  EXPECT_FALSE(p.is_contiguous());
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t c = 0; c < 4; ++c) EXPECT_EQ(p.at({c, a, b}), t.at({a, b, c}));
+  const Tensor copy = p.contiguous();
+  EXPECT_TRUE(copy.is_contiguous());
+  EXPECT_FALSE(copy.shares_storage(t));
+  EXPECT_TRUE(testing::BitwiseEqual(copy, p));
+  EXPECT_EQ(t.transpose(0, -1).shape(), (Shape{4, 3, 2}));
+  EXPECT_TRUE(ThrowsWith([&] { t.permute({0, 0, 1}); }, "must be a permutation"));
+  EXPECT_TRUE(ThrowsWith([&] { t.permute({0, 1}); }, "order has 2 dims"));
+  EXPECT_TRUE(ThrowsWith([&] { t.transpose(0, 3); }, "out of range"));
+}
+
+TEST(Tensor, SliceAndSelectAlongTheFirstDim) {
+  Tensor t = iota({4, 3});
+  Tensor s = t.slice(1, 2);
+  EXPECT_EQ(s.shape(), (Shape{2, 3}));
+  EXPECT_EQ(s.at({0, 0}), 3.0f);
+  s.at({1, 2}) = -1.0f;
+  EXPECT_EQ(t.at({2, 2}), -1.0f);
+  const Tensor row = t.select(3);
+  EXPECT_EQ(row.shape(), (Shape{3}));
+  EXPECT_EQ(row.at({1}), 10.0f);
+  EXPECT_TRUE(ThrowsWith([&] { t.slice(3, 2); }, "slice(3, 2) out of range"));
+  EXPECT_TRUE(ThrowsWith([&] { t.select(4); }, "select(4) out of range"));
+  EXPECT_TRUE(ThrowsWith([&] { row.select(0); }, "select needs rank >= 2"));
+}
+
+TEST(Tensor, AsStridedStaysInsideItsStorage) {
+  const Tensor t = iota({2, 3});
+  const Tensor broadcast = t.select(1).as_strided({4, 3}, {0, 1});
+  EXPECT_EQ(broadcast.at({3, 2}), 5.0f);
+  EXPECT_TRUE(ThrowsWith([&] { t.as_strided({3, 3}, {3, 1}); }, "reaches outside its storage"));
+  EXPECT_TRUE(ThrowsWith([&] { t.as_strided({2}, {-1}); }, "reaches outside its storage"));
+  EXPECT_TRUE(ThrowsWith([&] { t.as_strided({2}, {1, 1}); }, "differ in rank"));
+}
+
+TEST(Tensor, CopyFromThroughStridesAndOverlap) {
+  Tensor t = iota({3, 3});
+  Tensor transposed = t.clone();
+  transposed.copy_from(t.transpose(0, 1));
+  EXPECT_EQ(transposed.at({0, 1}), 3.0f);
+  // In-place transpose: source and destination share storage.
+  t.copy_from(t.transpose(0, 1));
+  EXPECT_TRUE(testing::BitwiseEqual(t, transposed));
+  EXPECT_TRUE(ThrowsWith([&] { t.copy_from(Tensor({2, 2})); }, "copy_from: shape (2, 2) into (3, 3)"));
+}
+
+TEST(Tensor, FullAndToVector) {
+  const Tensor t = Tensor::full({2, 2}, 1.5f);
+  EXPECT_EQ(t.to_vector(), (std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f}));
+  EXPECT_EQ(iota({2, 2}).transpose(0, 1).to_vector(), (std::vector<float>{0, 2, 1, 3}));
+}
+
+}  // namespace
+}  // namespace attn

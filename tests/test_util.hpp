@@ -1,0 +1,70 @@
+// Helpers shared by the tests: comparisons that report the worst element, error checks.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "attn/error.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn::testing {
+
+// Max |a − b| over all elements; shapes must match. NaN anywhere counts as infinite error.
+inline ::testing::AssertionResult AllClose(const Tensor& a, const Tensor& b, double tolerance) {
+  if (a.shape() != b.shape()) {
+    return ::testing::AssertionFailure()
+           << "shapes differ: " << a.shape_string() << " vs " << b.shape_string();
+  }
+  const std::vector<float> x = a.to_vector(), y = b.to_vector();
+  double worst = 0.0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double err = std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::fabs(double{x[i]} - y[i]);
+    if (err > worst || (std::isinf(err) && !std::isinf(worst))) {
+      worst = err;
+      worst_at = i;
+    }
+  }
+  if (worst <= tolerance) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max |a - b| = " << worst << " > " << tolerance
+                                       << " at flat index " << worst_at << " (a = " << x[worst_at]
+                                       << ", b = " << y[worst_at] << ") for shape "
+                                       << a.shape_string();
+}
+
+// Every element bitwise equal.
+inline ::testing::AssertionResult BitwiseEqual(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) {
+    return ::testing::AssertionFailure()
+           << "shapes differ: " << a.shape_string() << " vs " << b.shape_string();
+  }
+  const std::vector<float> x = a.to_vector(), y = b.to_vector();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0) {
+      return ::testing::AssertionFailure() << "element " << i << " differs: " << x[i] << " vs " << y[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Runs fn, expecting attn::Error whose message contains `expected`.
+inline ::testing::AssertionResult ThrowsWith(const std::function<void()>& fn,
+                                             const std::string& expected) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(expected) != std::string::npos) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << "message \"" << e.what() << "\" lacks \"" << expected << "\"";
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw a non-attn exception: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw (expected \"" << expected << "\")";
+}
+
+}  // namespace attn::testing

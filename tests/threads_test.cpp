@@ -1,0 +1,44 @@
+// parallel_for: every index once, at any thread count; exceptions reach the caller.
+#include "attn/threads.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+class ThreadCount : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { set_num_threads(GetParam()); }
+  void TearDown() override { set_num_threads(0); }
+};
+
+TEST_P(ThreadCount, EveryIndexRunsExactlyOnce) {
+  std::vector<std::atomic<int>> hits(1000);
+  parallel_for(1000, [&](int64_t i) { hits[static_cast<size_t>(i)]++; });
+  for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
+  parallel_for(0, [](int64_t) { FAIL() << "no index to run"; });
+}
+
+TEST_P(ThreadCount, ExceptionsPropagate) {
+  EXPECT_THROW(parallel_for(100, [](int64_t i) { if (i == 57) throw std::runtime_error("57"); }),
+               std::runtime_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, ThreadCount, ::testing::Values(1, 2, 3));
+
+TEST(Threads, SetAndDefault) {
+  set_num_threads(3);
+  EXPECT_EQ(num_threads(), 3);
+  set_num_threads(0);
+  EXPECT_GE(num_threads(), 1);
+  EXPECT_TRUE(testing::ThrowsWith([] { set_num_threads(-1); }, "n (-1) must be >= 0"));
+}
+
+}  // namespace
+}  // namespace attn
