@@ -74,6 +74,7 @@ void add_heatmap_command(CLI::App& app) {
   cmd->add_option("--tokens", args->tokens, "labels: one word per key, e.g. \"the cat sat\"");
   cmd->add_flag("--absolute", args->absolute,
                 "map [0, 1] onto the ramp (default: [0, largest weight])");
+  cmd->footer("Example: attn heatmap --weights w.npy --head 0 --tokens \"the cat sat on the mat\"");
   cmd->callback([args] { run_heatmap(*args); });
 }
 

@@ -60,6 +60,7 @@ void add_mha_command(CLI::App& app) {
   cmd->add_option("--weights", args->weights, "also write the weights W.npy (B, H, T, T)");
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);
+  cmd->footer("Example: attn mha --x x.npy --wq wq.npy --wk wk.npy --wv wv.npy --wo wo.npy --heads 4 --causal --out y.npy");
   cmd->callback([args] { run_mha(*args); });
 }
 

@@ -59,6 +59,7 @@ void add_sdpa_command(CLI::App& app) {
   cmd->add_option("--weights", args->weights, "also write the weights W.npy (…, Tq, Tk)");
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);
+  cmd->footer("Example: attn sdpa --q q.npy --k k.npy --v v.npy --causal --out o.npy --weights w.npy");
   cmd->callback([args] { run_sdpa(*args); });
 }
 
