@@ -35,7 +35,8 @@ int main() {
   attn::Tensor heads = attn::split_heads(x, 4);  // (2, 4, 5, 4), shares x's storage
 
   // .npy files and heat maps.
-  const std::string path = (std::filesystem::temp_directory_path() / "attn_api_tour_w.npy").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "attn_api_tour_w.npy").string();
   attn::write_npy(path, y.weights);
   attn::NpyArray w = attn::read_npy(path);  // w.values, w.dtype
   std::cout << attn::heatmap_ascii(y.weights.select(0).select(0));

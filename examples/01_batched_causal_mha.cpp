@@ -24,7 +24,8 @@ int main() {
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t c = 0; c < d_model; ++c) perturbed.at({b, seq - 1, c}) += 10.0f;
   }
-  const attn::MhaResult after = attn::multi_head_attention(perturbed, wq, wk, wv, wo, heads, causal);
+  const attn::MhaResult after =
+      attn::multi_head_attention(perturbed, wq, wk, wv, wo, heads, causal);
 
   int changed_earlier = 0;
   for (int64_t b = 0; b < batch; ++b) {

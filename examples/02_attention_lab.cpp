@@ -48,8 +48,10 @@ int main() {
   print_matrix("weights", b.weights);
   const float w2 = b.weights.at({0, 2}), out = b.output.at({0, 0});
   std::printf("weight on key 2 = %.4f, output = %.2f (value of key 2 is 99)\n", w2, out);
-  std::printf("key 2 dominates; the output is pulled towards 99 but the other keys still share "
-              "%.1f%% of the weight\n", 100.0 * (1.0 - w2));
+  std::printf(
+      "key 2 dominates; the output is pulled towards 99 but the other keys still share "
+      "%.1f%% of the weight\n",
+      100.0 * (1.0 - w2));
   ok &= std::fabs(w2 - 0.8024f) < 5e-5f && std::fabs(out - 80.10f) < 0.01f;
 
   std::printf("\n(c) causal attention, 5 positions\n");

@@ -28,8 +28,7 @@ Tensor add_positional(const Tensor& x, const Tensor& pe) {
              "add_positional: pe must be (max_len, ", x.dim(-1), "), got ",
              pe.defined() ? pe.shape_string() : "undefined");
   const int64_t t = x.dim(-2);
-  ATTN_CHECK(t <= pe.dim(0), "add_positional: sequence length ", t, " exceeds max_len ",
-             pe.dim(0));
+  ATTN_CHECK(t <= pe.dim(0), "add_positional: sequence length ", t, " exceeds max_len ", pe.dim(0));
   Tensor y = x.clone();
   const int64_t batch = x.rank() == 3 ? x.dim(0) : 1;
   const int64_t d = x.dim(-1);

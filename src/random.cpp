@@ -16,8 +16,7 @@ template <typename Next>
 void fill_row_major(Tensor& t, Next&& next) {
   ATTN_CHECK(t.defined(), "random fill of an undefined tensor");
   float* base = t.data();
-  for_each_offset(t.shape(), t.strides(),
-                  [&](int64_t, int64_t offset) { base[offset] = next(); });
+  for_each_offset(t.shape(), t.strides(), [&](int64_t, int64_t offset) { base[offset] = next(); });
 }
 
 }  // namespace

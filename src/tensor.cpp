@@ -106,9 +106,7 @@ int64_t Tensor::offset_of(std::initializer_list<int64_t> index) const {
 
 float& Tensor::at(std::initializer_list<int64_t> index) { return data()[offset_of(index)]; }
 
-float Tensor::at(std::initializer_list<int64_t> index) const {
-  return data()[offset_of(index)];
-}
+float Tensor::at(std::initializer_list<int64_t> index) const { return data()[offset_of(index)]; }
 
 Tensor Tensor::as_strided(Shape shape, Shape strides, int64_t offset) const {
   ATTN_CHECK(defined(), "as_strided of an undefined tensor");

@@ -37,17 +37,8 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-class Cli : public ::testing::Test {
+class Cli : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attn_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
   CliResult run(const std::string& args) const {
     const std::string command = std::string(ATTN_CLI_PATH) + " " + args + " >" + path("stdout") +
                                 " 2>" + path("stderr") + " </dev/null";
@@ -67,8 +58,6 @@ class Cli : public ::testing::Test {
     EXPECT_EQ(r.err_lines(), 1) << args << "\nstderr: " << r.err;
     EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\nstderr: " << r.err;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(Cli, HelpOnEveryCommand) {
@@ -90,13 +79,15 @@ TEST_F(Cli, DemoRunsAndPassesItsChecks) {
 }
 
 TEST_F(Cli, SdpaWritesWhatTheLibraryComputes) {
-  const Tensor q = rand_normal({2, 5, 8}, 1), k = rand_normal({2, 7, 8}, 2), v = rand_normal({2, 7, 3}, 3);
+  const Tensor q = rand_normal({2, 5, 8}, 1), k = rand_normal({2, 7, 8}, 2),
+               v = rand_normal({2, 7, 3}, 3);
   write_npy(path("q.npy"), q);
   write_npy(path("k.npy"), k);
   write_npy(path("v.npy"), v);
   write_npy_bool(path("m.npy"), causal_mask(5, 7));
-  const CliResult r = run("sdpa --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
-                    " --causal --scale 0.5 --out " + path("o.npy") + " --weights " + path("w.npy"));
+  const CliResult r =
+      run("sdpa --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
+          " --causal --scale 0.5 --out " + path("o.npy") + " --weights " + path("w.npy"));
   ASSERT_EQ(r.status, 0) << r.err;
   SdpaOptions o;
   o.causal = true;
@@ -106,7 +97,9 @@ TEST_F(Cli, SdpaWritesWhatTheLibraryComputes) {
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("w.npy")).values, expected.weights));
   // The same result through an explicit boolean mask file.
   ASSERT_EQ(run("sdpa --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
-                " --mask " + path("m.npy") + " --scale 0.5 --out " + path("o2.npy")).status, 0);
+                " --mask " + path("m.npy") + " --scale 0.5 --out " + path("o2.npy"))
+                .status,
+            0);
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("o2.npy")).values, expected.output));
 }
 
@@ -115,36 +108,45 @@ TEST_F(Cli, MhaAndHeatmap) {
   const Tensor w = rand_normal({8, 8}, 5, 0, 0.3f);
   write_npy(path("x.npy"), x);
   write_npy(path("w.npy"), w);
-  const std::string wq = " --wq " + path("w.npy") + " --wk " + path("w.npy") + " --wv " + path("w.npy");
-  const CliResult r = run("mha --x " + path("x.npy") + wq + " --wo " + path("w.npy") +
-                    " --heads 2 --causal --threads 1 --out " + path("y.npy") + " --weights " + path("a.npy"));
+  const std::string wq =
+      " --wq " + path("w.npy") + " --wk " + path("w.npy") + " --wv " + path("w.npy");
+  const CliResult r =
+      run("mha --x " + path("x.npy") + wq + " --wo " + path("w.npy") +
+          " --heads 2 --causal --threads 1 --out " + path("y.npy") + " --weights " + path("a.npy"));
   ASSERT_EQ(r.status, 0) << r.err;
   SdpaOptions o;
   o.causal = true;
   const MhaResult expected = reference::multi_head_attention(x, w, w, w, w, 2, o);
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("y.npy")).values, expected.output));
 
-  const CliResult map = run("heatmap --weights " + path("a.npy") + " --head 1 --tokens \"a b c d\"");
+  const CliResult map =
+      run("heatmap --weights " + path("a.npy") + " --head 1 --tokens \"a b c d\"");
   ASSERT_EQ(map.status, 0) << map.err;
   EXPECT_NE(map.out.find("d "), std::string::npos);
   EXPECT_NE(map.out.find("scale:"), std::string::npos);
-  expect_error("heatmap --weights " + path("a.npy") + " --head 2", "--head 2 out of range for weights (1, 2, 4, 4)");
-  expect_error("heatmap --weights " + path("a.npy") + " --tokens \"a b\"", "--tokens has 2 words but the weights have 4 keys");
+  expect_error("heatmap --weights " + path("a.npy") + " --head 2",
+               "--head 2 out of range for weights (1, 2, 4, 4)");
+  expect_error("heatmap --weights " + path("a.npy") + " --tokens \"a b\"",
+               "--tokens has 2 words but the weights have 4 keys");
 }
 
 TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {
   write_npy(path("x.npy"), rand_normal({2, 3, 10}, 6));
   write_npy(path("w.npy"), rand_normal({10, 10}, 7));
-  const std::string w = " --wq " + path("w.npy") + " --wk " + path("w.npy") + " --wv " + path("w.npy");
+  const std::string w =
+      " --wq " + path("w.npy") + " --wk " + path("w.npy") + " --wv " + path("w.npy");
   expect_error("mha --x " + path("x.npy") + w + " --heads 4 --out " + path("y.npy"),
                "d_model (10) must divide by n_heads (4)");
   EXPECT_FALSE(fs::exists(path("y.npy")));
-  expect_error("sdpa --q " + path("nope.npy") + " --k " + path("nope.npy") + " --v " + path("nope.npy") +
-               " --out " + path("o.npy"), "nope.npy: cannot open");
+  expect_error("sdpa --q " + path("nope.npy") + " --k " + path("nope.npy") + " --v " +
+                   path("nope.npy") + " --out " + path("o.npy"),
+               "nope.npy: cannot open");
   expect_error("sdpa --q " + path("x.npy") + " --k " + path("w.npy") + " --v " + path("w.npy") +
-               " --out " + path("o.npy"), "same rank");
+                   " --out " + path("o.npy"),
+               "same rank");
   expect_error("sdpa --q " + path("x.npy") + " --k " + path("x.npy") + " --v " + path("x.npy") +
-               " --impl fused --out " + path("o.npy"), "fused kernel is not built yet");
+                   " --impl fused --out " + path("o.npy"),
+               "fused kernel is not built yet");
   expect_error("sdpa --q " + path("x.npy"), "--k is required");
   expect_error("sdpa --q a --k b --v c --out d --impl turbo", "--impl");
   expect_error("demo --threads 0", "--threads");
@@ -159,7 +161,8 @@ TEST_F(Cli, RejectsNonFiniteInputs) {
   q.at({1, 2}) = std::nanf("");
   write_npy(path("q.npy"), q);
   expect_error("sdpa --q " + path("q.npy") + " --k " + path("q.npy") + " --v " + path("q.npy") +
-               " --out " + path("o.npy"), "holds a non-finite value (nan) at flat index 6");
+                   " --out " + path("o.npy"),
+               "holds a non-finite value (nan) at flat index 6");
 }
 
 }  // namespace

@@ -32,9 +32,16 @@ TEST(AddPositional, AddsTheTableToEveryBatchEntry) {
   const Tensor y = add_positional(x, pe);
   EXPECT_FLOAT_EQ(y.at({1, 2, 1}), 1.0f + pe.at({2, 1}));
   EXPECT_EQ(x.at({1, 2, 1}), 1.0f);  // the input is left alone
-  EXPECT_TRUE(testing::ThrowsWith([&] { add_positional(Tensor({11, 4}), pe); },
-                                  "sequence length 11 exceeds max_len 10"));
-  EXPECT_TRUE(testing::ThrowsWith([&] { add_positional(Tensor({3, 5}), pe); }, "pe must be (max_len, 5)"));
+  EXPECT_TRUE(testing::ThrowsWith(
+      [&] {
+        add_positional(Tensor({11, 4}), pe);
+      },
+      "sequence length 11 exceeds max_len 10"));
+  EXPECT_TRUE(testing::ThrowsWith(
+      [&] {
+        add_positional(Tensor({3, 5}), pe);
+      },
+      "pe must be (max_len, 5)"));
   EXPECT_TRUE(testing::ThrowsWith([] { sinusoidal_encoding(0, 4); }, "must be >= 1"));
 }
 

@@ -22,8 +22,8 @@ Tensor tensor(const std::string& fixture, const std::string& name) {
 }
 
 void expect_sdpa_matches(const std::string& fixture, SdpaOptions options) {
-  const SdpaResult r = reference::sdpa(tensor(fixture, "q"), tensor(fixture, "k"),
-                                       tensor(fixture, "v"), options);
+  const SdpaResult r =
+      reference::sdpa(tensor(fixture, "q"), tensor(fixture, "k"), tensor(fixture, "v"), options);
   EXPECT_TRUE(testing::AllClose(r.output, tensor(fixture, "out"), kTolerance)) << fixture;
   EXPECT_TRUE(testing::AllClose(r.weights, tensor(fixture, "weights"), kTolerance)) << fixture;
 }
@@ -67,16 +67,16 @@ TEST(Fixtures, MultiHeadAttentionCausal) {
   const std::string f = "mha_causal";
   SdpaOptions o;
   o.causal = true;
-  const MhaResult r = reference::multi_head_attention(tensor(f, "x"), tensor(f, "wq"), tensor(f, "wk"),
-                                                      tensor(f, "wv"), tensor(f, "wo"), 4, o);
+  const MhaResult r = reference::multi_head_attention(
+      tensor(f, "x"), tensor(f, "wq"), tensor(f, "wk"), tensor(f, "wv"), tensor(f, "wo"), 4, o);
   EXPECT_TRUE(testing::AllClose(r.output, tensor(f, "out"), kTolerance));
   EXPECT_TRUE(testing::AllClose(r.weights, tensor(f, "weights"), kTolerance));
 }
 
 TEST(Fixtures, MultiHeadAttentionWithoutOutputProjection) {
   const std::string f = "mha_no_wo";
-  const MhaResult r = reference::multi_head_attention(tensor(f, "x"), tensor(f, "wq"), tensor(f, "wk"),
-                                                      tensor(f, "wv"), Tensor{}, 2);
+  const MhaResult r = reference::multi_head_attention(
+      tensor(f, "x"), tensor(f, "wq"), tensor(f, "wk"), tensor(f, "wv"), Tensor{}, 2);
   EXPECT_TRUE(testing::AllClose(r.output, tensor(f, "out"), kTolerance));
   EXPECT_TRUE(testing::AllClose(r.weights, tensor(f, "weights"), kTolerance));
 }

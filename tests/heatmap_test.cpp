@@ -47,11 +47,23 @@ TEST(Heatmap, LabelsRowsAndColumns) {
 }
 
 TEST(Heatmap, Errors) {
-  EXPECT_TRUE(testing::ThrowsWith([] { heatmap_ascii(Tensor({2, 2, 2})); }, "must be a 2-D matrix, got (2, 2, 2)"));
+  EXPECT_TRUE(testing::ThrowsWith(
+      [] {
+        heatmap_ascii(Tensor({2, 2, 2}));
+      },
+      "must be a 2-D matrix, got (2, 2, 2)"));
   HeatmapOptions o;
   o.row_labels = {"a"};
-  EXPECT_TRUE(testing::ThrowsWith([&] { heatmap_ascii(Tensor({2, 2}), o); }, "1 row labels for 2 rows"));
-  EXPECT_TRUE(testing::ThrowsWith([] { heatmap_ascii(Tensor::full({1, 1}, std::nanf(""))); }, "holds nan"));
+  EXPECT_TRUE(testing::ThrowsWith(
+      [&] {
+        heatmap_ascii(Tensor({2, 2}), o);
+      },
+      "1 row labels for 2 rows"));
+  EXPECT_TRUE(testing::ThrowsWith(
+      [] {
+        heatmap_ascii(Tensor::full({1, 1}, std::nanf("")));
+      },
+      "holds nan"));
 }
 
 }  // namespace

@@ -35,9 +35,14 @@ TEST(SplitHeads, IsAViewWithHeadMajorLayout) {
 }
 
 TEST(SplitHeads, Errors) {
-  EXPECT_TRUE(ThrowsWith([] { split_heads(Tensor({2, 3, 10}), 4); }, "d_model (10) must divide by n_heads (4)"));
+  EXPECT_TRUE(ThrowsWith(
+      [] {
+        split_heads(Tensor({2, 3, 10}), 4);
+      },
+      "d_model (10) must divide by n_heads (4)"));
   EXPECT_TRUE(ThrowsWith([] { split_heads(Tensor({2, 3, 8}), 0); }, "n_heads (0) must be >= 1"));
-  EXPECT_TRUE(ThrowsWith([] { split_heads(Tensor({8}), 2); }, "x must be (B, T, d_model) or (T, d_model), got (8)"));
+  EXPECT_TRUE(ThrowsWith([] { split_heads(Tensor({8}), 2); },
+                         "x must be (B, T, d_model) or (T, d_model), got (8)"));
   EXPECT_TRUE(ThrowsWith([] { merge_heads(Tensor({8, 2})); }, "merge_heads: x must be"));
 }
 
@@ -46,8 +51,10 @@ struct Weights {
 };
 
 Weights make_weights(int64_t d_model, int64_t d_out, uint64_t seed) {
-  return {rand_normal({d_model, d_model}, seed, 0, 0.3f), rand_normal({d_model, d_model}, seed + 1, 0, 0.3f),
-          rand_normal({d_model, d_model}, seed + 2, 0, 0.3f), rand_normal({d_model, d_out}, seed + 3, 0, 0.3f)};
+  return {rand_normal({d_model, d_model}, seed, 0, 0.3f),
+          rand_normal({d_model, d_model}, seed + 1, 0, 0.3f),
+          rand_normal({d_model, d_model}, seed + 2, 0, 0.3f),
+          rand_normal({d_model, d_out}, seed + 3, 0, 0.3f)};
 }
 
 // Columns [h·d_head, (h+1)·d_head) of w.
@@ -62,7 +69,8 @@ TEST(MultiHeadAttention, PerHeadFormEqualsColumnBlocksOfTheFullMatrices) {
     const Tensor wo = with_wo ? w.wo : Tensor{};
     std::vector<HeadProjections> heads;
     for (int64_t h = 0; h < 3; ++h) {
-      heads.push_back({column_block(w.wq, h, 4), column_block(w.wk, h, 4), column_block(w.wv, h, 4)});
+      heads.push_back(
+          {column_block(w.wq, h, 4), column_block(w.wk, h, 4), column_block(w.wv, h, 4)});
     }
     const MhaResult full = reference::multi_head_attention(x, w.wq, w.wk, w.wv, wo, 3, causal());
     const MhaResult per_head = reference::multi_head_attention_per_head(x, heads, wo, causal());
@@ -92,7 +100,8 @@ TEST(MultiHeadAttention, CausalInvarianceIsBitwise) {
     Tensor changed = x.clone();
     for (int64_t b = 0; b < 3; ++b)
       for (int64_t p = t + 1; p < 9; ++p)
-        for (int64_t c = 0; c < 16; ++c) changed.at({b, p, c}) = -changed.at({b, p, c}) * 2.0f + 1.0f;
+        for (int64_t c = 0; c < 16; ++c)
+          changed.at({b, p, c}) = -changed.at({b, p, c}) * 2.0f + 1.0f;
     const Tensor after = multi_head_attention(changed, w.wq, w.wk, w.wv, w.wo, 4, causal()).output;
     for (int64_t b = 0; b < 3; ++b) {
       EXPECT_TRUE(BitwiseEqual(before.select(b).slice(0, t + 1), after.select(b).slice(0, t + 1)))
@@ -106,27 +115,47 @@ TEST(MultiHeadAttention, Errors) {
   const Tensor x = rand_normal({2, 3, 8}, 10);
   EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 3); },
                          "d_model (8) must divide by n_heads (3)"));
-  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, Tensor({8, 4}), w.wk, w.wv, w.wo, 2); },
-                         "wq must be (d_model, d_model) = (8, 8), got (8, 4)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        multi_head_attention(x, Tensor({8, 4}), w.wk, w.wv, w.wo, 2);
+      },
+      "wq must be (d_model, d_model) = (8, 8), got (8, 4)"));
   EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, Tensor{}, w.wo, 2); },
                          "wv must be (d_model, d_model) = (8, 8), got undefined"));
-  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, w.wv, Tensor({4, 8}), 2); },
-                         "wo must be (8, d_out), got (4, 8)"));
-  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(Tensor({1, 2, 3, 8}), w.wq, w.wk, w.wv, w.wo, 2); },
-                         "x must be (B, T, d_model) or (T, d_model), got (1, 2, 3, 8)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        multi_head_attention(x, w.wq, w.wk, w.wv, Tensor({4, 8}), 2);
+      },
+      "wo must be (8, d_out), got (4, 8)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        multi_head_attention(Tensor({1, 2, 3, 8}), w.wq, w.wk, w.wv, w.wo, 2);
+      },
+      "x must be (B, T, d_model) or (T, d_model), got (1, 2, 3, 8)"));
   EXPECT_TRUE(ThrowsWith([&] { reference::multi_head_attention_per_head(x, {}, Tensor{}); },
                          "needs at least one head"));
-  EXPECT_TRUE(ThrowsWith([&] {
-    reference::multi_head_attention_per_head(x, {{Tensor({8, 4}), Tensor({8, 4}), Tensor({8, 3})}}, Tensor{});
-  }, "head 0 projections must be (8, 4), got (8, 3)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        reference::multi_head_attention_per_head(
+            x, {{Tensor({8, 4}), Tensor({8, 4}), Tensor({8, 3})}}, Tensor{});
+      },
+      "head 0 projections must be (8, 4), got (8, 3)"));
 }
 
 TEST(Linear, MatchesHandComputedProduct) {
   const Tensor x = Tensor::from_values({1, 2, 2}, {1, 2, 3, 4});
   const Tensor w = Tensor::from_values({2, 3}, {1, 0, 2, 0, 1, 3});
   EXPECT_EQ(reference::linear(x, w).to_vector(), (std::vector<float>{1, 2, 8, 3, 4, 18}));
-  EXPECT_TRUE(ThrowsWith([&] { reference::linear(x, Tensor({3, 3})); }, "has d_in 2 but weight (3, 3) expects 3"));
-  EXPECT_TRUE(ThrowsWith([&] { reference::matmul(Tensor({2, 3}), Tensor({2, 3})); }, "inner dims differ"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        reference::linear(x, Tensor({3, 3}));
+      },
+      "has d_in 2 but weight (3, 3) expects 3"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        reference::matmul(Tensor({2, 3}), Tensor({2, 3}));
+      },
+      "inner dims differ"));
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 // .npy I/O: round trips, the dtypes and versions NumPy writes, and a clear error for every
 // malformed file (never a crash, and never an allocation sized by an unchecked header).
-#include "attn/io.hpp"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attn/io.hpp"
 #include "attn/random.hpp"
 #include "test_util.hpp"
 
@@ -18,18 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ThrowsWith;
 
-class Npy : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attn_npy_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+using Npy = testing::TempDirTest;
 
 // A .npy image with the given header dict and payload.
 std::string npy_bytes(const std::string& dict, const std::string& payload, int major = 1) {
@@ -82,7 +70,8 @@ TEST_F(Npy, HeaderIsAlignedAndVersionOne) {
 TEST_F(Npy, ReadsDoublesBooleansAndVersionTwo) {
   const std::vector<double> d = {1.5, -2.25, 1e-3};
   const NpyArray f8 = parse_npy(
-      npy_bytes(dict("<f8", "(3,)"), std::string(reinterpret_cast<const char*>(d.data()), 24)), "f8");
+      npy_bytes(dict("<f8", "(3,)"), std::string(reinterpret_cast<const char*>(d.data()), 24)),
+      "f8");
   EXPECT_EQ(f8.dtype, NpyDtype::kFloat64);
   EXPECT_EQ(f8.values.to_vector(), (std::vector<float>{1.5f, -2.25f, 1e-3f}));
 
@@ -107,30 +96,40 @@ TEST_F(Npy, RejectsWhatItCannotRepresent) {
                          "I: unsupported dtype '<i4'"));
   EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "()"), floats({1})), "S"); },
                          "S: rank 0 array (); expected rank 1 to 4"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(1, 1, 1, 1, 1)"), floats({1})), "R"); },
-                         "rank 5 array"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(1, 1, 1, 1, 1)"), floats({1})), "R"); },
+                 "rank 5 array"));
   EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(0, 3)"), ""), "E"); },
                          "E: empty array (0, 3) is not supported"));
   const std::vector<double> huge = {1e300};
-  EXPECT_TRUE(ThrowsWith([&] {
-    parse_npy(npy_bytes(dict("<f8", "(1,)"), std::string(reinterpret_cast<const char*>(huge.data()), 8)), "H");
-  }, "does not fit in float32"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        parse_npy(npy_bytes(dict("<f8", "(1,)"),
+                            std::string(reinterpret_cast<const char*>(huge.data()), 8)),
+                  "H");
+      },
+      "does not fit in float32"));
 }
 
 TEST_F(Npy, RejectsHeadersThatLieAboutTheSize) {
   const std::string four = floats({1, 2, 3, 4});
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(3, 2)"), four), "L"); },
-                         "L: shape (3, 2) of '<f4' needs 24 data bytes but the file has 16 (truncated)"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(3,)"), four), "T"); }, "(trailing bytes)"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(3, 2)"), four), "L"); },
+                 "L: shape (3, 2) of '<f4' needs 24 data bytes but the file has 16 (truncated)"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(3,)"), four), "T"); },
+                         "(trailing bytes)"));
   // A shape whose product would need terabytes: rejected before any allocation.
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(1048576, 1048576, 1048576)"), four), "B"); },
-                         "is too large"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(99999999999999999999,)"), four), "D"); },
-                         "a shape dim is too large"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] { parse_npy(npy_bytes(dict("<f4", "(1048576, 1048576, 1048576)"), four), "B"); },
+      "is too large"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(99999999999999999999,)"), four), "D"); },
+                 "a shape dim is too large"));
   // The header length field points past the end of the file.
   std::string truncated = npy_bytes(dict("<f4", "(4,)"), four).substr(0, 30);
   EXPECT_TRUE(ThrowsWith([&] { parse_npy(truncated, "H"); }, "H: truncated .npy header"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(std::string("\x93NUMPY\x01", 7), "S"); }, "not a .npy file"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { parse_npy(std::string("\x93NUMPY\x01", 7), "S"); }, "not a .npy file"));
 }
 
 TEST_F(Npy, RejectsMalformedHeaders) {
@@ -138,21 +137,35 @@ TEST_F(Npy, RejectsMalformedHeaders) {
   EXPECT_TRUE(ThrowsWith([&] { parse_npy("PK\3\4 definitely a zip", "Z"); }, "Z: not a .npy file"));
   EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(4,)"), four, 3), "V"); },
                          "V: unsupported .npy version 3.0"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr': '<f4', 'shape': (4,), }", four), "M"); },
-                         "lacks one of"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (4,)}", four), "B"); },
-                         "expected True or False"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (-4,)}", four), "N"); },
-                         "expected a non-negative integer"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'x': 1}", four), "K"); },
-                         "unknown header key 'x'"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr: '<f4'", four), "Q"); }, "malformed .npy header"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { parse_npy(npy_bytes("{'descr': '<f4', 'shape': (4,), }", four), "M"); },
+                 "lacks one of"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (4,)}", four), "B");
+      },
+      "expected True or False"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (-4,)}", four), "N");
+      },
+      "expected a non-negative integer"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        parse_npy(
+            npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'x': 1}", four),
+            "K");
+      },
+      "unknown header key 'x'"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes("{'descr: '<f4'", four), "Q"); },
+                         "malformed .npy header"));
 }
 
 TEST_F(Npy, FileErrors) {
   EXPECT_TRUE(ThrowsWith([&] { read_npy(path("missing.npy")); }, "missing.npy: cannot open"));
   EXPECT_TRUE(ThrowsWith([&] { read_npy(dir_.string()); }, "is a directory"));
-  EXPECT_TRUE(ThrowsWith([&] { write_npy(path("no/such/dir/t.npy"), Tensor({2})); }, "cannot open for writing"));
+  EXPECT_TRUE(ThrowsWith([&] { write_npy(path("no/such/dir/t.npy"), Tensor({2})); },
+                         "cannot open for writing"));
   EXPECT_FALSE(fs::exists(path("no")));
   EXPECT_TRUE(ThrowsWith([&] { write_npy(path("u.npy"), Tensor{}); }, "undefined tensor"));
   EXPECT_FALSE(fs::exists(path("u.npy")));

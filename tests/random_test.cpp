@@ -29,8 +29,10 @@ TEST(Random, PinnedValuesForSeedZero) {
   // Values of the documented transforms for seed 0, recorded once on x86-64 glibc.
   const std::vector<float> normal = rand_normal({4}, 0).to_vector();
   const std::vector<float> uniform = rand_uniform({4}, 0).to_vector();
-  const std::vector<float> expected_normal = {1.91280448f, -0.0944795609f, -2.07940793f, -1.46132815f};
-  const std::vector<float> expected_uniform = {0.159793317f, 0.992145181f, 0.0395690203f, 0.597494662f};
+  const std::vector<float> expected_normal = {1.91280448f, -0.0944795609f, -2.07940793f,
+                                              -1.46132815f};
+  const std::vector<float> expected_uniform = {0.159793317f, 0.992145181f, 0.0395690203f,
+                                               0.597494662f};
   EXPECT_EQ(normal, expected_normal);
   EXPECT_EQ(uniform, expected_uniform);
 }
@@ -54,8 +56,10 @@ TEST(Random, MomentsAndRange) {
     ASSERT_LT(u, 1.0f);
   }
   Tensor t({2});
-  EXPECT_TRUE(testing::ThrowsWith([&] { fill_uniform(t, 0, 1.0f, 0.0f); }, "lo (1) must be <= hi (0)"));
-  EXPECT_TRUE(testing::ThrowsWith([&] { fill_normal(t, 0, 0.0f, -1.0f); }, "stddev (-1) must be >= 0"));
+  EXPECT_TRUE(
+      testing::ThrowsWith([&] { fill_uniform(t, 0, 1.0f, 0.0f); }, "lo (1) must be <= hi (0)"));
+  EXPECT_TRUE(
+      testing::ThrowsWith([&] { fill_normal(t, 0, 0.0f, -1.0f); }, "stddev (-1) must be >= 0"));
 }
 
 }  // namespace

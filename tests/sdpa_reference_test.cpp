@@ -67,8 +67,10 @@ TEST(SdpaReference, CausalSquareHasZerosAboveTheDiagonal) {
   const SdpaResult r = reference::sdpa(x, x, x, causal_options());
   for (int64_t i = 0; i < 6; ++i) {
     for (int64_t j = 0; j < 6; ++j) {
-      if (j > i) EXPECT_EQ(r.weights.at({i, j}), 0.0f);
-      else EXPECT_GT(r.weights.at({i, j}), 0.0f);
+      if (j > i)
+        EXPECT_EQ(r.weights.at({i, j}), 0.0f);
+      else
+        EXPECT_GT(r.weights.at({i, j}), 0.0f);
     }
   }
   EXPECT_FLOAT_EQ(r.weights.at({0, 0}), 1.0f);
@@ -89,7 +91,8 @@ TEST(SdpaReference, CausalIsBottomRightAlignedWhenTqIsSmaller) {
 
 TEST(SdpaReference, RowsThatSeeNoKeyAreZeroNotNaN) {
   // Tq > Tk: the first Tq − Tk queries sit before every key.
-  const Tensor q = rand_normal({5, 4}, 10), k = rand_normal({2, 4}, 11), v = rand_normal({2, 3}, 12);
+  const Tensor q = rand_normal({5, 4}, 10), k = rand_normal({2, 4}, 11),
+               v = rand_normal({2, 3}, 12);
   const SdpaResult r = reference::sdpa(q, k, v, causal_options());
   for (int64_t i = 0; i < 3; ++i) {
     for (int64_t j = 0; j < 2; ++j) EXPECT_EQ(r.weights.at({i, j}), 0.0f);
@@ -149,7 +152,8 @@ TEST(SdpaReference, MaskBroadcastsFromAnyTrailingShape) {
   SdpaOptions small, big;
   small.mask = Mask::additive(per_key);
   big.mask = Mask::additive(full);
-  EXPECT_TRUE(BitwiseEqual(reference::sdpa(q, k, v, small).output, reference::sdpa(q, k, v, big).output));
+  EXPECT_TRUE(
+      BitwiseEqual(reference::sdpa(q, k, v, small).output, reference::sdpa(q, k, v, big).output));
 }
 
 TEST(SdpaReference, AdditiveMaskShiftsScores) {
@@ -192,8 +196,8 @@ TEST(SdpaReference, StridedViewsGiveTheSameResultAsContiguousCopies) {
 }
 
 TEST(SdpaReference, ValueWidthMayDifferFromKeyWidth) {
-  const SdpaResult r = reference::sdpa(rand_normal({3, 4}, 28), rand_normal({7, 4}, 29),
-                                       rand_normal({7, 11}, 30));
+  const SdpaResult r =
+      reference::sdpa(rand_normal({3, 4}, 28), rand_normal({7, 4}, 29), rand_normal({7, 11}, 30));
   EXPECT_EQ(r.output.shape(), (Shape{3, 11}));
   EXPECT_EQ(r.weights.shape(), (Shape{3, 7}));
 }
@@ -218,17 +222,33 @@ TEST(SdpaReference, ArgumentErrorsNameTheShapes) {
   const Tensor q = rand_normal({2, 4, 5, 8}, 1);
   const Tensor k = rand_normal({2, 4, 6, 8}, 2), v = rand_normal({2, 4, 6, 8}, 3);
   EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, k.select(0), v); }, "same rank, 2 to 4"));
-  EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q.select(0).select(0).select(0), k, v); }, "same rank"));
-  EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, rand_normal({2, 4, 6, 7}, 4), v); },
-                         "k's last dim (7) must equal q's (8)"));
-  EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, k, rand_normal({2, 4, 5, 8}, 5)); },
-                         "v's key count (5) must equal k's (6)"));
-  EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, rand_normal({2, 3, 6, 8}, 6), rand_normal({2, 3, 6, 8}, 7)); },
-                         "k/v heads (3) must divide q heads (4)"));
-  EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, rand_normal({3, 4, 6, 8}, 8), rand_normal({3, 4, 6, 8}, 9)); },
-                         "q and k/v leading dim 0 differ: q (2, 4, 5, 8), k (3, 4, 6, 8)"));
-  EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, k, rand_normal({2, 2, 6, 8}, 10)); },
-                         "k and v leading dim 1 differ"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { reference::sdpa(q.select(0).select(0).select(0), k, v); }, "same rank"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        reference::sdpa(q, rand_normal({2, 4, 6, 7}, 4), v);
+      },
+      "k's last dim (7) must equal q's (8)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        reference::sdpa(q, k, rand_normal({2, 4, 5, 8}, 5));
+      },
+      "v's key count (5) must equal k's (6)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        reference::sdpa(q, rand_normal({2, 3, 6, 8}, 6), rand_normal({2, 3, 6, 8}, 7));
+      },
+      "k/v heads (3) must divide q heads (4)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        reference::sdpa(q, rand_normal({3, 4, 6, 8}, 8), rand_normal({3, 4, 6, 8}, 9));
+      },
+      "q and k/v leading dim 0 differ: q (2, 4, 5, 8), k (3, 4, 6, 8)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        reference::sdpa(q, k, rand_normal({2, 2, 6, 8}, 10));
+      },
+      "k and v leading dim 1 differ"));
   EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(Tensor{}, k, v); }, "must all be given"));
 
   SdpaOptions bad_mask;
@@ -241,7 +261,8 @@ TEST(SdpaReference, ArgumentErrorsNameTheShapes) {
   EXPECT_NO_THROW(reference::sdpa(q, k, v, bad_mask));
   SdpaOptions nan_mask;
   nan_mask.mask = Mask::additive(Tensor::full({6}, std::nanf("")));
-  EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, k, v, nan_mask); }, "finite values or -inf, found nan"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { reference::sdpa(q, k, v, nan_mask); }, "finite values or -inf, found nan"));
   nan_mask.mask = Mask::additive(Tensor::full({6}, kInf));
   EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, k, v, nan_mask); }, "found inf"));
   SdpaOptions missing;
@@ -252,7 +273,8 @@ TEST(SdpaReference, ArgumentErrorsNameTheShapes) {
   EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, k, v, bad_scale); }, "scale must be finite"));
   SdpaOptions bad_window;
   bad_window.window = -1;
-  EXPECT_TRUE(ThrowsWith([&] { reference::sdpa(q, k, v, bad_window); }, "window must be >= 0, got -1"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { reference::sdpa(q, k, v, bad_window); }, "window must be >= 0, got -1"));
   EXPECT_TRUE(ThrowsWith([] { causal_mask(0); }, "sizes must be >= 1"));
 }
 

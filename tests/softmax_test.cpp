@@ -27,7 +27,8 @@ TEST(Softmax, LargeScoresDoNotOverflow) {
 }
 
 TEST(Softmax, MinusInfinityGetsZeroAndAllMaskedRowIsZero) {
-  const Tensor y = reference::softmax(Tensor::from_values({2, 3}, {0, -kInf, 0, -kInf, -kInf, -kInf}));
+  const Tensor y =
+      reference::softmax(Tensor::from_values({2, 3}, {0, -kInf, 0, -kInf, -kInf, -kInf}));
   EXPECT_FLOAT_EQ(y.at({0, 0}), 0.5f);
   EXPECT_EQ(y.at({0, 1}), 0.0f);
   for (int64_t j = 0; j < 3; ++j) EXPECT_EQ(y.at({1, j}), 0.0f);

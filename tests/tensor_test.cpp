@@ -115,7 +115,11 @@ TEST(Tensor, CopyFromThroughStridesAndOverlap) {
   // In-place transpose: source and destination share storage.
   t.copy_from(t.transpose(0, 1));
   EXPECT_TRUE(testing::BitwiseEqual(t, transposed));
-  EXPECT_TRUE(ThrowsWith([&] { t.copy_from(Tensor({2, 2})); }, "copy_from: shape (2, 2) into (3, 3)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        t.copy_from(Tensor({2, 2}));
+      },
+      "copy_from: shape (2, 2) into (3, 3)"));
 }
 
 TEST(Tensor, FullAndToVector) {

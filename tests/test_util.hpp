@@ -2,9 +2,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 
@@ -23,17 +25,18 @@ inline ::testing::AssertionResult AllClose(const Tensor& a, const Tensor& b, dou
   double worst = 0.0;
   size_t worst_at = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    const double err = std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::fabs(double{x[i]} - y[i]);
+    const double err =
+        std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::fabs(double{x[i]} - y[i]);
     if (err > worst || (std::isinf(err) && !std::isinf(worst))) {
       worst = err;
       worst_at = i;
     }
   }
   if (worst <= tolerance) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "max |a - b| = " << worst << " > " << tolerance
-                                       << " at flat index " << worst_at << " (a = " << x[worst_at]
-                                       << ", b = " << y[worst_at] << ") for shape "
-                                       << a.shape_string();
+  return ::testing::AssertionFailure()
+         << "max |a - b| = " << worst << " > " << tolerance << " at flat index " << worst_at
+         << " (a = " << x[worst_at] << ", b = " << y[worst_at] << ") for shape "
+         << a.shape_string();
 }
 
 // Every element bitwise equal.
@@ -45,7 +48,8 @@ inline ::testing::AssertionResult BitwiseEqual(const Tensor& a, const Tensor& b)
   const std::vector<float> x = a.to_vector(), y = b.to_vector();
   for (size_t i = 0; i < x.size(); ++i) {
     if (std::memcmp(&x[i], &y[i], sizeof(float)) != 0) {
-      return ::testing::AssertionFailure() << "element " << i << " differs: " << x[i] << " vs " << y[i];
+      return ::testing::AssertionFailure()
+             << "element " << i << " differs: " << x[i] << " vs " << y[i];
     }
   }
   return ::testing::AssertionSuccess();
@@ -60,11 +64,26 @@ inline ::testing::AssertionResult ThrowsWith(const std::function<void()>& fn,
     if (std::string(e.what()).find(expected) != std::string::npos) {
       return ::testing::AssertionSuccess();
     }
-    return ::testing::AssertionFailure() << "message \"" << e.what() << "\" lacks \"" << expected << "\"";
+    return ::testing::AssertionFailure()
+           << "message \"" << e.what() << "\" lacks \"" << expected << "\"";
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "threw a non-attn exception: " << e.what();
   }
   return ::testing::AssertionFailure() << "did not throw (expected \"" << expected << "\")";
 }
+
+// A fixture with a fresh folder per test, removed afterwards.
+class TempDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("attn_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::filesystem::path dir_;
+};
 
 }  // namespace attn::testing

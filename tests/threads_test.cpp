@@ -26,7 +26,10 @@ TEST_P(ThreadCount, EveryIndexRunsExactlyOnce) {
 }
 
 TEST_P(ThreadCount, ExceptionsPropagate) {
-  EXPECT_THROW(parallel_for(100, [](int64_t i) { if (i == 57) throw std::runtime_error("57"); }),
+  EXPECT_THROW(parallel_for(100,
+                            [](int64_t i) {
+                              if (i == 57) throw std::runtime_error("57");
+                            }),
                std::runtime_error);
 }
 

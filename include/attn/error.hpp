@@ -29,7 +29,7 @@ std::string concat(const Args&... args) {
 
 // Throws attn::Error with the streamed message when `cond` is false. A macro so that the
 // message is only built on failure.
-#define ATTN_CHECK(cond, ...)                                          \
-  do {                                                                 \
+#define ATTN_CHECK(cond, ...)                                              \
+  do {                                                                     \
     if (!(cond)) throw ::attn::Error(::attn::detail::concat(__VA_ARGS__)); \
   } while (0)

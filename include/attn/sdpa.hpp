@@ -34,13 +34,11 @@ namespace reference {
 Tensor softmax(const Tensor& x);
 
 // The readable path: scores, mask, softmax, weighted sum, one formula per step.
-SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
-                const SdpaOptions& options = {});
+SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options = {});
 
 }  // namespace reference
 
 // The library's default path (the reference path until the fused kernel lands).
-SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
-                const SdpaOptions& options = {});
+SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options = {});
 
 }  // namespace attn

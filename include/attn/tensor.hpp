@@ -59,8 +59,8 @@ class Tensor {
   Tensor as_strided(Shape shape, Shape strides, int64_t offset = 0) const;
 
   // Copies.
-  Tensor contiguous() const;  // returns *this (a view) when already contiguous
-  Tensor clone() const;       // always a fresh contiguous copy
+  Tensor contiguous() const;             // returns *this (a view) when already contiguous
+  Tensor clone() const;                  // always a fresh contiguous copy
   std::vector<float> to_vector() const;  // row-major values
 
   // Writes src's values into this tensor (same shape), through the strides of both.

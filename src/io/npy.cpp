@@ -2,6 +2,8 @@
 //   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 // parsed here by a small tokenizer that accepts exactly what NumPy writes and reports
 // anything else. See https://numpy.org/devdocs/reference/generated/numpy.lib.format.html.
+#include <unistd.h>
+
 #include <bit>
 #include <cctype>
 #include <cmath>
@@ -12,7 +14,6 @@
 #include <limits>
 #include <map>
 #include <sstream>
-#include <unistd.h>
 
 #include "attn/error.hpp"
 #include "attn/io.hpp"
@@ -20,8 +21,7 @@
 namespace attn {
 namespace {
 
-static_assert(std::endian::native == std::endian::little,
-              ".npy I/O assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little, ".npy I/O assumes a little-endian host");
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
@@ -89,7 +89,8 @@ class HeaderParser {
   }
   std::string quoted() {
     skip_space();
-    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) fail("expected a string");
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"'))
+      fail("expected a string");
     const char quote = text_[pos_++];
     const size_t end = text_.find(quote, pos_);
     if (end == std::string::npos) fail("unterminated string");
@@ -136,9 +137,12 @@ class HeaderParser {
 
 size_t item_size(NpyDtype dtype) {
   switch (dtype) {
-    case NpyDtype::kFloat32: return 4;
-    case NpyDtype::kFloat64: return 8;
-    case NpyDtype::kBool: return 1;
+    case NpyDtype::kFloat32:
+      return 4;
+    case NpyDtype::kFloat64:
+      return 8;
+    case NpyDtype::kBool:
+      return 1;
   }
   return 0;
 }
@@ -156,7 +160,8 @@ NpyDtype dtype_of(const std::string& descr, const std::string& name) {
 // Reads a little-endian unsigned integer of `n` bytes.
 uint32_t read_le(const std::string& bytes, size_t at, size_t n) {
   uint32_t value = 0;
-  for (size_t i = 0; i < n; ++i) value |= uint32_t{static_cast<unsigned char>(bytes[at + i])} << (8 * i);
+  for (size_t i = 0; i < n; ++i)
+    value |= uint32_t{static_cast<unsigned char>(bytes[at + i])} << (8 * i);
   return value;
 }
 
@@ -171,8 +176,8 @@ void convert_payload(const char* payload, NpyDtype dtype, Tensor& out, const std
       double x;
       std::memcpy(&x, payload + 8 * i, 8);
       if (std::isfinite(x) && std::fabs(x) > std::numeric_limits<float>::max()) {
-        throw Error(detail::concat(name, ": value ", x, " at flat index ", i,
-                                   " does not fit in float32"));
+        throw Error(
+            detail::concat(name, ": value ", x, " at flat index ", i, " does not fit in float32"));
       }
       dst[i] = static_cast<float>(x);
     } else {
@@ -184,10 +189,12 @@ void convert_payload(const char* payload, NpyDtype dtype, Tensor& out, const std
 std::string header_text(const char* descr, const Shape& shape) {
   std::string dims;
   for (int64_t d : shape) dims += std::to_string(d) + ", ";
-  if (shape.size() > 1) dims.resize(dims.size() - 2);  // "(5,)" keeps its comma, "(2, 3)" not
-  else dims.pop_back();
-  std::string text = std::string("{'descr': '") + descr +
-                     "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  if (shape.size() > 1)
+    dims.resize(dims.size() - 2);  // "(5,)" keeps its comma, "(2, 3)" not
+  else
+    dims.pop_back();
+  std::string text =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Pad with spaces so that magic + version + length + text + '\n' is a multiple of 64.
   const size_t prefix = kMagicSize + 2 + 2;
   while ((prefix + text.size() + 1) % 64 != 0) text += ' ';
@@ -265,8 +272,10 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
   // Check the element count against the payload before allocating anything.
   int64_t count = 1;
   for (int64_t d : header.shape) {
-    if (d == 0) throw Error(name + ": empty array " + to_string(header.shape) + " is not supported");
-    if (d > kMaxDim / count) throw Error(name + ": shape " + to_string(header.shape) + " is too large");
+    if (d == 0)
+      throw Error(name + ": empty array " + to_string(header.shape) + " is not supported");
+    if (d > kMaxDim / count)
+      throw Error(name + ": shape " + to_string(header.shape) + " is too large");
     count *= d;
   }
   const size_t payload = bytes.size() - header_start - header_len;
@@ -283,7 +292,8 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
 
 NpyArray read_npy(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a .npy file");
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(path + ": is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
   std::ostringstream contents;

@@ -44,8 +44,8 @@ Tensor split_heads(const Tensor& x, int64_t n_heads) {
              x.defined() ? x.shape_string() : "undefined");
   ATTN_CHECK(n_heads >= 1, "split_heads: n_heads (", n_heads, ") must be >= 1");
   const int64_t d_model = x.dim(-1);
-  ATTN_CHECK(d_model % n_heads == 0, "d_model (", d_model, ") must divide by n_heads (",
-             n_heads, ")");
+  ATTN_CHECK(d_model % n_heads == 0, "d_model (", d_model, ") must divide by n_heads (", n_heads,
+             ")");
   const int64_t d_head = d_model / n_heads;
   // Feature f = h·d_head + e, so head h starts d_head features further along the last dim.
   const int64_t t = x.dim(-2), s_t = x.strides()[x.rank() - 2], s_f = x.strides().back();
@@ -91,8 +91,8 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
   for (size_t h = 0; h < heads.size(); ++h) {
     for (const Tensor* w : {&heads[h].wq, &heads[h].wk, &heads[h].wv}) {
       ATTN_CHECK(w->defined() && w->rank() == 2 && w->dim(0) == d_model && w->dim(1) == d_head,
-                 "multi_head_attention_per_head: head ", h, " projections must be (", d_model,
-                 ", ", d_head, "), got ", w->defined() ? w->shape_string() : "undefined");
+                 "multi_head_attention_per_head: head ", h, " projections must be (", d_model, ", ",
+                 d_head, "), got ", w->defined() ? w->shape_string() : "undefined");
     }
   }
   const auto n_heads = static_cast<int64_t>(heads.size());
@@ -107,8 +107,8 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
   Tensor concatenated(concat_shape), weights(weights_shape);
   for (int64_t h = 0; h < n_heads; ++h) {
     const HeadProjections& head = heads[static_cast<size_t>(h)];
-    SdpaResult r = reference::sdpa(linear(x, head.wq), linear(x, head.wk), linear(x, head.wv),
-                                   options);
+    SdpaResult r =
+        reference::sdpa(linear(x, head.wq), linear(x, head.wk), linear(x, head.wv), options);
     head_view(split_heads(concatenated, n_heads), h).copy_from(r.output);
     head_view(weights, h).copy_from(r.weights);
   }

@@ -34,8 +34,7 @@ Tensor as_rank4(const Tensor& t) {
 }
 
 std::string shapes_of(const Tensor& q, const Tensor& k, const Tensor& v) {
-  return detail::concat("q ", q.shape_string(), ", k ", k.shape_string(), ", v ",
-                        v.shape_string());
+  return detail::concat("q ", q.shape_string(), ", k ", k.shape_string(), ", v ", v.shape_string());
 }
 
 Dims check_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -48,15 +47,15 @@ Dims check_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
   ATTN_CHECK(v.dim(-2) == k.dim(-2), "sdpa: v's key count (", v.dim(-2), ") must equal k's (",
              k.dim(-2), "): ", shapes_of(q, k, v));
   for (int i = 0; i < r - 2; ++i) {
-    ATTN_CHECK(k.dim(i) == v.dim(i), "sdpa: k and v leading dim ", i, " differ: ",
-               shapes_of(q, k, v));
+    ATTN_CHECK(k.dim(i) == v.dim(i), "sdpa: k and v leading dim ", i,
+               " differ: ", shapes_of(q, k, v));
     const bool head_dim = (i == r - 3);
     if (head_dim) {
-      ATTN_CHECK(q.dim(i) % k.dim(i) == 0, "sdpa: k/v heads (", k.dim(i),
-                 ") must divide q heads (", q.dim(i), "): ", shapes_of(q, k, v));
+      ATTN_CHECK(q.dim(i) % k.dim(i) == 0, "sdpa: k/v heads (", k.dim(i), ") must divide q heads (",
+                 q.dim(i), "): ", shapes_of(q, k, v));
     } else {
-      ATTN_CHECK(q.dim(i) == k.dim(i), "sdpa: q and k/v leading dim ", i, " differ: ",
-                 shapes_of(q, k, v));
+      ATTN_CHECK(q.dim(i) == k.dim(i), "sdpa: q and k/v leading dim ", i,
+                 " differ: ", shapes_of(q, k, v));
     }
   }
   const Tensor q4 = as_rank4(q), k4 = as_rank4(k);
@@ -68,8 +67,8 @@ Tensor broadcast_mask(const Mask& mask, const Shape& scores_shape) {
   const Tensor& m = mask.values;
   ATTN_CHECK(m.defined(), "sdpa: mask kind is set but the mask tensor is missing");
   const int rs = static_cast<int>(scores_shape.size());
-  ATTN_CHECK(m.rank() <= rs, "sdpa: mask ", m.shape_string(),
-             " has more dims than the scores ", to_string(scores_shape));
+  ATTN_CHECK(m.rank() <= rs, "sdpa: mask ", m.shape_string(), " has more dims than the scores ",
+             to_string(scores_shape));
   Shape strides(rs, 0);
   for (int i = 0; i < m.rank(); ++i) {
     const int s = rs - m.rank() + i;  // right-aligned

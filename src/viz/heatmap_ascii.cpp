@@ -36,8 +36,8 @@ int ramp_level(float value, float vmin, float vmax) {
 }
 
 void check_labels(const std::vector<std::string>& labels, int64_t count, const char* what) {
-  ATTN_CHECK(labels.empty() || static_cast<int64_t>(labels.size()) == count, "heatmap: ",
-             labels.size(), " ", what, " labels for ", count, " ", what, "s");
+  ATTN_CHECK(labels.empty() || static_cast<int64_t>(labels.size()) == count,
+             "heatmap: ", labels.size(), " ", what, " labels for ", count, " ", what, "s");
 }
 
 }  // namespace
@@ -51,17 +51,19 @@ std::string heatmap_ascii(const Tensor& matrix, const HeatmapOptions& options) {
   const std::vector<float> values = matrix.to_vector();
   for (float v : values) ATTN_CHECK(std::isfinite(v), "heatmap: the matrix holds ", v);
   const float vmax = options.vmax.value_or(*std::max_element(values.begin(), values.end()));
-  ATTN_CHECK(std::isfinite(options.vmin) && std::isfinite(vmax), "heatmap: vmin (",
-             options.vmin, ") and vmax (", vmax, ") must be finite");
+  ATTN_CHECK(std::isfinite(options.vmin) && std::isfinite(vmax), "heatmap: vmin (", options.vmin,
+             ") and vmax (", vmax, ") must be finite");
 
   size_t label_width = 0;
-  for (const auto& label : options.row_labels) label_width = std::max(label_width, code_points(label).size());
+  for (const auto& label : options.row_labels)
+    label_width = std::max(label_width, code_points(label).size());
   const std::string margin(label_width + (label_width > 0 ? 1 : 0), ' ');
 
   std::ostringstream out;
   // Column labels, written top to bottom, one character per cell.
   size_t label_height = 0;
-  for (const auto& label : options.column_labels) label_height = std::max(label_height, code_points(label).size());
+  for (const auto& label : options.column_labels)
+    label_height = std::max(label_height, code_points(label).size());
   for (size_t line = 0; line < label_height; ++line) {
     std::string text = margin;
     for (const auto& label : options.column_labels) {
@@ -72,7 +74,8 @@ std::string heatmap_ascii(const Tensor& matrix, const HeatmapOptions& options) {
     out << text << '\n';
   }
   for (int64_t r = 0; r < rows; ++r) {
-    out << (options.row_labels.empty() ? margin : pad_right(options.row_labels[r], label_width) + " ");
+    out << (options.row_labels.empty() ? margin
+                                       : pad_right(options.row_labels[r], label_width) + " ");
     for (int64_t c = 0; c < cols; ++c) {
       const char* cell = kRamp[ramp_level(values[r * cols + c], options.vmin, vmax)];
       out << cell << cell;

@@ -1,6 +1,7 @@
 #include "common.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 #include "attn/error.hpp"
 #include "attn/io.hpp"
@@ -23,6 +24,15 @@ Mask load_mask(const std::string& path) {
   NpyArray array = read_npy(path);
   if (array.dtype == NpyDtype::kBool) return Mask::allow(array.values);
   return Mask::additive(array.values);
+}
+
+void write_results(const std::string& out_path, const Tensor& output,
+                   const std::string& weights_path, const Tensor& weights) {
+  write_npy(out_path, output);
+  std::printf("output %s -> %s\n", output.shape_string().c_str(), out_path.c_str());
+  if (weights_path.empty()) return;
+  write_npy(weights_path, weights);
+  std::printf("weights %s -> %s\n", weights.shape_string().c_str(), weights_path.c_str());
 }
 
 void add_threads_option(CLI::App& command, int& threads) {

@@ -1,9 +1,8 @@
 // What the subcommands share: loading inputs with clear errors, the --threads and --impl options.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "attn/mask.hpp"
 #include "attn/tensor.hpp"
@@ -14,6 +13,11 @@ namespace attn::cli {
 Tensor load_finite(const std::string& path);
 // Reads a mask: '|b1' -> boolean (true = allowed), '<f4'/'<f8' -> additive.
 Mask load_mask(const std::string& path);
+
+// Writes the output (and, when weights_path is not empty, the weights) as .npy files and
+// prints one line per file written.
+void write_results(const std::string& out_path, const Tensor& output,
+                   const std::string& weights_path, const Tensor& weights);
 
 // --threads N (default: all cores); applied by apply_threads().
 void add_threads_option(CLI::App& command, int& threads);

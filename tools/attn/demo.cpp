@@ -97,8 +97,8 @@ void check_causal_invariance(const Tensor& x, const Weights& w, const DemoArgs& 
   }
   float last_change = 0.0f;
   for (int64_t c = 0; c < output.dim(2); ++c) {
-    last_change = std::max(last_change, std::fabs(changed.at({0, t_len - 1, c}) -
-                                                   output.at({0, t_len - 1, c})));
+    last_change = std::max(last_change,
+                           std::fabs(changed.at({0, t_len - 1, c}) - output.at({0, t_len - 1, c})));
   }
   std::printf("perturbed the last token's vector; outputs at positions 0..%lld: %s\n",
               static_cast<long long>(t_len - 2),
@@ -116,7 +116,8 @@ void check_known_answer() {
   std::printf("weights:");
   for (int64_t j = 0; j < 5; ++j) std::printf(" %.4f", r.weights.at({0, j}));
   const float w2 = r.weights.at({0, 2}), out = r.output.at({0, 0});
-  std::printf("\noutput: %.2f — key 2 dominates (weight %.4f), yet the output is not 99\n", out, w2);
+  std::printf("\noutput: %.2f — key 2 dominates (weight %.4f), yet the output is not 99\n", out,
+              w2);
   ATTN_CHECK(std::fabs(w2 - 0.8024f) < 5e-5f && std::fabs(out - 80.10f) < 0.01f,
              "demo: known answer failed: weight ", w2, " (expected 0.8024), output ", out,
              " (expected ≈ 80.10)");
@@ -148,7 +149,8 @@ void run_demo(const DemoArgs& args) {
   causal.causal = true;
   const MhaResult r = multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, args.heads, causal);
   std::printf("Wq, Wk, Wv, Wo %s; %lld heads of d_head %lld\n", w.wq.shape_string().c_str(),
-              static_cast<long long>(args.heads), static_cast<long long>(args.d_model / args.heads));
+              static_cast<long long>(args.heads),
+              static_cast<long long>(args.d_model / args.heads));
   std::printf("split heads: Q %s\nweights %s\noutput  %s\n",
               split_heads(x, args.heads).shape_string().c_str(), r.weights.shape_string().c_str(),
               r.output.shape_string().c_str());
@@ -173,14 +175,18 @@ void run_demo(const DemoArgs& args) {
 void add_demo_command(CLI::App& app) {
   auto args = std::make_shared<DemoArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "demo", "The walk-through on a built-in sentence: tokens, embeddings, positions, causal\n"
-              "multi-head attention, a heat map and the checks. No files needed.");
+      "demo",
+      "The walk-through on a built-in sentence: tokens, embeddings, positions, causal\n"
+      "multi-head attention, a heat map and the checks. No files needed.");
   cmd->add_option("--text", args->text, "the sentence to use")->capture_default_str();
-  cmd->add_option("--d-model", args->d_model, "model width")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--d-model", args->d_model, "model width")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--heads", args->heads, "number of heads; must divide --d-model")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", args->seed, "seed of the random embeddings and weights")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the random embeddings and weights")
+      ->capture_default_str();
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);
   cmd->callback([args] { run_demo(*args); });

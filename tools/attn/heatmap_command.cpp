@@ -27,7 +27,8 @@ std::vector<std::string> split_words(const std::string& text) {
 
 // The (Tq, Tk) matrix of one head out of (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk) weights.
 Tensor pick_matrix(const Tensor& w, int64_t batch, int64_t head) {
-  ATTN_CHECK(w.rank() >= 2, "heatmap: weights must be (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk), got ",
+  ATTN_CHECK(w.rank() >= 2,
+             "heatmap: weights must be (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk), got ",
              w.shape_string());
   Tensor m = w;
   if (m.rank() == 4) {
@@ -65,9 +66,9 @@ void run_heatmap(const HeatmapArgs& args) {
 void add_heatmap_command(CLI::App& app) {
   auto args = std::make_shared<HeatmapArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "heatmap",
-      "Print attention weights as an ASCII heat map (rows = queries, columns = keys).");
-  cmd->add_option("--weights", args->weights, "weights W.npy: (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk)")
+      "heatmap", "Print attention weights as an ASCII heat map (rows = queries, columns = keys).");
+  cmd->add_option("--weights", args->weights,
+                  "weights W.npy: (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk)")
       ->required();
   cmd->add_option("--head", args->head, "which head to show")->capture_default_str();
   cmd->add_option("--batch", args->batch, "which batch entry to show")->capture_default_str();

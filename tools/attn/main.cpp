@@ -28,8 +28,9 @@ bool is_command(const CLI::App& app, const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"attn: causal multi-head attention, from the textbook formulas to the tools.\n"
-               "Run 'attn demo' for the walk-through, 'attn COMMAND --help' for each command."};
+  CLI::App app{
+      "attn: causal multi-head attention, from the textbook formulas to the tools.\n"
+      "Run 'attn demo' for the walk-through, 'attn COMMAND --help' for each command."};
   app.require_subcommand(1);
   attn::cli::add_demo_command(app);
   attn::cli::add_sdpa_command(app);

@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <string>
 
-#include "attn/io.hpp"
 #include "attn/mha.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -25,16 +24,10 @@ void run_mha(const MhaArgs& args) {
   options.causal = args.causal;
   options.window = args.window;
   const Tensor wo = args.wo.empty() ? Tensor{} : load_finite(args.wo);
-  const MhaResult result =
-      reference::multi_head_attention(load_finite(args.x), load_finite(args.wq),
-                                      load_finite(args.wk), load_finite(args.wv), wo, args.heads,
-                                      options);
-  write_npy(args.out, result.output);
-  if (!args.weights.empty()) write_npy(args.weights, result.weights);
-  std::printf("output %s -> %s\n", result.output.shape_string().c_str(), args.out.c_str());
-  if (!args.weights.empty()) {
-    std::printf("weights %s -> %s\n", result.weights.shape_string().c_str(), args.weights.c_str());
-  }
+  const MhaResult result = reference::multi_head_attention(
+      load_finite(args.x), load_finite(args.wq), load_finite(args.wk), load_finite(args.wv), wo,
+      args.heads, options);
+  write_results(args.out, result.output, args.weights, result.weights);
 }
 
 }  // namespace
@@ -60,7 +53,9 @@ void add_mha_command(CLI::App& app) {
   cmd->add_option("--weights", args->weights, "also write the weights W.npy (B, H, T, T)");
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);
-  cmd->footer("Example: attn mha --x x.npy --wq wq.npy --wk wk.npy --wv wv.npy --wo wo.npy --heads 4 --causal --out y.npy");
+  cmd->footer(
+      "Example: attn mha --x x.npy --wq wq.npy --wk wk.npy --wv wv.npy --wo wo.npy --heads 4 "
+      "--causal --out y.npy");
   cmd->callback([args] { run_mha(*args); });
 }
 

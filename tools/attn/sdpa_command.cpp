@@ -3,7 +3,6 @@
 #include <optional>
 #include <string>
 
-#include "attn/io.hpp"
 #include "attn/sdpa.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -29,12 +28,7 @@ void run_sdpa(const SdpaArgs& args) {
   if (!args.mask.empty()) options.mask = load_mask(args.mask);
   const SdpaResult result =
       reference::sdpa(load_finite(args.q), load_finite(args.k), load_finite(args.v), options);
-  write_npy(args.out, result.output);
-  if (!args.weights.empty()) write_npy(args.weights, result.weights);
-  std::printf("output %s -> %s\n", result.output.shape_string().c_str(), args.out.c_str());
-  if (!args.weights.empty()) {
-    std::printf("weights %s -> %s\n", result.weights.shape_string().c_str(), args.weights.c_str());
-  }
+  write_results(args.out, result.output, args.weights, result.weights);
 }
 
 }  // namespace
@@ -59,7 +53,8 @@ void add_sdpa_command(CLI::App& app) {
   cmd->add_option("--weights", args->weights, "also write the weights W.npy (…, Tq, Tk)");
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);
-  cmd->footer("Example: attn sdpa --q q.npy --k k.npy --v v.npy --causal --out o.npy --weights w.npy");
+  cmd->footer(
+      "Example: attn sdpa --q q.npy --k k.npy --v v.npy --causal --out o.npy --weights w.npy");
   cmd->callback([args] { run_sdpa(*args); });
 }
 
