@@ -1,16 +1,19 @@
-// A deliberately simple parallel loop: threads started per call and joined at the end.
-// Starting a thread costs ~20-50 µs here, which is noise next to the reference path's work;
-// the fused kernels of a later stage get a persistent pool. Joining blocks in the kernel, so
-// nothing spins when the other core is busy (OpenMP's default spin-wait was measured 4-14×
-// slower on this shared machine).
+// A persistent pool of workers that block on a condition variable between jobs.
+//
+// Why not OpenMP: with its default spin-wait, PyTorch and ggml ran 4-14× slower on 2 threads
+// than on 1 on this machine while another process kept one core busy, because a spinning
+// thread burns the time slice its descheduled partner needs. Here a worker that finds no work
+// spins for at most kSpinIterations pause instructions (a few µs, to catch back-to-back jobs),
+// then sleeps in the kernel until the next job.
 #include "attn/threads.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,7 +22,11 @@
 namespace attn {
 namespace {
 
+constexpr int kSpinIterations = 2000;  // ~5 µs of _mm_pause on this CPU
+
 std::atomic<int> g_requested_threads{0};  // 0 = default
+thread_local bool t_inside_pool_job = false;
+thread_local int t_worker = 0;  // this thread's worker index inside a job
 
 int default_threads() {
   if (const char* env = std::getenv("ATTN_NUM_THREADS")) {
@@ -28,6 +35,117 @@ int default_threads() {
     if (end != env && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
   }
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// One job: indices handed out by an atomic counter to every participating thread.
+struct Job {
+  int64_t n = 0;
+  const std::function<void(int64_t, int)>* body = nullptr;
+  std::atomic<int64_t> next{0};
+  std::atomic<int> running{0};  // helpers still inside this job
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+
+  void work(int worker) {
+    t_inside_pool_job = true;
+    t_worker = worker;
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      try {
+        (*body)(i, worker);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next.store(n);  // skip what is left
+      }
+    }
+    t_inside_pool_job = false;
+  }
+};
+
+class Pool {
+ public:
+  ~Pool() { resize(0); }
+
+  // Runs job on `helpers` pool threads plus the caller (worker 0). The pool keeps its size
+  // between jobs, so a job with fewer indices than threads leaves some helpers idle instead of
+  // restarting threads.
+  void run(Job& job, int helpers) {
+    std::lock_guard<std::mutex> one_job_at_a_time(run_mutex_);
+    if (static_cast<int>(threads_.size()) != helpers) resize(helpers);
+    job.running.store(helpers);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &job;
+      ++generation_;
+    }
+    wake_.notify_all();
+    job.work(0);
+    // Wait for the helpers to leave the job: spin briefly, then sleep.
+    for (int spin = 0; job.running.load() > 0 && spin < kSpinIterations; ++spin) cpu_relax();
+    if (job.running.load() > 0) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, [&] { return job.running.load() == 0; });
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = nullptr;
+  }
+
+ private:
+  void resize(int helpers) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      ++generation_;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    stop_ = false;
+    // A new thread must compare against the generation as it is now, not as it finds it when
+    // it starts: the next job may already have been posted by then.
+    const uint64_t now = generation_.load();
+    for (int w = 1; w <= helpers; ++w) threads_.emplace_back([this, w, now] { loop(w, now); });
+  }
+
+  void loop(int worker, uint64_t seen) {
+    for (;;) {
+      // Spin briefly for the next job before sleeping.
+      for (int spin = 0; generation_.load() == seen && spin < kSpinIterations; ++spin) cpu_relax();
+      Job* job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return generation_.load() != seen; });
+        seen = generation_.load();
+        if (stop_) return;
+        job = job_;
+      }
+      if (job == nullptr) continue;
+      job->work(worker);
+      if (job->running.fetch_sub(1) == 1) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_.notify_all();
+      }
+    }
+  }
+
+  std::mutex run_mutex_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::atomic<uint64_t> generation_{0};
+  bool stop_ = false;
+  Job* job_ = nullptr;
+  std::vector<std::thread> threads_;
+};
+
+Pool& pool() {
+  static Pool instance;
+  return instance;
 }
 
 }  // namespace
@@ -42,33 +160,25 @@ void set_num_threads(int n) {
   g_requested_threads.store(n);
 }
 
-void parallel_for(int64_t n, const std::function<void(int64_t)>& body) {
+void parallel_for_workers(int64_t n, const std::function<void(int64_t, int)>& body) {
   if (n <= 0) return;
-  const int64_t workers = std::min<int64_t>(num_threads(), n);
-  if (workers == 1) {
-    for (int64_t i = 0; i < n; ++i) body(i);
-    return;
+  const int threads = num_threads();
+  Job job;
+  job.n = n;
+  job.body = &body;
+  if (threads == 1 || n == 1 || t_inside_pool_job) {
+    // Serial: on this thread, keeping its worker index (nested calls share their caller's).
+    const bool nested = t_inside_pool_job;
+    job.work(nested ? t_worker : 0);
+    t_inside_pool_job = nested;
+  } else {
+    pool().run(job, threads - 1);
   }
-  std::atomic<int64_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  auto work = [&] {
-    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-      try {
-        body(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-        next.store(n);  // skip what is left
-      }
-    }
-  };
-  std::vector<std::thread> helpers;
-  helpers.reserve(static_cast<size_t>(workers - 1));
-  for (int64_t w = 1; w < workers; ++w) helpers.emplace_back(work);
-  work();
-  for (auto& t : helpers) t.join();
-  if (failure) std::rethrow_exception(failure);
+  if (job.failure) std::rethrow_exception(job.failure);
+}
+
+void parallel_for(int64_t n, const std::function<void(int64_t)>& body) {
+  parallel_for_workers(n, [&](int64_t i, int) { body(i); });
 }
 
 }  // namespace attn

@@ -33,6 +33,26 @@ TEST_P(ThreadCount, ExceptionsPropagate) {
                std::runtime_error);
 }
 
+TEST_P(ThreadCount, ManySmallJobsBackToBack) {
+  // Lost wake-ups between jobs would hang here (ctest's timeout turns that into a failure).
+  int64_t total = 0;
+  for (int job = 0; job < 3000; ++job) {
+    std::atomic<int64_t> sum{0};
+    parallel_for(job % 5, [&](int64_t i) { sum += i + 1; });
+    total += sum.load();
+  }
+  EXPECT_EQ(total, 600 * (0 + 1 + 3 + 6 + 10));
+}
+
+TEST_P(ThreadCount, WorkerIndicesAreInRangeAndNestedCallsKeepTheirs) {
+  std::vector<std::atomic<int>> bad(1);
+  parallel_for_workers(64, [&](int64_t, int worker) {
+    if (worker < 0 || worker >= num_threads()) bad[0]++;
+    parallel_for_workers(4, [&](int64_t, int inner) { bad[0] += inner != worker; });
+  });
+  EXPECT_EQ(bad[0].load(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, ThreadCount, ::testing::Values(1, 2, 3));
 
 TEST(Threads, SetAndDefault) {

@@ -12,10 +12,17 @@ int num_threads();
 // Sets the count (n ≥ 1; 0 restores the default). Throws attn::Error for n < 0.
 void set_num_threads(int n);
 
-// Calls body(i) for every i in [0, n), spread over num_threads() threads. Each index runs
-// exactly once, so a body that writes only what index i owns gives results independent of
-// the thread count. Threads block, never spin, while waiting. An exception thrown by a body is
-// rethrown here (the first one; the remaining indices are skipped).
+// Calls body(i) for every i in [0, n), spread over num_threads() threads (the caller is one of
+// them). Each index runs exactly once, so a body that writes only what index i owns gives
+// results independent of the thread count. Indices are handed out in increasing order, one at
+// a time, so put the most expensive ones first. Idle workers block (after a short spin of a
+// few microseconds), so a busy core elsewhere does not stall the loop. An exception thrown by
+// a body is rethrown here (the first one; the remaining indices are skipped). Calls from
+// inside a body run serially on the calling thread.
 void parallel_for(int64_t n, const std::function<void(int64_t)>& body);
+
+// As parallel_for, and also passes the worker's index in [0, num_threads()), for per-thread
+// scratch: body(i, worker).
+void parallel_for_workers(int64_t n, const std::function<void(int64_t, int)>& body);
 
 }  // namespace attn
