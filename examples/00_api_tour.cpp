@@ -11,10 +11,15 @@ int main() {
   attn::Tensor k = attn::rand_normal({2, 4, 5, 16}, 2);           // (B, H, Tk, d)
   attn::Tensor v = attn::rand_normal({2, 4, 5, 16}, 3);           // (B, H, Tk, dv)
 
-  // softmax(Q·Kᵀ/√d)·V with a causal mask: the output and the weights.
+  // softmax(Q·Kᵀ/√d)·V with a causal mask on the fused path: the output (2,4,5,16) and the
+  // logsumexp (2,4,5); the weights (2,4,5,5) only when asked for.
   attn::SdpaOptions options;
   options.causal = true;
-  attn::SdpaResult r = attn::sdpa(q, k, v, options);  // r.output (2,4,5,16), r.weights (2,4,5,5)
+  options.return_weights = true;
+  attn::SdpaResult r = attn::sdpa(q, k, v, options);
+
+  // The readable reference path always returns the weights.
+  attn::SdpaResult same = attn::reference::sdpa(q, k, v, options);
 
   // Other masks: an explicit boolean mask (true = allowed) or an additive one, broadcast to
   // (…, Tq, Tk); a sliding window; grouped-query attention (K/V with 2 heads for Q's 4).
@@ -47,5 +52,8 @@ int main() {
               g.output.shape_string().c_str(), y.output.shape_string().c_str(),
               heads.shape_string().c_str(), heads.shares_storage(x) ? "yes" : "no",
               w.values.shape_string().c_str());
-  return heads.shares_storage(x) && w.values.shape() == y.weights.shape() ? 0 : 1;
+  return heads.shares_storage(x) && w.values.shape() == y.weights.shape() &&
+                 same.weights.shape() == r.weights.shape()
+             ? 0
+             : 1;
 }

@@ -36,7 +36,9 @@ int main() {
   const attn::Tensor q = attn::rand_normal({2, 4}, 10);
   const attn::Tensor k = attn::rand_normal({5, 4}, 11);
   const attn::Tensor v = attn::rand_normal({5, 3}, 12);
-  const attn::SdpaResult a = attn::sdpa(q, k, v);
+  attn::SdpaOptions with_weights;
+  with_weights.return_weights = true;  // the fused path builds them only on request
+  const attn::SdpaResult a = attn::sdpa(q, k, v, with_weights);
   print_matrix("weights", a.weights);
   const bool sums = rows_sum_to_one(a.weights);
   std::printf("rows sum to 1: %s\n", sums ? "yes" : "NO");
@@ -44,7 +46,7 @@ int main() {
 
   std::printf("\n(b) a query built to match key 2\n");
   const attn::MatchingKeyExample e = attn::matching_key_example();
-  const attn::SdpaResult b = attn::sdpa(e.q, e.k, e.v);
+  const attn::SdpaResult b = attn::sdpa(e.q, e.k, e.v, with_weights);
   print_matrix("weights", b.weights);
   const float w2 = b.weights.at({0, 2}), out = b.output.at({0, 0});
   std::printf("weight on key 2 = %.4f, output = %.2f (value of key 2 is 99)\n", w2, out);
@@ -58,6 +60,7 @@ int main() {
   const attn::Tensor x = attn::rand_normal({5, 4}, 13);
   attn::SdpaOptions causal;
   causal.causal = true;
+  causal.return_weights = true;
   const attn::SdpaResult c = attn::sdpa(x, x, x, causal);
   print_matrix("weights", c.weights);
   for (int64_t i = 0; i < 5; ++i) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "attn/mask.hpp"
 #include "attn/tensor.hpp"
@@ -21,11 +22,19 @@ struct SdpaOptions {
   bool causal = false;         // bottom-right aligned when Tq ≠ Tk (see mask.hpp)
   int64_t window = 0;          // > 0: sliding-window causal, keys p − window < j ≤ p
   Mask mask;                   // explicit boolean or additive mask, broadcast to (…, Tq, Tk)
+  // Padding: one length per batch entry (B = dim 0 of rank-4 inputs, else 1); keys
+  // j ≥ key_lengths[b] are hidden. Empty = every key is real.
+  std::vector<int64_t> key_lengths;
+  // attn::sdpa only: also materialise the (…, Tq, Tk) weights (through the reference path;
+  // the fused kernel itself never builds them). reference::sdpa always returns them.
+  bool return_weights = false;
 };
 
 struct SdpaResult {
-  Tensor output;   // (…, Tq, dv)
-  Tensor weights;  // (…, Tq, Tk)
+  Tensor output;     // (…, Tq, dv)
+  Tensor weights;    // (…, Tq, Tk); undefined from attn::sdpa unless return_weights
+  Tensor logsumexp;  // (…, Tq): log Σ_j exp(score_ij), +inf for a row with no visible key;
+                     // from attn::sdpa only
 };
 
 namespace reference {

@@ -111,7 +111,9 @@ void check_causal_invariance(const Tensor& x, const Weights& w, const DemoArgs& 
 
 void check_known_answer() {
   const MatchingKeyExample e = matching_key_example();
-  const SdpaResult r = sdpa(e.q, e.k, e.v);
+  SdpaOptions with_weights;
+  with_weights.return_weights = true;
+  const SdpaResult r = sdpa(e.q, e.k, e.v, with_weights);
   std::printf("q = (5, 5, 0, 0) matches key 2 = (1, 1, 0, 0); values (1, 2, 99, 4, 5); d_k = 4\n");
   std::printf("weights:");
   for (int64_t j = 0; j < 5; ++j) std::printf(" %.4f", r.weights.at({0, j}));

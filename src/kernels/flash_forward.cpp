@@ -1,0 +1,339 @@
+// The fused attention forward (FlashAttention-2 style) for one task: a block of up to
+// kQueryBlock query rows of one head, against the keys in blocks of kKeyBlock. The Tq × Tk
+// score matrix is never built: each key block's scores live in a kQueryBlock × kKeyBlock
+// scratch tile, folded into a running max m, sum l and output accumulator o per row:
+//   S = (scale·Q_i)·K_jᵀ + mask            (rows × cols)
+//   m' = max(m, rowmax S);  P = exp(S − m');  l = e^(m − m')·l + rowsum P
+//   o = e^(m − m')·o + P·V_j;  m = m'
+//   finally O_i = o / l,  logsumexp_i = m + log l   (l = 0: O = 0, logsumexp = +inf)
+// Blocks entirely above the causal diagonal (or before a sliding window) are never visited;
+// only blocks that cross it are masked element by element.
+//
+// SIMD through Highway with runtime dispatch (this file is compiled once per target).
+// The scores are computed transposed, Sᵀ = K·(scale·Q)ᵀ, one key per row and the block's
+// queries along the vector lanes, because then
+//   - K is read in place (its elements are broadcast), so nothing is packed per key block;
+//     only Qᵀ is packed, once per task, and reused for every key block;
+//   - the softmax max and sum run across keys with the queries in the lanes: plain vector
+//     max/add, no horizontal reduction per row.
+// Register tiles: Sᵀ is computed kTileRows keys × kTileVectors vectors of queries; o += P·V
+// broadcasts P and loads V rows. With AVX-512 that is 6 × 4 = 24 accumulators + 4 loads +
+// 1 broadcast of the 32 registers, 24 FMAs per 10 loads: compute bound. A first version that
+// packed Kᵀ per key block and reduced each row horizontally ran at 44 % of the FMA peak on one
+// thread (causal T = 4096, H = 16, d = 64); this layout's figures are in the README.
+//
+// Block sizes: kQueryBlock = kKeyBlock = 64 keeps Qᵀ (16 KiB at d = 64), the Sᵀ tile
+// (16 KiB) and o (16 KiB) in L2, and the K rows and Qᵀ the inner loop re-reads in L1.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "src/kernels/flash_forward.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/kernels/flash_forward.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attn::kernels {
+namespace HWY_NAMESPACE {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+constexpr size_t kTileRows = HWY_MAX_BYTES >= 64 ? 6 : 3;
+constexpr size_t kTileVectors = 4;
+
+inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// st[MR × NV·N] = k[MR keys × d] · qt[d × NV·N queries]: scores transposed, one key per row.
+// Keys are broadcast straight from K's rows (ldk apart), so K needs no packing.
+template <size_t MR, size_t NV>
+HWY_INLINE void ScoreTile(const float* HWY_RESTRICT k, size_t ldk, size_t d,
+                          const float* HWY_RESTRICT qt, size_t ldq, float* HWY_RESTRICT st) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF acc[MR][NV];
+#pragma GCC unroll 8
+  for (size_t i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) acc[i][v] = hn::Zero(df);
+  for (size_t e = 0; e < d; ++e) {
+    VF qv[NV];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) qv[v] = hn::LoadU(df, qt + e * ldq + v * N);
+#pragma GCC unroll 8
+    for (size_t i = 0; i < MR; ++i) {
+      const VF ki = hn::Set(df, k[i * ldk + e]);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < NV; ++v) acc[i][v] = hn::MulAdd(ki, qv[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) hn::StoreU(acc[i][v], df, st + i * ldq + v * N);
+}
+
+// o[MR rows × NV·N] += pt[cols × MR]ᵀ · v[cols × NV·N]   (pt: probabilities transposed)
+template <size_t MR, size_t NV>
+HWY_INLINE void ValueTile(const float* HWY_RESTRICT pt, size_t ldp, size_t cols,
+                          const float* HWY_RESTRICT v, size_t ldv, float* HWY_RESTRICT o,
+                          size_t ldo) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF acc[MR][NV];
+#pragma GCC unroll 8
+  for (size_t i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (size_t c = 0; c < NV; ++c) acc[i][c] = hn::LoadU(df, o + i * ldo + c * N);
+  for (size_t j = 0; j < cols; ++j) {
+    VF vj[NV];
+#pragma GCC unroll 4
+    for (size_t c = 0; c < NV; ++c) vj[c] = hn::LoadU(df, v + j * ldv + c * N);
+#pragma GCC unroll 8
+    for (size_t i = 0; i < MR; ++i) {
+      const VF pi = hn::Set(df, pt[j * ldp + i]);
+#pragma GCC unroll 4
+      for (size_t c = 0; c < NV; ++c) acc[i][c] = hn::MulAdd(pi, vj[c], acc[i][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (size_t c = 0; c < NV; ++c) hn::StoreU(acc[i][c], df, o + i * ldo + c * N);
+}
+
+// Column chunks of kTileVectors vectors, then the remainder, for one tile of MR rows.
+#define ATTN_DEFINE_CHUNKS(NAME, TILE, PARAMS, ARGS_AT)                      \
+  template <size_t MR>                                                       \
+  HWY_INLINE void NAME PARAMS {                                              \
+    const size_t N = hn::Lanes(DF());                                        \
+    size_t x = 0;                                                            \
+    for (; x + kTileVectors <= vectors; x += kTileVectors) {                 \
+      TILE<MR, kTileVectors> ARGS_AT;                                        \
+    }                                                                        \
+    switch (vectors - x) {                                                   \
+      case 3: TILE<MR, 3> ARGS_AT; break;                                    \
+      case 2: TILE<MR, 2> ARGS_AT; break;                                    \
+      case 1: TILE<MR, 1> ARGS_AT; break;                                    \
+      default: break;                                                        \
+    }                                                                        \
+  }
+
+ATTN_DEFINE_CHUNKS(ScoreRows, ScoreTile,
+                   (const float* k, size_t ldk, size_t d, const float* qt, size_t ldq, float* st,
+                    size_t vectors),
+                   (k, ldk, d, qt + x * N, ldq, st + x * N))
+ATTN_DEFINE_CHUNKS(ValueRows, ValueTile,
+                   (const float* pt, size_t ldp, size_t cols, const float* v, size_t ldv, float* o,
+                    size_t ldo, size_t vectors),
+                   (pt, ldp, cols, v + x * N, ldv, o + x * N, ldo))
+#undef ATTN_DEFINE_CHUNKS
+
+// Runs CALL(MR) for consecutive tiles of MR rows covering `count` rows, starting at r = 0.
+#define ATTN_FOR_ROW_TILES(count, CALL)                              \
+  do {                                                               \
+    size_t r = 0;                                                    \
+    for (; r + kTileRows <= (count); r += kTileRows) CALL(kTileRows); \
+    switch ((count) - r) {                                           \
+      case 5: CALL(5); break;                                        \
+      case 4: CALL(4); break;                                        \
+      case 3: CALL(3); break;                                        \
+      case 2: CALL(2); break;                                        \
+      case 1: CALL(1); break;                                        \
+      default: break;                                                \
+    }                                                                \
+  } while (0)
+
+// Values [j0, j0 + cols) into vp (rows of ldv floats, zero-padded past dv).
+void PackValues(const float* v, int64_t v_row_stride, int64_t j0, size_t cols, size_t dv,
+                float* vp, size_t ldv) {
+  for (size_t j = 0; j < cols; ++j) {
+    const float* row = v + (j0 + static_cast<int64_t>(j)) * v_row_stride;
+    std::copy(row, row + dv, vp + j * ldv);
+    std::fill(vp + j * ldv + dv, vp + (j + 1) * ldv, 0.0f);
+  }
+}
+
+// Sets to -inf the (transposed) scores st[c][r] of keys that query r may not see: the
+// causal / sliding-window spec and the explicit mask. Padding query rows are left alone.
+void MaskBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
+               size_t cols, float* st, size_t ldq) {
+  const int64_t first_position = p.tk - p.tq + q0;
+  const auto n = static_cast<int64_t>(rows);
+  for (size_t c = 0; c < cols; ++c) {
+    float* key_row = st + c * ldq;
+    const int64_t j = j0 + static_cast<int64_t>(c);
+    if (p.causal || p.window > 0) {
+      // Query r (position first_position + r) sees key j when j <= position, i.e. r >= j − first.
+      const int64_t first_seeing = std::clamp<int64_t>(j - first_position, 0, n);
+      std::fill(key_row, key_row + first_seeing, kMinusInf);
+      if (p.window > 0) {  // and when position < j + window
+        const int64_t last_seeing = std::clamp<int64_t>(j + p.window - first_position, 0, n);
+        std::fill(key_row + last_seeing, key_row + n, kMinusInf);
+      }
+    }
+    if (p.mask != nullptr) {
+      const float* m = p.mask + b * p.mask_stride[0] + h * p.mask_stride[1] +
+                       q0 * p.mask_stride[2] + j * p.mask_stride[3];
+      for (int64_t r = 0; r < n; ++r) {
+        const float value = m[r * p.mask_stride[2]];
+        if (p.mask_kind == MaskKind::kBoolean) {
+          if (value == 0.0f) key_row[r] = kMinusInf;
+        } else {
+          key_row[r] += value;
+        }
+      }
+    }
+  }
+}
+
+// The online-softmax step, vectorised across query rows (one vector = N queries): scores ->
+// probabilities in place, m and l updated, alpha = e^(m_old − m_new) for rescaling o.
+void SoftmaxUpdate(float* st, size_t ldq, size_t cols, float* m, float* l, float* alpha) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF minus_inf = hn::Set(df, kMinusInf);
+  for (size_t r = 0; r < ldq; r += N) {
+    VF block_max = minus_inf;
+    for (size_t c = 0; c < cols; ++c) block_max = hn::Max(block_max, hn::LoadU(df, st + c * ldq + r));
+    const VF m_old = hn::LoadU(df, m + r);
+    const VF m_new = hn::Max(m_old, block_max);
+    // A row that has seen no key yet keeps m = -inf: shift by 0 so exp(-inf − 0) = 0, not NaN.
+    const auto empty = hn::Eq(m_new, minus_inf);
+    const VF shift = hn::IfThenZeroElse(empty, m_new);
+    VF sum = hn::Zero(df);
+    for (size_t c = 0; c < cols; ++c) {
+      const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), shift));
+      hn::StoreU(e, df, st + c * ldq + r);
+      sum = hn::Add(sum, e);
+    }
+    const VF a = hn::IfThenElse(empty, hn::Set(df, 1.0f), hn::Exp(df, hn::Sub(m_old, shift)));
+    hn::StoreU(hn::MulAdd(a, hn::LoadU(df, l + r), sum), df, l + r);
+    hn::StoreU(m_new, df, m + r);
+    hn::StoreU(a, df, alpha + r);
+  }
+}
+
+// o[r] *= alpha[r] for the rows whose max grew.
+void RescaleOutput(const float* alpha, size_t rows, float* o, size_t ldo) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  for (size_t r = 0; r < rows; ++r) {
+    if (alpha[r] == 1.0f) continue;
+    const VF a = hn::Set(df, alpha[r]);
+    float* row = o + r * ldo;
+    for (size_t c = 0; c < ldo; c += N) hn::StoreU(hn::Mul(a, hn::LoadU(df, row + c)), df, row + c);
+  }
+}
+
+void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows_in,
+                       float* scratch) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const size_t rows = static_cast<size_t>(rows_in);
+  const size_t d = static_cast<size_t>(p.d), dv = static_cast<size_t>(p.dv);
+  const size_t ldq = round_up(rows, N);  // queries per row of Qᵀ and Sᵀ
+  const size_t ldo = round_up(dv, N);    // o / packed V row length
+
+  // Scratch layout (each piece 64-byte aligned by the 16-float rounding of its size).
+  float* qt = scratch;                                 // d × ldq: (scale·Q)ᵀ
+  float* st = qt + round_up(d * kQueryBlockPadded, 16);  // kKeyBlock × ldq: Sᵀ, then Pᵀ
+  float* vp = st + round_up(kKeyBlock * kQueryBlockPadded, 16);  // kKeyBlock × ldo
+  float* o = vp + round_up(kKeyBlock * ldo, 16);       // rows × ldo
+  float* m = o + round_up(kQueryBlock * ldo, 16);      // ldq each: running max, sum, rescale
+  float* l = m + kQueryBlockPadded;
+  float* alpha = l + kQueryBlockPadded;
+
+  const int64_t kv_h = h / (p.heads / p.kv_heads);
+  const float* q = p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
+  const float* k = p.k + b * p.k_stride[0] + kv_h * p.k_stride[1];
+  const float* v = p.v + b * p.v_stride[0] + kv_h * p.v_stride[1];
+
+  // Qᵀ, pre-scaled (S = K·(scale·Q)ᵀ saves a multiply per score); padding rows are zero.
+  std::fill(qt, qt + d * ldq, 0.0f);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = q + static_cast<int64_t>(r) * p.q_stride[2];
+    for (size_t e = 0; e < d; ++e) qt[e * ldq + r] = row[e] * p.scale;
+  }
+  std::fill(o, o + rows * ldo, 0.0f);
+  std::fill(m, m + ldq, kMinusInf);
+  std::fill(l, l + ldq, 0.0f);
+
+  // The keys any row of this block may see: [key_begin, key_end). Blocks past the causal
+  // diagonal, before the window, or in the padding are never visited.
+  const int64_t first_position = p.tk - p.tq + q0;
+  const int64_t last_position = first_position + rows_in - 1;
+  int64_t key_begin = 0, key_end = p.tk;
+  if (p.key_lengths != nullptr) key_end = std::min(key_end, p.key_lengths[b]);
+  if (p.causal || p.window > 0) key_end = std::min(key_end, last_position + 1);
+  if (p.window > 0) key_begin = std::max<int64_t>(0, first_position - p.window + 1);
+  key_begin = key_begin / kKeyBlock * kKeyBlock;
+
+  const bool pack_v = dv % N != 0;
+  for (int64_t j0 = key_begin; j0 < key_end; j0 += kKeyBlock) {
+    const size_t cols = static_cast<size_t>(std::min(kKeyBlock, key_end - j0));
+    const float* keys = k + j0 * p.k_stride[2];
+    const size_t ldk = static_cast<size_t>(p.k_stride[2]);
+#define ATTN_SCORE_ROWS(MR) ScoreRows<MR>(keys + r * ldk, ldk, d, qt, ldq, st + r * ldq, ldq / N)
+    ATTN_FOR_ROW_TILES(cols, ATTN_SCORE_ROWS);
+#undef ATTN_SCORE_ROWS
+    MaskBlock(p, b, h, q0, rows, j0, cols, st, ldq);
+    SoftmaxUpdate(st, ldq, cols, m, l, alpha);
+    RescaleOutput(alpha, rows, o, ldo);
+    const float* vrows = v + j0 * p.v_stride[2];
+    size_t ldv = static_cast<size_t>(p.v_stride[2]);
+    if (pack_v) {
+      PackValues(v, p.v_stride[2], j0, cols, dv, vp, ldo);
+      vrows = vp;
+      ldv = ldo;
+    }
+#define ATTN_VALUE_ROWS(MR) ValueRows<MR>(st + r, ldq, cols, vrows, ldv, o + r * ldo, ldo, ldo / N)
+    ATTN_FOR_ROW_TILES(rows, ATTN_VALUE_ROWS);
+#undef ATTN_VALUE_ROWS
+  }
+
+  // Normalise once at the end.
+  for (size_t r = 0; r < rows; ++r) {
+    float* out = p.out + b * p.out_stride[0] + h * p.out_stride[1] +
+                 (q0 + static_cast<int64_t>(r)) * p.out_stride[2];
+    const bool empty = l[r] == 0.0f;
+    for (size_t e = 0; e < dv; ++e) out[e] = empty ? 0.0f : o[r * ldo + e] / l[r];
+    if (p.logsumexp != nullptr) {
+      p.logsumexp[(b * p.heads + h) * p.tq + q0 + static_cast<int64_t>(r)] =
+          empty ? std::numeric_limits<float>::infinity() : m[r] + std::log(l[r]);
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace attn::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace attn::kernels {
+
+HWY_EXPORT(FlashForwardBlock);
+
+size_t flash_forward_scratch_floats(const FlashProblem& p) {
+  // Sized for the widest vectors any target may use (64 lanes), so every target fits.
+  auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m * m); };
+  const auto ldo = static_cast<int64_t>(up(p.dv, 64));
+  return up(p.d * kQueryBlockPadded, 16) + up(kKeyBlock * kQueryBlockPadded, 16) +
+         up(kKeyBlock * ldo, 16) + up(kQueryBlock * ldo, 16) + 3 * kQueryBlockPadded;
+}
+
+void flash_forward_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows,
+                         float* scratch) {
+  HWY_DYNAMIC_DISPATCH(FlashForwardBlock)(p, b, h, q0, rows, scratch);
+}
+
+}  // namespace attn::kernels
+#endif  // HWY_ONCE

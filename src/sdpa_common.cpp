@@ -1,0 +1,101 @@
+#include "src/sdpa_common.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "attn/error.hpp"
+
+namespace attn::detail {
+namespace {
+
+std::string shapes_of(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return concat("q ", q.shape_string(), ", k ", k.shape_string(), ", v ", v.shape_string());
+}
+
+void check_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  ATTN_CHECK(q.defined() && k.defined() && v.defined(), "sdpa: q, k and v must all be given");
+  const int r = q.rank();
+  ATTN_CHECK(r >= 2 && k.rank() == r && v.rank() == r,
+             "sdpa: q, k and v must have the same rank, 2 to 4: ", shapes_of(q, k, v));
+  ATTN_CHECK(k.dim(-1) == q.dim(-1), "sdpa: k's last dim (", k.dim(-1), ") must equal q's (",
+             q.dim(-1), "): ", shapes_of(q, k, v));
+  ATTN_CHECK(v.dim(-2) == k.dim(-2), "sdpa: v's key count (", v.dim(-2), ") must equal k's (",
+             k.dim(-2), "): ", shapes_of(q, k, v));
+  for (int i = 0; i < r - 2; ++i) {
+    ATTN_CHECK(k.dim(i) == v.dim(i), "sdpa: k and v leading dim ", i,
+               " differ: ", shapes_of(q, k, v));
+    const bool head_dim = (i == r - 3);
+    if (head_dim) {
+      ATTN_CHECK(q.dim(i) % k.dim(i) == 0, "sdpa: k/v heads (", k.dim(i), ") must divide q heads (",
+                 q.dim(i), "): ", shapes_of(q, k, v));
+    } else {
+      ATTN_CHECK(q.dim(i) == k.dim(i), "sdpa: q and k/v leading dim ", i,
+                 " differ: ", shapes_of(q, k, v));
+    }
+  }
+}
+
+void check_additive_values(const Mask& mask) {
+  if (mask.kind != MaskKind::kAdditive || !mask.values.defined()) return;
+  for (float x : mask.values.to_vector()) {
+    ATTN_CHECK(!std::isnan(x) && x != std::numeric_limits<float>::infinity(),
+               "sdpa: an additive mask may hold finite values or -inf, found ", x);
+  }
+}
+
+}  // namespace
+
+Tensor as_rank4(const Tensor& t) {
+  Shape shape = t.shape(), strides = t.strides();
+  while (shape.size() < 4) {
+    shape.insert(shape.begin(), 1);
+    strides.insert(strides.begin(), 0);
+  }
+  return t.as_strided(shape, strides);
+}
+
+Shape with_last_dim(const Tensor& q, int64_t width) {
+  Shape shape = q.shape();
+  shape.back() = width;
+  return shape;
+}
+
+AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const SdpaOptions& options) {
+  check_shapes(q, k, v);
+  const Tensor q4 = as_rank4(q), k4 = as_rank4(k);
+  AttentionDims dims{q4.dim(0), q4.dim(1), k4.dim(1), q.dim(-2), k.dim(-2), q.dim(-1), v.dim(-1),
+                     0.0f};
+  dims.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(dims.d)));
+  ATTN_CHECK(std::isfinite(dims.scale), "sdpa: scale must be finite, got ", dims.scale);
+  ATTN_CHECK(options.window >= 0, "sdpa: window must be >= 0, got ", options.window);
+  if (!options.key_lengths.empty()) {
+    ATTN_CHECK(static_cast<int64_t>(options.key_lengths.size()) == dims.batch, "sdpa: ",
+               options.key_lengths.size(), " key_lengths for a batch of ", dims.batch);
+    for (int64_t len : options.key_lengths) {
+      ATTN_CHECK(len >= 0 && len <= dims.tk, "sdpa: key length ", len, " outside [0, Tk = ",
+                 dims.tk, "]");
+    }
+  }
+  check_additive_values(options.mask);
+  return dims;
+}
+
+Tensor broadcast_mask(const Mask& mask, const Shape& scores_shape) {
+  if (mask.empty()) return Tensor{};
+  const Tensor& m = mask.values;
+  ATTN_CHECK(m.defined(), "sdpa: mask kind is set but the mask tensor is missing");
+  const int rs = static_cast<int>(scores_shape.size());
+  ATTN_CHECK(m.rank() <= rs, "sdpa: mask ", m.shape_string(), " has more dims than the scores ",
+             to_string(scores_shape));
+  Shape strides(rs, 0);
+  for (int i = 0; i < m.rank(); ++i) {
+    const int s = rs - m.rank() + i;  // right-aligned
+    ATTN_CHECK(m.dim(i) == 1 || m.dim(i) == scores_shape[s], "sdpa: mask ", m.shape_string(),
+               " does not broadcast to the scores ", to_string(scores_shape));
+    strides[s] = m.dim(i) == 1 ? 0 : m.strides()[i];
+  }
+  return as_rank4(m.as_strided(scores_shape, strides));
+}
+
+}  // namespace attn::detail

@@ -1,0 +1,241 @@
+// The fused kernel against the reference path, over a seeded sweep of lengths (around the
+// block size 64), head dims (1 to 256), Tq ≠ Tk, every mask kind, GQA ratios 1/2/8, both
+// memory layouts and 1 or 2 threads; plus thread-count independence, fully masked rows,
+// huge scores, the logsumexp, and bitwise causal invariance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "attn/random.hpp"
+#include "attn/sdpa.hpp"
+#include "attn/threads.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::BitwiseEqual;
+
+enum class MaskCase { kNone, kCausal, kWindow, kBoolean, kAdditive, kKeyLengths };
+constexpr MaskCase kMaskCases[] = {MaskCase::kNone,    MaskCase::kCausal,   MaskCase::kWindow,
+                                   MaskCase::kBoolean, MaskCase::kAdditive, MaskCase::kKeyLengths};
+
+struct SweepCase {
+  int64_t batch, heads, group, tq, tk, d, dv;
+  MaskCase mask;
+  bool bthd_layout;  // Q/K/V stored (B, T, H, d) and viewed as (B, H, T, d)
+  int threads;
+  uint64_t seed;
+};
+
+std::string describe(const SweepCase& c) {
+  return detail::concat("B=", c.batch, " H=", c.heads, " Hkv=", c.heads / c.group, " Tq=", c.tq,
+                        " Tk=", c.tk, " d=", c.d, " dv=", c.dv, " mask=", static_cast<int>(c.mask),
+                        c.bthd_layout ? " (B,T,H,d)" : " (B,H,T,d)", " threads=", c.threads);
+}
+
+// (B, heads, T, width) values, stored in either layout.
+Tensor make_input(int64_t b, int64_t heads, int64_t t, int64_t width, bool bthd, uint64_t seed) {
+  if (!bthd) return rand_normal({b, heads, t, width}, seed);
+  return rand_normal({b, t, heads, width}, seed).permute({0, 2, 1, 3});
+}
+
+SdpaOptions make_options(const SweepCase& c, std::mt19937_64& gen) {
+  SdpaOptions o;
+  switch (c.mask) {
+    case MaskCase::kNone: break;
+    case MaskCase::kCausal: o.causal = true; break;
+    case MaskCase::kWindow: o.window = 1 + static_cast<int64_t>(gen() % 70); break;
+    case MaskCase::kBoolean: {
+      Tensor allow = rand_uniform({c.tq, c.tk}, c.seed + 11);
+      for (int64_t i = 0; i < c.tq; ++i)
+        for (int64_t j = 0; j < c.tk; ++j) allow.at({i, j}) = allow.at({i, j}) > 0.3f ? 1.f : 0.f;
+      if (c.tq > 1) {
+        for (int64_t j = 0; j < c.tk; ++j) allow.at({1, j}) = 0.0f;  // a fully masked row
+      }
+      o.mask = Mask::allow(allow);
+      break;
+    }
+    case MaskCase::kAdditive:
+      o.mask = Mask::additive(rand_normal({c.heads, 1, c.tk}, c.seed + 12));  // per head and key
+      break;
+    case MaskCase::kKeyLengths:
+      for (int64_t b = 0; b < c.batch; ++b) o.key_lengths.push_back(static_cast<int64_t>(gen() % (c.tk + 1)));
+      break;
+  }
+  return o;
+}
+
+// max |fused − reference| / max |V| ≤ 2e-6, with the worst element in the message.
+::testing::AssertionResult MatchesReference(const SweepCase& c) {
+  std::mt19937_64 gen(c.seed);
+  const Tensor q = make_input(c.batch, c.heads, c.tq, c.d, c.bthd_layout, c.seed + 1);
+  const Tensor k = make_input(c.batch, c.heads / c.group, c.tk, c.d, c.bthd_layout, c.seed + 2);
+  const Tensor v = make_input(c.batch, c.heads / c.group, c.tk, c.dv, c.bthd_layout, c.seed + 3);
+  const SdpaOptions options = make_options(c, gen);
+  set_num_threads(c.threads);
+  const Tensor fused = sdpa(q, k, v, options).output;
+  set_num_threads(0);
+  const Tensor ref = reference::sdpa(q, k, v, options).output;
+  float v_max = 0.0f;
+  for (float x : v.to_vector()) v_max = std::max(v_max, std::fabs(x));
+  return testing::AllClose(fused, ref, 2e-6 * v_max) << " for " << describe(c);
+}
+
+std::vector<SweepCase> sweep() {
+  std::vector<SweepCase> cases;
+  const int64_t lengths[] = {1, 2, 7, 63, 64, 65, 127, 1000};
+  const int64_t dims[] = {1, 8, 63, 64, 80, 128, 256};
+  const int64_t groups[] = {1, 2, 8};
+  uint64_t seed = 0;
+  for (int64_t t : lengths) {
+    for (int64_t d : dims) {
+      ++seed;
+      SweepCase c{};
+      c.group = groups[seed % 3];
+      c.heads = c.group * (t >= 1000 ? 1 : 2);
+      c.batch = t >= 1000 ? 1 : 2;
+      c.tq = t;
+      // Tq ≠ Tk in most cases: more keys than queries (decode-like) or fewer.
+      const int64_t tk_choices[] = {t, t + 37, std::max<int64_t>(1, t / 2)};
+      c.tk = tk_choices[seed % 3];
+      c.d = d;
+      c.dv = seed % 4 == 0 ? std::max<int64_t>(1, d / 2) + 3 : d;  // dv ≠ d sometimes
+      c.mask = kMaskCases[seed % 6];
+      c.bthd_layout = seed % 2 == 0;
+      c.threads = 1 + static_cast<int>(seed / 2 % 2);
+      c.seed = seed * 1000;
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+class FusedSweep : public ::testing::TestWithParam<SweepCase> {};
+
+TEST_P(FusedSweep, MatchesTheReference) { EXPECT_TRUE(MatchesReference(GetParam())); }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusedSweep, ::testing::ValuesIn(sweep()));
+
+// Every mask kind on one mid-sized shape that crosses block boundaries, both layouts.
+TEST(FusedSdpa, EveryMaskKindAndLayout) {
+  for (MaskCase mask : kMaskCases) {
+    for (bool bthd : {false, true}) {
+      for (int64_t group : {1, 2, 8}) {
+        const SweepCase c{2, 8, group, 70, 135, 24, 24, mask, bthd, 2, 77};
+        EXPECT_TRUE(MatchesReference(c));
+      }
+    }
+  }
+}
+
+TEST(FusedSdpa, ResultsDoNotDependOnTheThreadCount) {
+  const Tensor q = rand_normal({2, 3, 200, 64}, 1), k = rand_normal({2, 3, 230, 64}, 2),
+               v = rand_normal({2, 3, 230, 64}, 3);
+  SdpaOptions o;
+  o.causal = true;
+  set_num_threads(1);
+  const SdpaResult one = sdpa(q, k, v, o);
+  set_num_threads(2);
+  const SdpaResult two = sdpa(q, k, v, o);
+  set_num_threads(3);
+  const SdpaResult three = sdpa(q, k, v, o);
+  set_num_threads(0);
+  EXPECT_TRUE(BitwiseEqual(one.output, two.output));
+  EXPECT_TRUE(BitwiseEqual(one.output, three.output));
+  EXPECT_TRUE(BitwiseEqual(one.logsumexp, two.logsumexp));
+}
+
+TEST(FusedSdpa, RowsThatSeeNoKeyAreZeroWithInfiniteLogsumexp) {
+  // Tq > Tk with causal: the first Tq − Tk queries sit before every key.
+  const Tensor q = rand_normal({1, 100, 16}, 4), k = rand_normal({1, 30, 16}, 5),
+               v = rand_normal({1, 30, 16}, 6);
+  SdpaOptions o;
+  o.causal = true;
+  const SdpaResult r = sdpa(q, k, v, o);
+  for (int64_t i = 0; i < 70; ++i) {
+    for (int64_t c = 0; c < 16; ++c) ASSERT_EQ(r.output.at({0, i, c}), 0.0f);
+    ASSERT_EQ(r.logsumexp.at({0, i}), std::numeric_limits<float>::infinity());
+  }
+  EXPECT_TRUE(std::isfinite(r.logsumexp.at({0, 70})));
+  o.causal = false;
+  o.key_lengths = {0};  // every key is padding
+  for (float x : sdpa(q, k, v, o).output.to_vector()) ASSERT_EQ(x, 0.0f);
+}
+
+TEST(FusedSdpa, HugeScoresNeitherOverflowNorNaN) {
+  // Scores of ±1e4: exp of the raw scores would overflow; the running max keeps them finite.
+  Tensor q = Tensor::full({1, 3, 1}, 100.0f), k = Tensor::from_values({1, 4, 1}, {100, -100, 99.9f, 0});
+  const Tensor v = Tensor::from_values({1, 4, 1}, {1, 2, 3, 4});
+  SdpaOptions o;
+  o.scale = 1.0f;  // scores 1e4, -1e4, 9990, 0
+  const SdpaResult fused = sdpa(q, k, v, o);
+  const SdpaResult ref = reference::sdpa(q, k, v, o);
+  for (float x : fused.output.to_vector()) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_TRUE(testing::AllClose(fused.output, ref.output, 1e-5));
+  EXPECT_NEAR(fused.logsumexp.at({0, 0}), 1e4, 1e-2);
+}
+
+TEST(FusedSdpa, LogsumexpIsTheLogOfTheSoftmaxDenominator) {
+  const Tensor q = rand_normal({2, 70, 8}, 7), k = rand_normal({2, 90, 8}, 8), v = rand_normal({2, 90, 8}, 9);
+  SdpaOptions o;
+  o.causal = true;
+  const SdpaResult r = sdpa(q, k, v, o);
+  ASSERT_EQ(r.logsumexp.shape(), (Shape{2, 70}));
+  const float scale = 1.0f / std::sqrt(8.0f);
+  for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t i = 0; i < 70; i += 13) {
+      double sum = 0.0;
+      for (int64_t j = 0; j <= 20 + i; ++j) {  // bottom-right: query i sees keys <= 90 - 70 + i
+        double dot = 0.0;
+        for (int64_t e = 0; e < 8; ++e) dot += double{q.at({h, i, e})} * k.at({h, j, e});
+        sum += std::exp(dot * scale);
+      }
+      EXPECT_NEAR(r.logsumexp.at({h, i}), std::log(sum), 1e-5) << "head " << h << " row " << i;
+    }
+  }
+}
+
+TEST(FusedSdpa, CausalInvarianceIsBitwise) {
+  const Tensor x = rand_normal({2, 150, 32}, 10);
+  SdpaOptions o;
+  o.causal = true;
+  const Tensor before = sdpa(x, x, x, o).output;
+  for (int64_t t : {0, 63, 64, 100, 148}) {
+    Tensor changed = x.clone();
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t p = t + 1; p < 150; ++p)
+        for (int64_t c = 0; c < 32; ++c) changed.at({h, p, c}) += 5.0f;
+    const Tensor after = sdpa(changed, changed, changed, o).output;
+    for (int64_t h = 0; h < 2; ++h) {
+      EXPECT_TRUE(BitwiseEqual(before.select(h).slice(0, t + 1), after.select(h).slice(0, t + 1)))
+          << "t = " << t;
+    }
+  }
+}
+
+TEST(FusedSdpa, ReturnsWeightsOnRequestAndCopiesStridedRows) {
+  const Tensor q = rand_normal({5, 6}, 11);
+  SdpaOptions o;
+  EXPECT_FALSE(sdpa(q, q, q, o).weights.defined());
+  o.return_weights = true;
+  EXPECT_TRUE(BitwiseEqual(sdpa(q, q, q, o).weights, reference::sdpa(q, q, q, o).weights));
+  // A transposed view has a strided last dim: copied before the kernel, same answer.
+  const Tensor qt = rand_normal({6, 5}, 12).transpose(0, 1);
+  EXPECT_TRUE(testing::AllClose(sdpa(qt, qt, qt).output, reference::sdpa(qt, qt, qt).output, 1e-6));
+}
+
+TEST(FusedSdpa, ArgumentErrorsAreTheReferences) {
+  const Tensor q = rand_normal({2, 4, 5, 8}, 1), k = rand_normal({2, 3, 6, 8}, 2);
+  EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(q, k, k); }, "k/v heads (3) must divide q heads (4)"));
+  SdpaOptions o;
+  o.key_lengths = {1, 2, 3};
+  EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(q, q, q, o); }, "3 key_lengths for a batch of 2"));
+  o.key_lengths = {1, 6};
+  EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(q, q, q, o); }, "key length 6 outside [0, Tk = 5]"));
+}
+
+}  // namespace
+}  // namespace attn
