@@ -16,6 +16,7 @@ int main() {
 
   attn::SdpaOptions causal;
   causal.causal = true;
+  causal.return_weights = true;  // the fast path builds them only on request
   const attn::MhaResult before = attn::multi_head_attention(x, wq, wk, wv, wo, heads, causal);
   std::printf("input  %s\noutput %s\nweights %s\n", x.shape_string().c_str(),
               before.output.shape_string().c_str(), before.weights.shape_string().c_str());

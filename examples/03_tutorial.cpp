@@ -27,6 +27,7 @@ int main() {
   const attn::Tensor wo = attn::rand_normal({d_model, d_model}, 25, 0.f, init);
   attn::SdpaOptions causal;
   causal.causal = true;
+  causal.return_weights = true;  // for the heat map
   const attn::MhaResult r = attn::multi_head_attention(x, wq, wk, wv, wo, heads, causal);
   std::printf("\"%s\" -> X %s -> Y %s\n\nhead 0:\n", sentence.c_str(), x.shape_string().c_str(),
               r.output.shape_string().c_str());

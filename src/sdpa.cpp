@@ -25,19 +25,19 @@ void copy_strides(const Tensor& t4, int64_t (&strides)[3]) {
 
 }  // namespace
 
-SdpaResult sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                const SdpaOptions& options) {
-  const detail::AttentionDims dims = detail::check_attention(q_in, k_in, v_in, options);
+namespace detail {
+
+void sdpa_into(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+               const SdpaOptions& options, const Tensor& out, float* logsumexp) {
+  const AttentionDims dims = check_attention(q_in, k_in, v_in, options);
+  ATTN_CHECK(out.shape() == with_last_dim(q_in, dims.dv) && out.strides().back() == 1,
+             "sdpa: the output view ", out.shape_string(), " must be ",
+             to_string(with_last_dim(q_in, dims.dv)), " with contiguous rows");
   const Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
                v = with_contiguous_rows(v_in);
-  Shape lse_shape = q.shape();
-  lse_shape.pop_back();
-  if (lse_shape.empty()) lse_shape = {1};  // unreachable: q has rank >= 2
-  SdpaResult result{Tensor(detail::with_last_dim(q, dims.dv)), Tensor{}, Tensor(lse_shape)};
-  const Tensor mask4 = detail::broadcast_mask(options.mask, detail::with_last_dim(q, dims.tk));
+  const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
-  const Tensor q4 = detail::as_rank4(q), k4 = detail::as_rank4(k), v4 = detail::as_rank4(v);
-  const Tensor out4 = detail::as_rank4(result.output);
+  const Tensor q4 = as_rank4(q), k4 = as_rank4(k), v4 = as_rank4(v), out4 = as_rank4(out);
   kernels::FlashProblem p{};
   p.q = q4.data();
   copy_strides(q4, p.q_stride);
@@ -45,9 +45,9 @@ SdpaResult sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
   copy_strides(k4, p.k_stride);
   p.v = v4.data();
   copy_strides(v4, p.v_stride);
-  p.out = result.output.data();
+  p.out = const_cast<float*>(out4.data());  // a Tensor is a handle: its storage is writable
   copy_strides(out4, p.out_stride);
-  p.logsumexp = result.logsumexp.data();
+  p.logsumexp = logsumexp;
   p.batch = dims.batch;
   p.heads = dims.heads;
   p.kv_heads = dims.kv_heads;
@@ -83,7 +83,17 @@ SdpaResult sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     const int64_t rows = std::min(kernels::kQueryBlock, dims.tq - q0);
     kernels::flash_forward_block(p, bh / dims.heads, bh % dims.heads, q0, rows, buffer.get());
   });
-  if (options.return_weights) result.weights = reference::sdpa(q_in, k_in, v_in, options).weights;
+}
+
+}  // namespace detail
+
+SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
+  const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
+  Shape lse_shape = q.shape();
+  lse_shape.pop_back();  // q has rank >= 2
+  SdpaResult result{Tensor(detail::with_last_dim(q, dims.dv)), Tensor{}, Tensor(lse_shape)};
+  detail::sdpa_into(q, k, v, options, result.output, result.logsumexp.data());
+  if (options.return_weights) result.weights = reference::sdpa(q, k, v, options).weights;
   return result;
 }
 

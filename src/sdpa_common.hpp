@@ -29,4 +29,10 @@ Tensor broadcast_mask(const Mask& mask, const Shape& scores_shape);
 // Q's shape with the last dim replaced: (…, Tq, d) -> (…, Tq, width).
 Shape with_last_dim(const Tensor& q, int64_t width);
 
+// The fused forward into a given output view (Q's shape with dv last, contiguous rows), so
+// that callers can pick the output's memory layout. logsumexp: (…, Tq) contiguous or nullptr.
+// Defined in src/sdpa.cpp.
+void sdpa_into(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options,
+               const Tensor& out, float* logsumexp);
+
 }  // namespace attn::detail

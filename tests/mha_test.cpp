@@ -84,12 +84,31 @@ TEST(MultiHeadAttention, PerHeadFormEqualsColumnBlocksOfTheFullMatrices) {
 TEST(MultiHeadAttention, FollowsTheTextbookSteps) {
   const Tensor x = rand_normal({6, 8}, 5);
   const Weights w = make_weights(8, 8, 6);
-  const MhaResult r = multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 2, causal());
+  const MhaResult r = reference::multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 2, causal());
   const SdpaResult heads = reference::sdpa(split_heads(reference::linear(x, w.wq), 2),
                                            split_heads(reference::linear(x, w.wk), 2),
                                            split_heads(reference::linear(x, w.wv), 2), causal());
   EXPECT_TRUE(BitwiseEqual(r.output, reference::linear(merge_heads(heads.output), w.wo)));
   EXPECT_TRUE(BitwiseEqual(r.weights, heads.weights));
+}
+
+TEST(MultiHeadAttention, FastPathMatchesTheReference) {
+  for (const bool batched : {true, false}) {
+    for (const bool with_wo : {true, false}) {
+      const Tensor x = batched ? rand_normal({2, 70, 32}, 11) : rand_normal({70, 32}, 11);
+      const Weights w = make_weights(32, 24, 12);
+      const Tensor wo = with_wo ? w.wo : Tensor{};
+      SdpaOptions o = causal();
+      o.return_weights = true;
+      const MhaResult fast = multi_head_attention(x, w.wq, w.wk, w.wv, wo, 4, o);
+      const MhaResult ref = reference::multi_head_attention(x, w.wq, w.wk, w.wv, wo, 4, o);
+      EXPECT_TRUE(AllClose(fast.output, ref.output, 1e-5)) << batched << with_wo;
+      EXPECT_TRUE(AllClose(fast.weights, ref.weights, 1e-5)) << batched << with_wo;
+    }
+  }
+  const Tensor x = rand_normal({1, 5, 8}, 13);
+  const Weights w = make_weights(8, 8, 14);
+  EXPECT_FALSE(multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 2).weights.defined());
 }
 
 TEST(MultiHeadAttention, CausalInvarianceIsBitwise) {

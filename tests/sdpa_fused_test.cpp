@@ -36,6 +36,8 @@ std::string describe(const SweepCase& c) {
                         c.bthd_layout ? " (B,T,H,d)" : " (B,H,T,d)", " threads=", c.threads);
 }
 
+void PrintTo(const SweepCase& c, std::ostream* os) { *os << describe(c); }
+
 // (B, heads, T, width) values, stored in either layout.
 Tensor make_input(int64_t b, int64_t heads, int64_t t, int64_t width, bool bthd, uint64_t seed) {
   if (!bthd) return rand_normal({b, heads, t, width}, seed);

@@ -24,7 +24,8 @@ Tensor merge_heads(const Tensor& x);
 
 struct MhaResult {
   Tensor output;   // (B, T, d_out) or (T, d_out)
-  Tensor weights;  // (B, H, T, T) or (H, T, T)
+  Tensor weights;  // (B, H, T, T) or (H, T, T); from attn::multi_head_attention only when
+                   // options.return_weights (the reference path always returns them)
 };
 
 // The projections of one head, each (d_model, d_head).
@@ -48,7 +49,9 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
 
 }  // namespace reference
 
-// The library's default path (the reference path until the fused kernel lands).
+// The fast path: one GEMM (oneDNN) against [Wq | Wk | Wv], the heads as strided views of its
+// output, the fused attention kernel writing the merged (B, T, H, d_head) order directly, and
+// one GEMM for Wo. Weights only when options.return_weights.
 MhaResult multi_head_attention(const Tensor& x, const Tensor& wq, const Tensor& wk,
                                const Tensor& wv, const Tensor& wo, int64_t n_heads,
                                const SdpaOptions& options = {});

@@ -4,27 +4,10 @@
 
 #include "attn/error.hpp"
 #include "attn/matmul.hpp"
+#include "src/mha_common.hpp"
 
 namespace attn {
 namespace {
-
-void check_input(const Tensor& x) {
-  ATTN_CHECK(x.defined() && (x.rank() == 2 || x.rank() == 3),
-             "multi_head_attention: x must be (B, T, d_model) or (T, d_model), got ",
-             x.defined() ? x.shape_string() : "undefined");
-}
-
-void check_square(const Tensor& w, const char* name, int64_t d_model) {
-  ATTN_CHECK(w.defined() && w.rank() == 2 && w.dim(0) == d_model && w.dim(1) == d_model,
-             "multi_head_attention: ", name, " must be (d_model, d_model) = (", d_model, ", ",
-             d_model, "), got ", w.defined() ? w.shape_string() : "undefined");
-}
-
-void check_output_projection(const Tensor& wo, int64_t d_in) {
-  if (!wo.defined()) return;
-  ATTN_CHECK(wo.rank() == 2 && wo.dim(0) == d_in, "multi_head_attention: wo must be (", d_in,
-             ", d_out), got ", wo.shape_string());
-}
 
 // Y = O·Wo, or O itself when there is no output projection.
 Tensor project_output(const Tensor& merged, const Tensor& wo) {
@@ -67,12 +50,7 @@ namespace reference {
 MhaResult multi_head_attention(const Tensor& x, const Tensor& wq, const Tensor& wk,
                                const Tensor& wv, const Tensor& wo, int64_t n_heads,
                                const SdpaOptions& options) {
-  check_input(x);
-  const int64_t d_model = x.dim(-1);
-  check_square(wq, "wq", d_model);
-  check_square(wk, "wk", d_model);
-  check_square(wv, "wv", d_model);
-  check_output_projection(wo, d_model);
+  detail::check_mha(x, wq, wk, wv, wo);
 
   const Tensor q = split_heads(linear(x, wq), n_heads);  // (B, H, T, d_head)
   const Tensor k = split_heads(linear(x, wk), n_heads);
@@ -84,7 +62,7 @@ MhaResult multi_head_attention(const Tensor& x, const Tensor& wq, const Tensor& 
 
 MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadProjections>& heads,
                                         const Tensor& wo, const SdpaOptions& options) {
-  check_input(x);
+  detail::check_mha_input(x);
   ATTN_CHECK(!heads.empty(), "multi_head_attention_per_head: needs at least one head");
   const int64_t d_model = x.dim(-1);
   const int64_t d_head = heads[0].wq.defined() && heads[0].wq.rank() == 2 ? heads[0].wq.dim(1) : 0;
@@ -96,7 +74,7 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
     }
   }
   const auto n_heads = static_cast<int64_t>(heads.size());
-  check_output_projection(wo, n_heads * d_head);
+  detail::check_output_projection(wo, n_heads * d_head);
 
   // Each head attends on its own; its output fills columns [h·d_head, (h+1)·d_head).
   Shape concat_shape = x.shape();
@@ -117,10 +95,5 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
 
 }  // namespace reference
 
-MhaResult multi_head_attention(const Tensor& x, const Tensor& wq, const Tensor& wk,
-                               const Tensor& wv, const Tensor& wo, int64_t n_heads,
-                               const SdpaOptions& options) {
-  return reference::multi_head_attention(x, wq, wk, wv, wo, n_heads, options);
-}
 
 }  // namespace attn

@@ -149,6 +149,7 @@ void run_demo(const DemoArgs& args) {
                   rand_normal({args.d_model, args.d_model}, args.seed + 4, 0.f, init)};
   SdpaOptions causal;
   causal.causal = true;
+  causal.return_weights = true;  // for the heat map and the row-sum check
   const MhaResult r = multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, args.heads, causal);
   std::printf("Wq, Wk, Wv, Wo %s; %lld heads of d_head %lld\n", w.wq.shape_string().c_str(),
               static_cast<long long>(args.heads),

@@ -1,0 +1,25 @@
+// The one entry point for large matrix products (projections, MLPs): oneDNN's JIT sgemm,
+// split across the library's threads.
+#pragma once
+
+#include <cstdint>
+
+#include "attn/tensor.hpp"
+
+namespace attn {
+
+// C = alpha · op(A) · op(B) + beta · C, row-major, op(X) = X or Xᵀ.
+// op(A) is (m, k), op(B) is (k, n), C is (m, n); lda, ldb, ldc are the row strides (in
+// elements) of A, B, C as stored. Throws attn::Error for negative sizes or strides too small.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc);
+
+// (M, K)·(K, N) -> (M, N) for matrix views whose last dim is contiguous or whose first dim is
+// (a transpose); anything else is copied first.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// X·W: x (…, d_in), w (d_in, d_out) -> (…, d_out).
+Tensor linear(const Tensor& x, const Tensor& w);
+
+}  // namespace attn

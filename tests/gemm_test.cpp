@@ -1,0 +1,67 @@
+// attn::gemm (oneDNN) against the reference matmul: transposes, alpha/beta, odd sizes, the
+// threaded splits along either dim, and the argument errors.
+#include "attn/gemm.hpp"
+
+#include <gtest/gtest.h>
+
+#include "attn/matmul.hpp"
+#include "attn/random.hpp"
+#include "attn/threads.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+// Tolerance from the problem: k products of values of size ~1, float accumulation.
+double tolerance(int64_t k) { return 1e-6 * static_cast<double>(k) + 1e-6; }
+
+TEST(Gemm, MatchesTheReferenceForEveryTransposeAndThreadCount) {
+  struct Size { int64_t m, n, k; };
+  for (const Size s : {Size{1, 1, 1}, Size{7, 5, 3}, Size{130, 70, 33}, Size{70, 300, 64}, Size{257, 129, 200}}) {
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          const Tensor a = rand_normal(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 1);
+          const Tensor b = rand_normal(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 2);
+          const Tensor c0 = rand_normal({s.m, s.n}, 3);
+          Tensor c = c0.clone();
+          gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f, c.data(), s.n);
+          const Tensor op_a = ta ? a.transpose(0, 1) : a, op_b = tb ? b.transpose(0, 1) : b;
+          Tensor expected = reference::matmul(op_a, op_b);
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j)
+              expected.at({i, j}) = 0.5f * expected.at({i, j}) + 2.0f * c0.at({i, j});
+          EXPECT_TRUE(testing::AllClose(c, expected, tolerance(s.k)))
+              << s.m << "x" << s.n << "x" << s.k << " ta=" << ta << " tb=" << tb << " threads=" << threads;
+        }
+      }
+    }
+  }
+  set_num_threads(0);
+}
+
+TEST(Gemm, MatmulAndLinearTakeViews) {
+  const Tensor a = rand_normal({40, 30}, 4), b = rand_normal({50, 40}, 5);
+  EXPECT_TRUE(testing::AllClose(matmul(b, a), reference::matmul(b, a), tolerance(40)));
+  EXPECT_TRUE(testing::AllClose(matmul(a.transpose(0, 1), b.transpose(0, 1)),
+                                reference::matmul(a.transpose(0, 1), b.transpose(0, 1)), tolerance(40)));
+  const Tensor x = rand_normal({2, 9, 30}, 6), w = rand_normal({30, 7}, 7);
+  EXPECT_TRUE(testing::AllClose(linear(x, w), reference::linear(x, w), tolerance(30)));
+  // A view with neither dim contiguous is copied.
+  const Tensor every_other = rand_normal({4, 6, 2}, 8).select(0).as_strided({3, 2}, {4, 2});
+  EXPECT_TRUE(testing::AllClose(matmul(every_other, a.slice(0, 2)),
+                                reference::matmul(every_other, a.slice(0, 2)), tolerance(2)));
+}
+
+TEST(Gemm, Errors) {
+  float x = 0;
+  EXPECT_TRUE(testing::ThrowsWith([&] { gemm(false, false, -1, 1, 1, 1, &x, 1, &x, 1, 0, &x, 1); }, "sizes must be >= 0"));
+  EXPECT_TRUE(testing::ThrowsWith([&] { gemm(false, false, 2, 3, 4, 1, &x, 3, &x, 3, 0, &x, 3); },
+                                  "leading dimensions too small: lda=3"));
+  EXPECT_TRUE(testing::ThrowsWith([] { matmul(Tensor({2, 3}), Tensor({2, 3})); }, "inner dims differ"));
+  EXPECT_TRUE(testing::ThrowsWith([] { linear(Tensor({2, 3}), Tensor({4, 3})); }, "has d_in 3"));
+}
+
+}  // namespace
+}  // namespace attn
