@@ -92,9 +92,17 @@ TEST_F(Cli, SdpaWritesWhatTheLibraryComputes) {
   SdpaOptions o;
   o.causal = true;
   o.scale = 0.5f;
-  const SdpaResult expected = reference::sdpa(q, k, v, o);
+  o.return_weights = true;
+  const SdpaResult expected = sdpa(q, k, v, o);  // the fused path is the default
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("o.npy")).values, expected.output));
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("w.npy")).values, expected.weights));
+  // --impl reference runs the readable path.
+  ASSERT_EQ(run("sdpa --impl reference --q " + path("q.npy") + " --k " + path("k.npy") +
+                " --v " + path("v.npy") + " --causal --scale 0.5 --out " + path("r.npy"))
+                .status,
+            0);
+  EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("r.npy")).values,
+                                    reference::sdpa(q, k, v, o).output));
   // The same result through an explicit boolean mask file.
   ASSERT_EQ(run("sdpa --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
                 " --mask " + path("m.npy") + " --scale 0.5 --out " + path("o2.npy"))
@@ -116,7 +124,7 @@ TEST_F(Cli, MhaAndHeatmap) {
   ASSERT_EQ(r.status, 0) << r.err;
   SdpaOptions o;
   o.causal = true;
-  const MhaResult expected = reference::multi_head_attention(x, w, w, w, w, 2, o);
+  const MhaResult expected = multi_head_attention(x, w, w, w, w, 2, o);
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("y.npy")).values, expected.output));
 
   const CliResult map =
@@ -144,9 +152,7 @@ TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {
   expect_error("sdpa --q " + path("x.npy") + " --k " + path("w.npy") + " --v " + path("w.npy") +
                    " --out " + path("o.npy"),
                "same rank");
-  expect_error("sdpa --q " + path("x.npy") + " --k " + path("x.npy") + " --v " + path("x.npy") +
-                   " --impl fused --out " + path("o.npy"),
-               "fused kernel is not built yet");
+
   expect_error("sdpa --q " + path("x.npy"), "--k is required");
   expect_error("sdpa --q a --k b --v c --out d --impl turbo", "--impl");
   expect_error("demo --threads 0", "--threads");

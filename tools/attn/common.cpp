@@ -43,14 +43,22 @@ void add_threads_option(CLI::App& command, int& threads) {
 void apply_threads(int threads) { set_num_threads(threads); }
 
 void add_impl_option(CLI::App& command, std::string& impl) {
-  command.add_option("--impl", impl, "attention path: reference (readable loops) or fused")
-      ->check(CLI::IsMember({"reference", "fused"}))
+  command
+      .add_option("--impl", impl,
+                   "attention path: fused (the fast kernel) or reference (the readable loops)")
+      ->check(CLI::IsMember({"fused", "reference"}))
       ->capture_default_str();
 }
 
-void require_available_impl(const std::string& impl) {
-  ATTN_CHECK(impl == "reference",
-             "--impl fused: the fused kernel is not built yet; use --impl reference");
+SdpaResult sdpa_with(const std::string& impl, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const SdpaOptions& options) {
+  return impl == "reference" ? reference::sdpa(q, k, v, options) : sdpa(q, k, v, options);
+}
+
+MhaResult mha_with(const std::string& impl, const Tensor& x, const Tensor& wq, const Tensor& wk,
+                   const Tensor& wv, const Tensor& wo, int64_t heads, const SdpaOptions& options) {
+  if (impl == "reference") return reference::multi_head_attention(x, wq, wk, wv, wo, heads, options);
+  return multi_head_attention(x, wq, wk, wv, wo, heads, options);
 }
 
 }  // namespace attn::cli

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "attn/mask.hpp"
+#include "attn/mha.hpp"
+#include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn::cli {
@@ -23,8 +25,11 @@ void write_results(const std::string& out_path, const Tensor& output,
 void add_threads_option(CLI::App& command, int& threads);
 void apply_threads(int threads);
 
-// --impl reference|fused. Until the fused kernel lands, "fused" is refused with a clear message.
+// --impl fused|reference (default fused), and the two paths behind it.
 void add_impl_option(CLI::App& command, std::string& impl);
-void require_available_impl(const std::string& impl);
+SdpaResult sdpa_with(const std::string& impl, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const SdpaOptions& options);
+MhaResult mha_with(const std::string& impl, const Tensor& x, const Tensor& wq, const Tensor& wk,
+                   const Tensor& wv, const Tensor& wo, int64_t heads, const SdpaOptions& options);
 
 }  // namespace attn::cli

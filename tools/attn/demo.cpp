@@ -24,7 +24,7 @@ namespace {
 constexpr const char* kCorpus = "the cat sat on the mat because the cat was tired";
 
 struct DemoArgs {
-  std::string text = kCorpus, impl = "reference";
+  std::string text = kCorpus, impl = "fused";
   int64_t d_model = 16, heads = 4;
   uint64_t seed = 7;
   int threads = 0;
@@ -88,7 +88,7 @@ void check_causal_invariance(const Tensor& x, const Weights& w, const DemoArgs& 
   SdpaOptions causal;
   causal.causal = true;
   const Tensor changed =
-      multi_head_attention(perturbed, w.wq, w.wk, w.wv, w.wo, args.heads, causal).output;
+      mha_with(args.impl, perturbed, w.wq, w.wk, w.wv, w.wo, args.heads, causal).output;
   int64_t differing_earlier = 0;
   for (int64_t t = 0; t + 1 < t_len; ++t) {
     for (int64_t c = 0; c < output.dim(2); ++c) {
@@ -109,11 +109,11 @@ void check_causal_invariance(const Tensor& x, const Weights& w, const DemoArgs& 
              " earlier output values changed");
 }
 
-void check_known_answer() {
+void check_known_answer(const std::string& impl) {
   const MatchingKeyExample e = matching_key_example();
   SdpaOptions with_weights;
   with_weights.return_weights = true;
-  const SdpaResult r = sdpa(e.q, e.k, e.v, with_weights);
+  const SdpaResult r = sdpa_with(impl, e.q, e.k, e.v, with_weights);
   std::printf("q = (5, 5, 0, 0) matches key 2 = (1, 1, 0, 0); values (1, 2, 99, 4, 5); d_k = 4\n");
   std::printf("weights:");
   for (int64_t j = 0; j < 5; ++j) std::printf(" %.4f", r.weights.at({0, j}));
@@ -126,7 +126,6 @@ void check_known_answer() {
 }
 
 void run_demo(const DemoArgs& args) {
-  require_available_impl(args.impl);
   apply_threads(args.threads);
   std::printf("attn demo: causal multi-head attention, step by step\n");
 
@@ -150,7 +149,7 @@ void run_demo(const DemoArgs& args) {
   SdpaOptions causal;
   causal.causal = true;
   causal.return_weights = true;  // for the heat map and the row-sum check
-  const MhaResult r = multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, args.heads, causal);
+  const MhaResult r = mha_with(args.impl, x, w.wq, w.wk, w.wv, w.wo, args.heads, causal);
   std::printf("Wq, Wk, Wv, Wo %s; %lld heads of d_head %lld\n", w.wq.shape_string().c_str(),
               static_cast<long long>(args.heads),
               static_cast<long long>(args.d_model / args.heads));
@@ -169,7 +168,7 @@ void run_demo(const DemoArgs& args) {
   std::printf("every row of weights sums to 1: worst |sum - 1| = %.2e\n", row_error);
   ATTN_CHECK(row_error < 1e-6, "demo: weight rows do not sum to 1 (", row_error, ")");
   check_causal_invariance(x, w, args, r.output);
-  check_known_answer();
+  check_known_answer(args.impl);
   std::printf("\nall checks passed\n");
 }
 

@@ -10,7 +10,7 @@ namespace attn::cli {
 namespace {
 
 struct MhaArgs {
-  std::string x, wq, wk, wv, wo, out, weights, impl = "reference";
+  std::string x, wq, wk, wv, wo, out, weights, impl = "fused";
   int64_t heads = 0;
   bool causal = false;
   int64_t window = 0;
@@ -18,14 +18,14 @@ struct MhaArgs {
 };
 
 void run_mha(const MhaArgs& args) {
-  require_available_impl(args.impl);
   apply_threads(args.threads);
   SdpaOptions options;
   options.causal = args.causal;
   options.window = args.window;
+  options.return_weights = !args.weights.empty();
   const Tensor wo = args.wo.empty() ? Tensor{} : load_finite(args.wo);
-  const MhaResult result = reference::multi_head_attention(
-      load_finite(args.x), load_finite(args.wq), load_finite(args.wk), load_finite(args.wv), wo,
+  const MhaResult result = mha_with(
+      args.impl, load_finite(args.x), load_finite(args.wq), load_finite(args.wk), load_finite(args.wv), wo,
       args.heads, options);
   write_results(args.out, result.output, args.weights, result.weights);
 }

@@ -11,7 +11,7 @@ namespace attn::cli {
 namespace {
 
 struct SdpaArgs {
-  std::string q, k, v, mask, out, weights, impl = "reference";
+  std::string q, k, v, mask, out, weights, impl = "fused";
   bool causal = false;
   int64_t window = 0;
   std::optional<float> scale;
@@ -19,15 +19,15 @@ struct SdpaArgs {
 };
 
 void run_sdpa(const SdpaArgs& args) {
-  require_available_impl(args.impl);
   apply_threads(args.threads);
   SdpaOptions options;
   options.causal = args.causal;
   options.window = args.window;
   options.scale = args.scale;
+  options.return_weights = !args.weights.empty();
   if (!args.mask.empty()) options.mask = load_mask(args.mask);
-  const SdpaResult result =
-      reference::sdpa(load_finite(args.q), load_finite(args.k), load_finite(args.v), options);
+  const SdpaResult result = sdpa_with(args.impl, load_finite(args.q), load_finite(args.k),
+                                      load_finite(args.v), options);
   write_results(args.out, result.output, args.weights, result.weights);
 }
 
