@@ -9,5 +9,6 @@ void add_demo_command(CLI::App& app);
 void add_sdpa_command(CLI::App& app);
 void add_mha_command(CLI::App& app);
 void add_heatmap_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace attn::cli
