@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "attn/error.hpp"
+#include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/threads.hpp"
@@ -29,7 +31,7 @@ namespace {
 struct ForwardArgs {
   std::vector<int64_t> seq{1024};
   int64_t batch = 1, heads = 16, kv_heads = 0, head_dim = 64;
-  bool causal = false, json = false, compete = false;
+  bool causal = false, json = false, compete = false, block = false;
   std::vector<int> threads;
   std::string impl = "fused";
   int runs = 5;
@@ -110,15 +112,32 @@ void run_forward(const ForwardArgs& a) {
     const Tensor v = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 3);
     SdpaOptions options;
     options.causal = a.causal;
-    const double square = 4.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
-    const double useful = a.causal ? 2.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim
-                                   : square;
+    double square = 4.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
+    double useful = a.causal ? 2.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim
+                             : square;
+    // --block: the whole multi-head block on x (B, T, H·d), weights (H·d, H·d) each.
+    const int64_t d_model = a.heads * a.head_dim;
+    Tensor x, w;
+    if (a.block) {
+      x = rand_normal({a.batch, t_len, d_model}, 4);
+      w = rand_normal({d_model, d_model}, 5, 0.0f, 1.0f / std::sqrt(static_cast<float>(d_model)));
+      const double projections = 2.0 * a.batch * double(t_len) * d_model * d_model * 4;  // Q, K, V, O
+      square += projections;
+      useful += projections;
+    }
+    auto run_once = [&](const std::string& impl) {
+      if (a.block) {
+        mha_with(impl, x, w, w, w, w, a.heads, options);
+      } else {
+        sdpa_with(impl, q, k, v, options);
+      }
+    };
     for (int threads : thread_counts) {
       set_num_threads(threads);
-      const double ms = median_ms(a.runs, [&] { sdpa_with(a.impl, q, k, v, options); });
+      const double ms = median_ms(a.runs, [&] { run_once(a.impl); });
       double reference_ms = -1.0;  // not measured
       if (a.impl == "fused" && t_len <= a.reference_max_seq) {
-        reference_ms = median_ms(1, [&] { reference::sdpa(q, k, v, options); });
+        reference_ms = median_ms(1, [&] { run_once("reference"); });
       }
       const double gflops = square / ms / 1e6, useful_gflops = useful / ms / 1e6;
       const double rss = peak_rss_mib();
@@ -127,13 +146,13 @@ void run_forward(const ForwardArgs& a) {
             "{\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
             "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.3f, \"gflops\": %.2f, "
             "\"useful_gflops\": %.2f, \"peak_gflops\": %.2f, \"reference_ms\": %s, "
-            "\"compete\": %s, \"rss_mib\": %.1f}\n",
+            "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f}\n",
             static_cast<long long>(t_len), static_cast<long long>(a.batch),
             static_cast<long long>(a.heads), static_cast<long long>(kv_heads),
             static_cast<long long>(a.head_dim), a.causal ? "true" : "false", threads,
             a.impl.c_str(), ms, gflops, useful_gflops, peak[threads],
             reference_ms < 0 ? "null" : std::to_string(reference_ms).c_str(),
-            a.compete ? "true" : "false", rss);
+            a.block ? "true" : "false", a.compete ? "true" : "false", rss);
       } else {
         const std::string vs_ref = reference_ms < 0 ? "-" : detail::concat(int(reference_ms / ms), "x");
         std::printf("%7lld %7d %10.2f %9.1f %9.1f %6.0f%% %10s %9.0f\n",
@@ -176,6 +195,9 @@ void add_bench_command(CLI::App& app) {
   fwd->add_option("--reference-max-seq", a->reference_max_seq,
                   "time the reference path only up to this length (it is slow)")
       ->capture_default_str();
+  fwd->add_flag("--block", a->block,
+                "time the whole multi-head block (x·[Wq|Wk|Wv], attention, ·Wo; d_model = H·d); "
+                "its GFLOP/s add the projections' 8·B·T·d_model²");
   fwd->add_flag("--compete", a->compete, "keep one core busy with another process meanwhile");
   fwd->add_flag("--json", a->json, "one JSON object per line");
   fwd->footer("Example: attn bench forward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads 1,2");
