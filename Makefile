@@ -4,10 +4,12 @@
 #   make build      build Release; the CLI is then build/release/attn
 #   make test-fast  the Release suite only (no sanitizer build)
 #   make test-asan  the sanitizer suite only
+#   make bench      the forward benchmark table (causal and not, 1 and 2 threads)
+#   make compare    attn next to PyTorch and numpy on the same shapes (installs python3-torch)
 #   make fixtures   regenerate tests/fixtures/*.npy with numpy (needs scripts/bootstrap --dev)
 JOBS ?= $(shell nproc)
 
-.PHONY: run test build test-fast test-asan fixtures bootstrap clean
+.PHONY: run test build test-fast test-asan bench compare fixtures bootstrap clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -28,6 +30,14 @@ test-asan: bootstrap
 	ctest --preset asan -j $(JOBS)
 
 test: test-fast test-asan
+
+bench: build
+	build/release/attn bench forward --seq 256,512,1024,2048,4096,8192,16384 --threads 1,2 --causal
+	build/release/attn bench forward --seq 256,512,1024,2048,4096,8192,16384 --threads 1,2
+
+compare: build
+	@scripts/bootstrap --bench
+	/usr/bin/python3 bench/compare.py --causal
 
 fixtures:
 	@scripts/bootstrap --dev

@@ -11,7 +11,13 @@ For each sequence length and thread count it times
            CPU attention), and with --block torch.nn.MultiheadAttention;
   - numpy: the same textbook formula (float32, OpenBLAS);
 and prints the milliseconds and attn's speed-up over each. Medians of --runs runs after a
-warm-up. Large lengths are skipped for torch and numpy (--max-seq-torch, --max-seq-numpy):
+warm-up. Each framework runs in a process of its own with OMP_NUM_THREADS and
+OPENBLAS_NUM_THREADS set to the thread count: in one process, PyTorch's OpenMP workers keep
+spinning after each call and slowed numpy's OpenBLAS several-fold, which would time the
+wrong thing. For the baselines OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset, so that
+OpenBLAS runs the kernel it picks for this CPU (the header names it); this environment sets
+them for old OpenBLAS builds, and they slow a current one. Without Debian's OpenBLAS
+(libopenblas0-pthread) numpy and torch use the reference BLAS, about 10x slower. Large lengths are skipped for torch and numpy (--max-seq-torch, --max-seq-numpy):
 they build T×T matrices (2.3 GiB per head batch at T = 4096) and take seconds per run.
 """
 import argparse
@@ -53,11 +59,19 @@ def causal_bias(t):
 
 
 def numpy_attention(q, k, v, causal):
-    s = (q @ np.swapaxes(k, -1, -2)) * np.float32(1.0 / math.sqrt(q.shape[-1]))
-    if causal:
-        s = s + causal_bias(q.shape[-2])
-    s = np.exp(s - s.max(axis=-1, keepdims=True))
-    return (s / s.sum(axis=-1, keepdims=True)) @ v
+    """One head at a time with 2-D products: numpy's stacked matmul over a swapped-axes view
+    skips BLAS (3 GFLOP/s here), which would make numpy look slower than it can be."""
+    scale = np.float32(1.0 / math.sqrt(q.shape[-1]))
+    bias = causal_bias(q.shape[-2]) if causal else None
+    out = np.empty_like(q)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            s = (q[b, h] @ k[b, h].T) * scale
+            if bias is not None:
+                s += bias
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            out[b, h] = (s / s.sum(axis=-1, keepdims=True)) @ v[b, h]
+    return out
 
 
 def torch_attention(torch, q, k, v, causal):
@@ -66,6 +80,63 @@ def torch_attention(torch, q, k, v, causal):
         t = q.shape[-2]
         s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
     return torch.softmax(s, dim=-1) @ v
+
+
+def baseline_env(threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads))
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    return env
+
+
+def blas_core():
+    """The OpenBLAS kernel numpy runs with the baselines' environment, or why there is none."""
+    probe = ("import ctypes, numpy\n"
+             "lib = ctypes.CDLL('libblas.so.3')\n"
+             "f = getattr(lib, 'openblas_get_corename', None)\n"
+             "if f is None:\n"
+             "    print('reference BLAS (no OpenBLAS installed)')\n"
+             "else:\n"
+             "    f.restype = ctypes.c_char_p\n"
+             "    print('OpenBLAS ' + f().decode())\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=baseline_env(1))
+    return out.stdout.strip() or "unknown"
+
+
+def measure(framework, seq, args, threads):
+    """Milliseconds of one framework on one shape, in a fresh process with its thread count."""
+    env = baseline_env(threads)
+    command = [sys.executable, __file__, "--worker", framework, "--seq", str(seq),
+               "--threads", str(threads), "--heads", str(args.heads), "--head-dim", str(args.head_dim),
+               "--runs", str(args.runs)]
+    if args.causal:
+        command.append("--causal")
+    if args.block:
+        command.append("--block")
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def worker(args):
+    """Times one framework on one shape and prints the median milliseconds."""
+    seq, h, d, threads = int(args.seq), args.heads, args.head_dim, int(args.threads)
+    rng = np.random.default_rng(seq)
+    if args.worker == "numpy":
+        q, k, v = (rng.standard_normal((1, h, seq, d), dtype=np.float32) for _ in range(3))
+        print(median_ms(lambda: numpy_attention(q, k, v, args.causal), args.runs))
+        return
+    import torch
+    torch.set_num_threads(threads)
+    with torch.no_grad():
+        if args.block:
+            mha = torch.nn.MultiheadAttention(h * d, h, bias=False, batch_first=True)
+            x = torch.from_numpy(rng.standard_normal((1, seq, h * d), dtype=np.float32))
+            mask = torch.ones(seq, seq, dtype=torch.bool).triu(1) if args.causal else None
+            print(median_ms(lambda: mha(x, x, x, attn_mask=mask, need_weights=False), args.runs))
+        else:
+            q, k, v = (torch.from_numpy(rng.standard_normal((1, h, seq, d), dtype=np.float32)) for _ in range(3))
+            print(median_ms(lambda: torch_attention(torch, q, k, v, args.causal), args.runs))
 
 
 def main():
@@ -81,7 +152,11 @@ def main():
     parser.add_argument("--max-seq-torch", type=int, default=4096)
     parser.add_argument("--max-seq-numpy", type=int, default=2048)
     parser.add_argument("--attn", default=os.path.join(os.path.dirname(__file__), "..", "build", "release", "attn"))
+    parser.add_argument("--worker", choices=["torch", "numpy"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
     try:
         import torch
     except ImportError:
@@ -90,27 +165,16 @@ def main():
     h, d = args.heads, args.head_dim
     what = "multi-head block" if args.block else "attention"
     print(f"{what}: B=1 H={h} d={d} {'causal' if args.causal else 'non-causal'}; "
-          f"PyTorch {torch.__version__}, numpy {np.__version__}; median of {args.runs} runs")
+          f"PyTorch {torch.__version__}, numpy {np.__version__}, BLAS {blas_core()}; "
+          f"median of {args.runs} runs")
     print(f"{'seq':>6} {'thr':>4} {'attn ms':>9} {'torch ms':>9} {'numpy ms':>9} {'vs torch':>9} {'vs numpy':>9}")
     for threads in [int(t) for t in args.threads.split(",")]:
-        torch.set_num_threads(threads)
         for seq in [int(s) for s in args.seq.split(",")]:
             ours = attn_ms(args.attn, seq, args, threads, args.block)
-            rng = np.random.default_rng(seq)
-            torch_ms = numpy_ms = None
-            if seq <= args.max_seq_torch:
-                with torch.no_grad():
-                    if args.block:
-                        mha = torch.nn.MultiheadAttention(h * d, h, bias=False, batch_first=True)
-                        x = torch.from_numpy(rng.standard_normal((1, seq, h * d), dtype=np.float32))
-                        mask = torch.ones(seq, seq, dtype=torch.bool).triu(1) if args.causal else None
-                        torch_ms = median_ms(lambda: mha(x, x, x, attn_mask=mask, need_weights=False), args.runs)
-                    else:
-                        q, k, v = (torch.from_numpy(rng.standard_normal((1, h, seq, d), dtype=np.float32)) for _ in range(3))
-                        torch_ms = median_ms(lambda: torch_attention(torch, q, k, v, args.causal), args.runs)
+            torch_ms = measure("torch", seq, args, threads) if seq <= args.max_seq_torch else None
+            numpy_ms = None
             if seq <= args.max_seq_numpy and not args.block:
-                q, k, v = (rng.standard_normal((1, h, seq, d), dtype=np.float32) for _ in range(3))
-                numpy_ms = median_ms(lambda: numpy_attention(q, k, v, args.causal), args.runs)
+                numpy_ms = measure("numpy", seq, args, threads)
 
             def fmt(x):
                 return f"{x:9.1f}" if x is not None else f"{'-':>9}"
