@@ -200,15 +200,31 @@ void Tensor::copy_from(const Tensor& src) {
              shape_string());
   // Copying between overlapping views of one storage would read values already overwritten.
   const Tensor source = shares_storage(src) ? src.clone() : src;
-  std::vector<int64_t> src_offsets;
-  src_offsets.reserve(static_cast<size_t>(numel()));
-  for_each_offset(source.shape_, source.strides_,
-                  [&](int64_t, int64_t offset) { src_offsets.push_back(offset); });
+  // Row by row (all dims but the last), a plain copy when both rows are contiguous: the
+  // element-wise odometer this replaced took ~15 ms to assemble [Wq|Wk|Wv] at d_model = 1024.
+  const int last = rank() - 1;
+  const int64_t width = shape_[last], to_step = strides_[last], from_step = source.strides_[last];
   const float* from = source.data();
   float* to = data();
-  for_each_offset(shape_, strides_, [&](int64_t flat, int64_t offset) {
-    to[offset] = from[src_offsets[static_cast<size_t>(flat)]];
-  });
+  std::vector<int64_t> index(static_cast<size_t>(last), 0);
+  int64_t to_row = 0, from_row = 0;
+  for (int64_t row = 0, rows = numel() / width; row < rows; ++row) {
+    if (to_step == 1 && from_step == 1) {
+      std::copy_n(from + from_row, width, to + to_row);
+    } else {
+      for (int64_t i = 0; i < width; ++i) to[to_row + i * to_step] = from[from_row + i * from_step];
+    }
+    for (int d = last - 1; d >= 0; --d) {  // odometer over the leading dims
+      if (++index[d] < shape_[d]) {
+        to_row += strides_[d];
+        from_row += source.strides_[d];
+        break;
+      }
+      to_row -= strides_[d] * (shape_[d] - 1);
+      from_row -= source.strides_[d] * (shape_[d] - 1);
+      index[d] = 0;
+    }
+  }
 }
 
 Tensor Tensor::clone() const {

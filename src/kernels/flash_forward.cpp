@@ -154,6 +154,15 @@ ATTN_DEFINE_CHUNKS(ValueRows, ValueTile,
     }                                                                \
   } while (0)
 
+// exp(x) for x ≤ 0, flushed to 0 below x = −64 (e^−64 ≈ 1.6e−28). A probability that small is
+// worth nothing next to the row's largest, 1, but when it, or its product with a value, is
+// subnormal (< 2^−126), every FMA that touches it costs a microcode assist: with
+// Wq = Wk = Wv, where each query peaks sharply on its own key, they made the multi-head block
+// 2.6× slower (110 ms instead of 42 at T = 1024). −64 keeps p·v normal for |v| ≥ 1e−10.
+HWY_INLINE VF ExpFlushed(DF df, VF x) {
+  return hn::IfThenElseZero(hn::Ge(x, hn::Set(df, -64.0f)), hn::Exp(df, x));
+}
+
 // Values [j0, j0 + cols) into vp (rows of ldv floats, zero-padded past dv).
 void PackValues(const float* v, int64_t v_row_stride, int64_t j0, size_t cols, size_t dv,
                 float* vp, size_t ldv) {
@@ -213,11 +222,11 @@ void SoftmaxUpdate(float* st, size_t ldq, size_t cols, float* m, float* l, float
     const VF shift = hn::IfThenZeroElse(empty, m_new);
     VF sum = hn::Zero(df);
     for (size_t c = 0; c < cols; ++c) {
-      const VF e = hn::Exp(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), shift));
+      const VF e = ExpFlushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), shift));
       hn::StoreU(e, df, st + c * ldq + r);
       sum = hn::Add(sum, e);
     }
-    const VF a = hn::IfThenElse(empty, hn::Set(df, 1.0f), hn::Exp(df, hn::Sub(m_old, shift)));
+    const VF a = hn::IfThenElse(empty, hn::Set(df, 1.0f), ExpFlushed(df, hn::Sub(m_old, shift)));
     hn::StoreU(hn::MulAdd(a, hn::LoadU(df, l + r), sum), df, l + r);
     hn::StoreU(m_new, df, m + r);
     hn::StoreU(a, df, alpha + r);
