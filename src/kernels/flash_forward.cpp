@@ -22,6 +22,13 @@
 // packed Kᵀ per key block and reduced each row horizontally ran at 44 % of the FMA peak on one
 // thread (causal T = 4096, H = 16, d = 64); this layout's figures are in the README.
 //
+// Own micro-kernel or oneDNN per block? oneDNN's sgemm on exactly these block products
+// (S = Q·Kᵀ 64×64·64×128, O += P·V 64×128·128×64), called in a loop on one thread with
+// nothing else, ran at 151–175 GFLOP/s; this kernel reaches 141–155 useful GFLOP/s on one
+// thread *including* the online softmax, masking and the rescaling, because its tiles
+// produce Sᵀ in the layout the softmax wants and no library call is paid per block. So the
+// block products stay here; attn::gemm (oneDNN) serves the large projections.
+//
 // Block sizes: 64 queries × 128 keys keeps Qᵀ (16 KiB at d = 64), the Sᵀ tile (32 KiB) and
 // o (16 KiB) in L2, and the K rows and Qᵀ the inner loop re-reads in L1. Measured with 2
 // threads, H = 16, d = 64 (ms, causal T = 256 / causal T = 4096 / non-causal T = 4096):
