@@ -3,7 +3,9 @@
 
 #include "attn/embedding.hpp"
 #include "attn/error.hpp"
+#include "attn/gemm.hpp"
 #include "attn/io.hpp"
+#include "attn/kv_cache.hpp"
 #include "attn/mask.hpp"
 #include "attn/matmul.hpp"
 #include "attn/mha.hpp"

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attn/kv_cache.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
 
@@ -55,5 +56,50 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
 MhaResult multi_head_attention(const Tensor& x, const Tensor& wq, const Tensor& wk,
                                const Tensor& wv, const Tensor& wo, int64_t n_heads,
                                const SdpaOptions& options = {});
+
+struct MhaConfig {
+  int64_t d_model = 64;
+  int64_t n_heads = 4;
+  int64_t n_kv_heads = 0;  // 0 = n_heads; fewer: grouped-query attention (must divide n_heads)
+  bool bias = false;       // biases on the QKV and output projections
+  bool rope = false;       // rotary position embeddings on Q and K (apply_rope)
+  float rope_base = 10000.0f;
+  uint64_t seed = 0;       // weights ~ N(0, 1/d_model) from this seed; biases 0
+};
+
+// The multi-head attention layer: owns its parameters, runs a whole sequence or new tokens
+// against a KVCache.
+//   wqkv (d_model, (H + 2·H_kv)·d_head): Q's columns, then K's, then V's;
+//   bqkv ((H + 2·H_kv)·d_head) and bo (d_model) when config.bias, else undefined;
+//   wo (H·d_head, d_model).
+class MultiHeadAttention {
+ public:
+  explicit MultiHeadAttention(const MhaConfig& config);
+
+  const MhaConfig& config() const { return config_; }
+  int64_t head_dim() const { return config_.d_model / config_.n_heads; }
+  int64_t kv_heads() const { return config_.n_kv_heads; }
+
+  // A whole sequence: x (B, T, d_model) -> (B, T, d_model). options as for sdpa (e.g. causal).
+  Tensor forward(const Tensor& x, const SdpaOptions& options = {}) const;
+  // New tokens: x (B, T_new, d_model) sits at positions cache.position() … + T_new − 1. Their
+  // keys and values (rotated when rope is on) are appended to the cache, then the queries
+  // attend causally to everything cached (attend_cached).
+  Tensor forward(const Tensor& x, KVCache& cache, const SdpaOptions& options = {}) const;
+  // A cache shaped for this layer.
+  KVCache make_cache(int64_t batch, int64_t capacity, CacheDtype dtype = CacheDtype::kFloat32,
+                     int64_t window = 0) const;
+
+  Tensor wqkv, bqkv, wo, bo;
+
+ private:
+  struct Projected {
+    Tensor qkv, q, k, v;  // q (B, H, T, d_head), k and v (B, H_kv, T, d_head): views of qkv
+  };
+  Projected project(const Tensor& x, int64_t position_offset) const;
+  Tensor output_projection(const Tensor& attended) const;  // (B, T, H, d_head) -> (B, T, d_model)
+
+  MhaConfig config_;
+};
 
 }  // namespace attn

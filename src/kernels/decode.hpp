@@ -1,0 +1,42 @@
+// The decode kernel's contract: a few new queries against a long key/value cache, one chunk
+// of cached positions at a time, producing a partial softmax state (m, l, o) per query row
+// that the orchestration (src/kv_cache_attention.cpp) merges exactly.
+//
+// Legend: B batch, H query heads, Hkv cached heads, g = H / Hkv, Tq new queries, d head dim.
+// The rows of one task are the g·Tq queries that share a cached head: row r = gi·Tq + i is
+// query head kv_h·g + gi at new token i.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace attn::kernels {
+
+// Cached positions per task: fixed (not derived from the thread count), so the merge order and
+// hence the result do not depend on how many threads run.
+constexpr int64_t kDecodeChunk = 512;
+
+struct DecodeProblem {
+  const float* q;  // (B, H, Tq, d), element strides for b, h, t; rows contiguous
+  int64_t q_stride[3];
+  const void* k;   // cache storage (B, Hkv, capacity, d): float, or bfloat16 bits
+  const void* v;
+  bool bf16;
+  int64_t batch, heads, kv_heads, tq, d, capacity;
+  int64_t position;  // positions appended so far; query i sits at position − tq + i
+  int64_t window;    // 0 = none; else keys p − window < j ≤ p
+  float scale;
+};
+
+// Floats of per-worker scratch, and of one task's partial state (m, l, o per row).
+size_t decode_scratch_floats(const DecodeProblem& p);
+size_t decode_partial_floats(const DecodeProblem& p);
+// The row length of o inside a partial state (d rounded up for any vector width).
+size_t decode_row_floats(const DecodeProblem& p);
+
+// Partial state of cached positions [p0, p1) for the rows of (b, kv_h): m and l (rows each)
+// and o (rows × decode_row_floats), laid out m | l | o in `partial`.
+void decode_chunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
+                  float* partial, float* scratch);
+
+}  // namespace attn::kernels

@@ -1,0 +1,101 @@
+#include "attn/kv_cache.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "attn/error.hpp"
+
+namespace attn {
+namespace {
+
+// Extra zeroed elements after the storage, so that the kernel's full-vector loads of the last
+// row never leave the buffer (their lanes past d meet zero query lanes).
+constexpr int64_t kTailPadding = 64;
+
+}  // namespace
+
+uint16_t to_bfloat16(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  if (std::isnan(x)) return static_cast<uint16_t>((bits >> 16) | 0x40);  // stays a quiet NaN
+  const uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);                 // to nearest, ties even
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float from_bfloat16(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
+
+KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
+  ATTN_CHECK(config.batch >= 1 && config.kv_heads >= 1 && config.head_dim >= 1,
+             "KVCache: batch (", config.batch, "), kv_heads (", config.kv_heads,
+             ") and head_dim (", config.head_dim, ") must be >= 1");
+  ATTN_CHECK(config.window >= 0, "KVCache: window must be >= 0, got ", config.window);
+  if (config.window > 0 && config.capacity == 0) config_.capacity = config.window + 15;
+  ATTN_CHECK(config_.capacity >= 1, "KVCache: capacity must be >= 1, got ", config.capacity);
+  ATTN_CHECK(config.window == 0 || config_.capacity >= config.window, "KVCache: capacity (",
+             config_.capacity, ") must hold the window (", config.window, ")");
+  const int64_t elements = config.batch * config.kv_heads * config_.capacity * config.head_dim;
+  ATTN_CHECK(elements <= (int64_t{1} << 36), "KVCache: ", elements, " elements is too large");
+  const auto n = static_cast<size_t>(elements + kTailPadding);
+  if (config.dtype == CacheDtype::kFloat32) {
+    k32_.assign(n, 0.0f);
+    v32_.assign(n, 0.0f);
+  } else {
+    k16_.assign(n, 0);
+    v16_.assign(n, 0);
+  }
+}
+
+int64_t KVCache::size() const {
+  return config_.window > 0 ? std::min(position_, config_.capacity) : position_;
+}
+
+const void* KVCache::keys() const {
+  return config_.dtype == CacheDtype::kFloat32 ? static_cast<const void*>(k32_.data())
+                                               : static_cast<const void*>(k16_.data());
+}
+
+const void* KVCache::values() const {
+  return config_.dtype == CacheDtype::kFloat32 ? static_cast<const void*>(v32_.data())
+                                               : static_cast<const void*>(v16_.data());
+}
+
+void KVCache::append(const Tensor& k, const Tensor& v) {
+  const Shape expected = {config_.batch, config_.kv_heads, k.defined() && k.rank() == 4 ? k.dim(2) : 0,
+                          config_.head_dim};
+  ATTN_CHECK(k.defined() && v.defined() && k.shape() == expected && v.shape() == expected,
+             "KVCache::append: k and v must be (B, H_kv, T_new, d) = ", to_string(expected),
+             ", got k ", k.defined() ? k.shape_string() : "undefined", ", v ",
+             v.defined() ? v.shape_string() : "undefined");
+  const int64_t t_new = k.dim(2);
+  if (config_.window == 0) {
+    ATTN_CHECK(position_ + t_new <= config_.capacity, "KVCache::append: ", t_new,
+               " new positions do not fit: ", position_, " of ", config_.capacity,
+               " are used (fixed mode; use a larger capacity or a window)");
+  } else {
+    ATTN_CHECK(t_new <= config_.capacity, "KVCache::append: ", t_new,
+               " new positions exceed the ring's capacity ", config_.capacity);
+  }
+  const int64_t d = config_.head_dim;
+  for (int64_t b = 0; b < config_.batch; ++b) {
+    for (int64_t h = 0; h < config_.kv_heads; ++h) {
+      for (int64_t t = 0; t < t_new; ++t) {
+        const int64_t base = ((b * config_.kv_heads + h) * config_.capacity + slot_of(position_ + t)) * d;
+        for (int64_t e = 0; e < d; ++e) {
+          const float kx = k.at({b, h, t, e}), vx = v.at({b, h, t, e});
+          ATTN_CHECK(std::isfinite(kx) && std::isfinite(vx),
+                     "KVCache::append: non-finite key or value at (", b, ", ", h, ", ", t, ", ", e, ")");
+          if (config_.dtype == CacheDtype::kFloat32) {
+            k32_[static_cast<size_t>(base + e)] = kx;
+            v32_[static_cast<size_t>(base + e)] = vx;
+          } else {
+            k16_[static_cast<size_t>(base + e)] = to_bfloat16(kx);
+            v16_[static_cast<size_t>(base + e)] = to_bfloat16(vx);
+          }
+        }
+      }
+    }
+  }
+  position_ += t_new;
+}
+
+}  // namespace attn

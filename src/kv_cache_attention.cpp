@@ -1,0 +1,132 @@
+// Attention of a few new queries against a KV cache: tasks of (batch, cached head, chunk of
+// cached positions) spread over the threads — so that even one query uses every core — each
+// producing a partial softmax state (m, l, o) per query row; then, per (batch, cached head),
+// the partials are merged in chunk order (the split-KV / flash-decoding scheme):
+//   m = max_c m_c,  l = Σ_c e^(m_c − m)·l_c,  o = Σ_c e^(m_c − m)·o_c,  output = o / l.
+#include <hwy/aligned_allocator.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/kv_cache.hpp"
+#include "attn/threads.hpp"
+#include "src/kernels/decode.hpp"
+
+namespace attn {
+namespace {
+
+// The window that applies: the cache's, the caller's, or the narrower of the two.
+int64_t effective_window(const KVCache& cache, const SdpaOptions& options) {
+  const int64_t a = cache.config().window, b = options.window;
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return std::min(a, b);
+}
+
+void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOptions& options,
+                            int64_t window) {
+  const KVCacheConfig& c = cache.config();
+  ATTN_CHECK(q.defined() && q.rank() == 4 && q.dim(0) == c.batch && q.dim(3) == c.head_dim &&
+                 q.dim(1) % c.kv_heads == 0,
+             "attend_cached: q must be (B, H, Tq, d) with B = ", c.batch, ", d = ", c.head_dim,
+             " and H a multiple of ", c.kv_heads, " cached heads, got ",
+             q.defined() ? q.shape_string() : "undefined");
+  ATTN_CHECK(options.mask.empty() && options.key_lengths.empty(),
+             "attend_cached: explicit masks and key lengths are not supported with a cache");
+  ATTN_CHECK(options.window >= 0, "attend_cached: window must be >= 0, got ", options.window);
+  const int64_t tq = q.dim(2);
+  ATTN_CHECK(tq <= cache.position(), "attend_cached: ", tq,
+             " queries but the cache holds only ", cache.position(),
+             " positions; append their keys and values first");
+  // The earliest new query needs its keys back to max(0, its position − window + 1).
+  const int64_t first_query = cache.position() - tq;
+  const int64_t oldest_needed = window > 0 ? std::max<int64_t>(0, first_query - window + 1) : 0;
+  ATTN_CHECK(oldest_needed >= cache.position() - cache.size(), "attend_cached: a cache of capacity ",
+             cache.capacity(), " cannot serve ", tq, " new queries with window ", window,
+             ": it needs capacity >= window + new queries - 1 = ", window + tq - 1);
+}
+
+}  // namespace
+
+SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOptions& options) {
+  const int64_t window = effective_window(cache, options);
+  check_cached_attention(q_in, cache, options, window);
+  const Tensor q = q_in.strides().back() == 1 ? q_in : q_in.contiguous();
+  const KVCacheConfig& c = cache.config();
+
+  kernels::DecodeProblem p{};
+  p.q = q.data();
+  for (int i = 0; i < 3; ++i) p.q_stride[i] = q.strides()[i];
+  p.k = cache.keys();
+  p.v = cache.values();
+  p.bf16 = c.dtype == CacheDtype::kBFloat16;
+  p.batch = c.batch;
+  p.heads = q.dim(1);
+  p.kv_heads = c.kv_heads;
+  p.tq = q.dim(2);
+  p.d = c.head_dim;
+  p.capacity = cache.capacity();
+  p.position = cache.position();
+  p.window = window;
+  p.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(c.head_dim)));
+  ATTN_CHECK(std::isfinite(p.scale), "attend_cached: scale must be finite, got ", p.scale);
+
+  // Cached positions any query may see: [begin, position), in chunks aligned to absolute
+  // multiples of kDecodeChunk.
+  const int64_t first_query = p.position - p.tq;
+  int64_t begin = p.position - cache.size();
+  if (window > 0) begin = std::max(begin, first_query - window + 1);
+  const int64_t chunk0 = begin / kernels::kDecodeChunk;
+  const int64_t chunks = (p.position - 1) / kernels::kDecodeChunk - chunk0 + 1;
+  const int64_t groups = p.batch * p.kv_heads;
+
+  const size_t partial_floats = kernels::decode_partial_floats(p);
+  std::vector<float> partials(static_cast<size_t>(groups * chunks) * partial_floats);
+  const size_t scratch_floats = kernels::decode_scratch_floats(p);
+  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
+  parallel_for_workers(groups * chunks, [&](int64_t task, int worker) {
+    auto& buffer = scratch[static_cast<size_t>(worker)];
+    if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
+    const int64_t group = task / chunks, chunk = chunk0 + task % chunks;
+    const int64_t p0 = std::max(begin, chunk * kernels::kDecodeChunk);
+    const int64_t p1 = std::min(p.position, (chunk + 1) * kernels::kDecodeChunk);
+    kernels::decode_chunk(p, group / p.kv_heads, group % p.kv_heads, p0, p1,
+                          partials.data() + static_cast<size_t>(task) * partial_floats, buffer.get());
+  });
+
+  // Merge each row's partials in chunk order.
+  SdpaResult result{Tensor({p.batch, p.heads, p.tq, p.d}), Tensor{}, Tensor({p.batch, p.heads, p.tq})};
+  const int64_t rows = p.heads / p.kv_heads * p.tq;
+  const size_t ldo = kernels::decode_row_floats(p);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t b = g / p.kv_heads, kv_h = g % p.kv_heads;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t h = kv_h * (p.heads / p.kv_heads) + r / p.tq, i = r % p.tq;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < chunks; ++c) m = std::max(m, partials[(g * chunks + c) * partial_floats + r]);
+      double l = 0.0;
+      std::vector<double> o(static_cast<size_t>(p.d), 0.0);
+      if (m != -std::numeric_limits<float>::infinity()) {
+        for (int64_t c = 0; c < chunks; ++c) {
+          const float* part = partials.data() + (g * chunks + c) * partial_floats;
+          const float lc = part[rows + r];
+          if (lc == 0.0f) continue;  // this chunk saw no visible key for the row
+          const double w = std::exp(static_cast<double>(part[r]) - m);
+          l += w * lc;
+          const float* oc = part + 2 * rows + r * static_cast<int64_t>(ldo);
+          for (int64_t e = 0; e < p.d; ++e) o[static_cast<size_t>(e)] += w * oc[e];
+        }
+      }
+      for (int64_t e = 0; e < p.d; ++e) {
+        result.output.at({b, h, i, e}) = l > 0.0 ? static_cast<float>(o[static_cast<size_t>(e)] / l) : 0.0f;
+      }
+      result.logsumexp.at({b, h, i}) = l > 0.0 ? static_cast<float>(m + std::log(l))
+                                               : std::numeric_limits<float>::infinity();
+    }
+  }
+  return result;
+}
+
+}  // namespace attn

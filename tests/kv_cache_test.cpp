@@ -1,0 +1,226 @@
+// The KV cache and cached decoding: token by token equals one causal pass over the whole
+// sequence; the sliding-window ring equals the sliding-window mask; GQA through the cache
+// equals the reference with repeated K/V heads; bf16 storage within its stated bound; RoPE's
+// relative-position property; thread-count independence; the errors.
+#include "attn/kv_cache.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "attn/embedding.hpp"
+#include "attn/mha.hpp"
+#include "attn/random.hpp"
+#include "attn/threads.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::AllClose;
+using testing::ThrowsWith;
+
+SdpaOptions causal() {
+  SdpaOptions o;
+  o.causal = true;
+  return o;
+}
+
+// Runs x through the layer in steps of `step` new tokens; returns (B, T, d_model).
+Tensor run_in_steps(const MultiHeadAttention& layer, const Tensor& x, KVCache& cache, int64_t step) {
+  Tensor y(x.shape());
+  for (int64_t t0 = 0; t0 < x.dim(1); t0 += step) {
+    const int64_t n = std::min(step, x.dim(1) - t0);
+    const Tensor chunk = x.transpose(0, 1).slice(t0, n).transpose(0, 1).contiguous();
+    const Tensor out = layer.forward(chunk, cache);
+    y.transpose(0, 1).slice(t0, n).copy_from(out.transpose(0, 1));
+  }
+  return y;
+}
+
+struct LayerCase {
+  int64_t heads, kv_heads;
+  bool rope, bias;
+};
+
+class CachedDecoding : public ::testing::TestWithParam<LayerCase> {};
+
+TEST_P(CachedDecoding, TokenByTokenEqualsOneCausalPass) {
+  const LayerCase c = GetParam();
+  MhaConfig config;
+  config.d_model = 64;
+  config.n_heads = c.heads;
+  config.n_kv_heads = c.kv_heads;
+  config.rope = c.rope;
+  config.bias = c.bias;
+  config.seed = 3;
+  MultiHeadAttention layer(config);
+  if (c.bias) {
+    layer.bqkv = rand_normal(layer.bqkv.shape(), 9, 0.0f, 0.1f);
+    layer.bo = rand_normal(layer.bo.shape(), 10, 0.0f, 0.1f);
+  }
+  const Tensor x = rand_normal({2, 600, 64}, 4);
+  const Tensor full = layer.forward(x, causal());
+  for (int64_t step : {1, 7, 16}) {
+    KVCache cache = layer.make_cache(2, 600);
+    EXPECT_TRUE(AllClose(run_in_steps(layer, x, cache, step), full, 1e-5)) << "step " << step;
+    EXPECT_EQ(cache.position(), 600);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, CachedDecoding,
+                         ::testing::Values(LayerCase{4, 4, false, false}, LayerCase{8, 2, false, true},
+                                           LayerCase{4, 1, true, false}, LayerCase{8, 4, true, true}));
+
+TEST(KVCache, SlidingWindowRingEqualsTheWindowMask) {
+  MhaConfig config;
+  config.d_model = 32;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.rope = true;
+  MultiHeadAttention layer(config);
+  const Tensor x = rand_normal({1, 700, 32}, 5);
+  SdpaOptions window;
+  window.window = 100;
+  const Tensor full = layer.forward(x, window);
+  for (int64_t step : {1, 5}) {
+    KVCache ring = layer.make_cache(1, 0, CacheDtype::kFloat32, 100);  // capacity 100 + 15
+    EXPECT_EQ(ring.capacity(), 115);
+    EXPECT_TRUE(AllClose(run_in_steps(layer, x, ring, step), full, 1e-5)) << "step " << step;
+    EXPECT_EQ(ring.size(), 115);  // bounded however long the sequence
+    EXPECT_EQ(ring.position(), 700);
+  }
+}
+
+TEST(KVCache, GroupedQueryMatchesTheReferenceWithRepeatedHeads) {
+  KVCacheConfig c;
+  c.batch = 2;
+  c.kv_heads = 2;
+  c.head_dim = 40;
+  c.capacity = 1500;
+  KVCache cache(c);
+  const Tensor k = rand_normal({2, 2, 1300, 40}, 6), v = rand_normal({2, 2, 1300, 40}, 7);
+  cache.append(k, v);
+  const Tensor q = rand_normal({2, 8, 3, 40}, 8);  // 3 new queries, 4 query heads per K/V head
+  const SdpaResult cached = attend_cached(q, cache);
+  Tensor k_rep({2, 8, 1300, 40}), v_rep({2, 8, 1300, 40});
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t h = 0; h < 8; ++h) {
+      k_rep.select(b).select(h).copy_from(k.select(b).select(h / 4));
+      v_rep.select(b).select(h).copy_from(v.select(b).select(h / 4));
+    }
+  }
+  const SdpaResult ref = reference::sdpa(q, k_rep, v_rep, causal());  // bottom-right aligned
+  EXPECT_TRUE(AllClose(cached.output, ref.output, 1e-5));
+  EXPECT_TRUE(AllClose(cached.logsumexp, sdpa(q, k_rep, v_rep, causal()).logsumexp, 1e-4));
+}
+
+TEST(KVCache, Bfloat16StorageStaysWithinItsBound) {
+  // bf16 keeps 8 significant bits: each stored value is within 2^-9 relative. The stated bound
+  // for the attention output is 1e-2 · max|V| (errors in K move the weights, errors in V the
+  // average).
+  KVCacheConfig c;
+  c.batch = 1;
+  c.kv_heads = 4;
+  c.head_dim = 64;
+  c.capacity = 2000;
+  KVCache f32(c);
+  c.dtype = CacheDtype::kBFloat16;
+  KVCache bf16(c);
+  const Tensor k = rand_normal({1, 4, 2000, 64}, 9), v = rand_normal({1, 4, 2000, 64}, 10);
+  f32.append(k, v);
+  bf16.append(k, v);
+  const Tensor q = rand_normal({1, 8, 1, 64}, 11);
+  float v_max = 0.0f;
+  for (float x : v.to_vector()) v_max = std::max(v_max, std::fabs(x));
+  EXPECT_TRUE(AllClose(attend_cached(q, bf16).output, attend_cached(q, f32).output, 1e-2 * v_max));
+}
+
+TEST(KVCache, BfloatConversionRoundsToNearestEven) {
+  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f)), 1.0f);
+  // bf16 keeps 7 fraction bits: next to 1.0 the spacing is 2^-7.
+  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-9f)), 1.0f);                   // below half
+  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-8f + 0x1p-10f)), 1.0f + 0x1p-7f);  // above half
+  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-8f)), 1.0f);                   // tie: to even
+  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-7f + 0x1p-8f)), 1.0f + 0x1p-6f);  // tie: to even
+  EXPECT_TRUE(std::isnan(from_bfloat16(to_bfloat16(std::nanf("")))));
+  EXPECT_EQ(from_bfloat16(to_bfloat16(-3.5f)), -3.5f);
+}
+
+TEST(KVCache, ResultsDoNotDependOnTheThreadCount) {
+  KVCacheConfig c;
+  c.kv_heads = 2;
+  c.head_dim = 64;
+  c.capacity = 5000;
+  KVCache cache(c);
+  cache.append(rand_normal({1, 2, 5000, 64}, 12), rand_normal({1, 2, 5000, 64}, 13));
+  const Tensor q = rand_normal({1, 4, 2, 64}, 14);
+  set_num_threads(1);
+  const Tensor one = attend_cached(q, cache).output;
+  set_num_threads(2);
+  const Tensor two = attend_cached(q, cache).output;
+  set_num_threads(0);
+  EXPECT_TRUE(testing::BitwiseEqual(one, two));
+}
+
+TEST(Rope, ScoresDependOnlyOnTheDistance) {
+  const Tensor q = rand_normal({1, 32}, 15), k = rand_normal({1, 32}, 16);
+  auto score = [&](int64_t m, int64_t n) {
+    Tensor qm = q.clone(), kn = k.clone();
+    apply_rope(qm, m);
+    apply_rope(kn, n);
+    double dot = 0;
+    for (int64_t e = 0; e < 32; ++e) dot += double{qm.at({0, e})} * kn.at({0, e});
+    return dot;
+  };
+  for (int64_t shift : {1, 17, 1000}) {
+    EXPECT_NEAR(score(10, 3), score(10 + shift, 3 + shift), 1e-4) << shift;
+    EXPECT_NEAR(score(3, 10), score(3 + shift, 10 + shift), 1e-4) << shift;
+  }
+  EXPECT_GT(std::fabs(score(10, 3) - score(10, 4)), 1e-3);  // it does depend on the distance
+  Tensor at_zero = q.clone();
+  apply_rope(at_zero, 0);
+  EXPECT_TRUE(testing::BitwiseEqual(at_zero, q));  // position 0: no rotation
+  Tensor odd({2, 3});
+  EXPECT_TRUE(ThrowsWith([&] { apply_rope(odd, 0); }, "must be even"));
+}
+
+TEST(KVCache, Errors) {
+  KVCacheConfig c;
+  c.kv_heads = 2;
+  c.head_dim = 8;
+  c.capacity = 10;
+  KVCache fixed(c);
+  fixed.append(Tensor({1, 2, 8, 8}), Tensor({1, 2, 8, 8}));
+  EXPECT_TRUE(ThrowsWith([&] { fixed.append(Tensor({1, 2, 3, 8}), Tensor({1, 2, 3, 8})); },
+                         "3 new positions do not fit: 8 of 10 are used"));
+  EXPECT_TRUE(ThrowsWith([&] { fixed.append(Tensor({1, 3, 1, 8}), Tensor({1, 3, 1, 8})); },
+                         "must be (B, H_kv, T_new, d) = (1, 2, 1, 8)"));
+  Tensor nan_keys({1, 2, 1, 8});
+  nan_keys.at({0, 1, 0, 3}) = std::nanf("");
+  EXPECT_TRUE(ThrowsWith([&] { fixed.append(nan_keys, Tensor({1, 2, 1, 8})); }, "non-finite key"));
+  EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 3, 1, 8}), fixed); }, "H a multiple of 2"));
+  EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 2, 9, 8}), fixed); }, "9 queries but the cache holds only 8"));
+  SdpaOptions masked;
+  masked.mask = Mask::allow(Tensor({1, 8}));
+  EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 2, 1, 8}), fixed, masked); }, "not supported"));
+  c.window = 4;
+  c.capacity = 5;
+  KVCache ring(c);
+  ring.append(Tensor({1, 2, 5, 8}), Tensor({1, 2, 5, 8}));
+  ring.append(Tensor({1, 2, 5, 8}), Tensor({1, 2, 5, 8}));
+  EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 2, 5, 8}), ring); },
+                         "needs capacity >= window + new queries - 1 = 8"));
+  EXPECT_TRUE(ThrowsWith([] { KVCache(KVCacheConfig{1, 1, 8, 3, 4}); }, "must hold the window"));
+  MhaConfig bad;
+  bad.n_heads = 4;
+  bad.n_kv_heads = 3;
+  EXPECT_TRUE(ThrowsWith([&] { MultiHeadAttention{bad}; }, "n_kv_heads (3) must divide n_heads (4)"));
+  MhaConfig ok;
+  MultiHeadAttention layer(ok);
+  KVCache wrong = MultiHeadAttention(MhaConfig{64, 8}).make_cache(1, 4);
+  EXPECT_TRUE(ThrowsWith([&] { layer.forward(Tensor({1, 1, 64}), wrong); }, "the cache holds 8 heads of 8"));
+}
+
+}  // namespace
+}  // namespace attn
