@@ -1,15 +1,15 @@
 # The front door: every target installs what it needs first (scripts/bootstrap).
 #   make run        build Release and run `attn demo`
-#   make test       build Release, run the whole suite with ctest, then the suite under ASan+UBSan
+#   make test       build Release and run the whole suite with ctest (~3 minutes from scratch)
 #   make build      build Release; the CLI is then build/release/attn
-#   make test-fast  the Release suite only (no sanitizer build)
-#   make test-asan  the sanitizer suite only
+#   make test-asan  the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
+#                   (~5 minutes: a separate build; CI runs it after make test)
 #   make bench      the forward benchmark table (causal and not, 1 and 2 threads)
 #   make compare    attn next to PyTorch and numpy on the same shapes (installs python3-torch)
 #   make fixtures   regenerate tests/fixtures/*.npy with numpy (needs scripts/bootstrap --dev)
 JOBS ?= $(shell nproc)
 
-.PHONY: run test build test-fast test-asan bench compare fixtures bootstrap clean
+.PHONY: run test build test-asan bench compare fixtures bootstrap clean
 
 bootstrap:
 	@scripts/bootstrap
@@ -21,7 +21,7 @@ build: bootstrap
 run: build
 	build/release/attn demo
 
-test-fast: build
+test: build
 	ctest --preset release -j $(JOBS)
 
 test-asan: bootstrap
@@ -29,7 +29,6 @@ test-asan: bootstrap
 	@cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 
-test: test-fast test-asan
 
 bench: build
 	build/release/attn bench forward --seq 256,512,1024,2048,4096,8192,16384 --threads 1,2 --causal

@@ -23,6 +23,8 @@
 #include "attn/threads.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "attn/kv_cache.hpp"
+#include "bandwidth.hpp"
 #include "fma_peak.hpp"
 
 namespace attn::cli {
@@ -165,10 +167,75 @@ void run_forward(const ForwardArgs& a) {
   set_num_threads(0);
 }
 
+struct DecodeArgs {
+  std::vector<int64_t> cache{1024, 4096, 16384, 65536, 262144};
+  int64_t heads = 16, kv_heads = 0, head_dim = 64;
+  std::string dtype = "f32";
+  std::vector<int> threads;
+  int runs = 20;
+  bool json = false, compete = false;
+};
+
+// One decode step: a single new query per head against a cache of L positions, the attention
+// alone (the new token's K/V already appended). Bytes read: K and V of every cached position.
+void run_decode(const DecodeArgs& a) {
+  const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads, ")");
+  std::vector<int> thread_counts = a.threads;
+  if (thread_counts.empty()) thread_counts.push_back(static_cast<int>(std::thread::hardware_concurrency()));
+  CompetingProcess competitor(a.compete);
+  std::map<int, double> bandwidth;
+  for (int t : thread_counts) bandwidth[t] = measure_read_bandwidth_gbps(t);
+  const bool bf16 = a.dtype == "bf16";
+  if (!a.json) {
+    std::printf("attn bench decode: one new query, H=%lld Hkv=%lld d=%lld, %s cache%s\n",
+                static_cast<long long>(a.heads), static_cast<long long>(kv_heads),
+                static_cast<long long>(a.head_dim), a.dtype.c_str(),
+                a.compete ? ", another process keeping one core busy" : "");
+    for (int t : thread_counts) std::printf("measured read bandwidth, %d thread(s): %.1f GB/s\n", t, bandwidth[t]);
+    std::printf("\n%8s %7s %10s %9s %10s\n", "cache", "threads", "us/step", "GB/s", "%bandwidth");
+  }
+  for (int64_t length : a.cache) {
+    ATTN_CHECK(length >= 1, "--cache must be >= 1, got ", length);
+    KVCacheConfig config;
+    config.kv_heads = kv_heads;
+    config.head_dim = a.head_dim;
+    config.capacity = length;
+    config.dtype = bf16 ? CacheDtype::kBFloat16 : CacheDtype::kFloat32;
+    KVCache cache(config);
+    const int64_t fill = 4096;  // append in pieces: the random K/V never exist whole
+    for (int64_t t0 = 0; t0 < length; t0 += fill) {
+      const int64_t n = std::min(fill, length - t0);
+      cache.append(rand_normal({1, kv_heads, n, a.head_dim}, 1 + t0), rand_normal({1, kv_heads, n, a.head_dim}, 2 + t0));
+    }
+    const Tensor q = rand_normal({1, a.heads, 1, a.head_dim}, 3);
+    const double bytes = 2.0 * kv_heads * double(length) * a.head_dim * (bf16 ? 2 : 4);
+    for (int threads : thread_counts) {
+      set_num_threads(threads);
+      const double us = 1e3 * median_ms(a.runs, [&] { attend_cached(q, cache); });
+      const double gbps = bytes / us / 1e3;
+      if (a.json) {
+        std::printf("{\"cache\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+                    "\"cache_dtype\": \"%s\", \"threads\": %d, \"us\": %.2f, \"gbps\": %.2f, "
+                    "\"bandwidth_gbps\": %.2f, \"compete\": %s}\n",
+                    static_cast<long long>(length), static_cast<long long>(a.heads),
+                    static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim), a.dtype.c_str(),
+                    threads, us, gbps, bandwidth[threads], a.compete ? "true" : "false");
+      } else {
+        std::printf("%8lld %7d %10.1f %9.1f %9.0f%%\n", static_cast<long long>(length), threads, us, gbps,
+                    100.0 * gbps / bandwidth[threads]);
+      }
+      std::fflush(stdout);
+    }
+  }
+  set_num_threads(0);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (not tests): attn bench forward --help");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Benchmarks (not tests): attn bench forward --help, attn bench decode --help");
   bench->require_subcommand(1);
   auto a = std::make_shared<ForwardArgs>();
   CLI::App* fwd = bench->add_subcommand(
@@ -202,6 +269,30 @@ void add_bench_command(CLI::App& app) {
   fwd->add_flag("--json", a->json, "one JSON object per line");
   fwd->footer("Example: attn bench forward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads 1,2");
   fwd->callback([a] { run_forward(*a); });
+
+  auto dec = std::make_shared<DecodeArgs>();
+  CLI::App* decode = bench->add_subcommand(
+      "decode",
+      "Time one decode step: one new query per head against a KV cache of L positions (the\n"
+      "attention alone). Reports microseconds per step (median of --runs after a warm-up),\n"
+      "GB/s of K and V read, and the fraction of the read bandwidth the bench measures itself.");
+  decode->add_option("--cache", dec->cache, "cache lengths, e.g. --cache 1024,65536")
+      ->delimiter(',')
+      ->capture_default_str();
+  decode->add_option("--heads", dec->heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  decode->add_option("--kv-heads", dec->kv_heads, "cached heads (GQA; default = --heads)")->check(CLI::PositiveNumber);
+  decode->add_option("--head-dim", dec->head_dim, "head width d")->capture_default_str()->check(CLI::PositiveNumber);
+  decode->add_option("--cache-dtype", dec->dtype, "cache storage")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  decode->add_option("--threads", dec->threads, "thread counts, e.g. --threads 1,2 (default: all cores)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  decode->add_option("--runs", dec->runs, "timed runs (median reported)")->capture_default_str()->check(CLI::Range(1, 100000));
+  decode->add_flag("--compete", dec->compete, "keep one core busy with another process meanwhile");
+  decode->add_flag("--json", dec->json, "one JSON object per line");
+  decode->footer("Example: attn bench decode --cache 1024,65536 --heads 16 --kv-heads 4 --cache-dtype bf16 --threads 1,2");
+  decode->callback([dec] { run_decode(*dec); });
 }
 
 }  // namespace attn::cli

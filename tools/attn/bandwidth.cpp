@@ -1,0 +1,67 @@
+// Read bandwidth: 512 MiB (far past the L3) summed in 1 MiB chunks handed to the threads,
+// with Highway vectors and four independent accumulators so the loop is bound by memory, not
+// by the add latency. The decode kernel reads K and V the same way: sequential rows.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "bandwidth.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tools/attn/bandwidth.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attn::cli {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+float SumFloats(const float* data, int64_t count) {
+  const hn::ScalableTag<float> df;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  auto a = hn::Zero(df), b = a, c = a, d = a;
+  for (int64_t i = 0; i + 4 * n <= count; i += 4 * n) {
+    a = hn::Add(a, hn::LoadU(df, data + i));
+    b = hn::Add(b, hn::LoadU(df, data + i + n));
+    c = hn::Add(c, hn::LoadU(df, data + i + 2 * n));
+    d = hn::Add(d, hn::LoadU(df, data + i + 3 * n));
+  }
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a, b), hn::Add(c, d))));
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace attn::cli
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "attn/threads.hpp"
+
+namespace attn::cli {
+
+HWY_EXPORT(SumFloats);
+
+double measure_read_bandwidth_gbps(int threads) {
+  constexpr int64_t kFloats = int64_t{128} << 20;  // 512 MiB
+  constexpr int64_t kChunk = int64_t{256} << 10;   // 1 MiB
+  std::vector<float> data(static_cast<size_t>(kFloats), 1.0f);  // touched: no page faults below
+  const int previous = num_threads();
+  set_num_threads(threads);
+  double best = 0.0;
+  for (int pass = 0; pass < 4; ++pass) {
+    std::vector<float> sums(static_cast<size_t>(kFloats / kChunk));
+    const auto start = std::chrono::steady_clock::now();
+    parallel_for(kFloats / kChunk, [&](int64_t chunk) {
+      sums[static_cast<size_t>(chunk)] = HWY_DYNAMIC_DISPATCH(SumFloats)(data.data() + chunk * kChunk, kChunk);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, kFloats * 4.0 / seconds / 1e9);
+  }
+  set_num_threads(previous);
+  return best;
+}
+
+}  // namespace attn::cli
+#endif  // HWY_ONCE
