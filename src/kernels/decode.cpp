@@ -74,6 +74,10 @@ void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, in
   // Offset of the cached row at absolute position j0 + c, without a division per key (a 64-bit
   // `%` per key cost ~40 cycles, more than the rest of the key's work).
   std::vector<size_t> offsets(kKeys);
+  // Absolute position of each row's query: row r is new token r mod Tq (computed once: an
+  // integer % per key and row cost more than the key's arithmetic).
+  std::vector<int64_t> row_position(rows);
+  for (size_t r = 0; r < rows; ++r) row_position[r] = first_query + static_cast<int64_t>(r) % p.tq;
   for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kKeys)) {
     const size_t cols = static_cast<size_t>(std::min<int64_t>(kKeys, p1 - j0));
     int64_t slot = j0 % p.capacity;
@@ -81,20 +85,23 @@ void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, in
       if (slot == p.capacity) slot = 0;  // the ring wraps
       offsets[c] = static_cast<size_t>((head_base + slot) * p.d);
     }
-    // Scores: each key row loaded once, dotted with every query row.
+    // Scores: each key row loaded once, dotted with every query row. Two accumulators halve
+    // the FMA dependency chain.
     for (size_t c = 0; c < cols; ++c) {
       const int64_t position = j0 + static_cast<int64_t>(c);
       const size_t offset = offsets[c];
       for (size_t r = 0; r < rows; ++r) {
-        VF acc = hn::Zero(df);
-        for (size_t e = 0; e < ld; e += N) {
-          acc = hn::MulAdd(hn::LoadU(df, qs + r * ld + e), LoadRow(df, p.k, p.bf16, offset + e), acc);
+        VF even = hn::Zero(df), odd = hn::Zero(df);
+        size_t e = 0;
+        for (; e + 2 * N <= ld; e += 2 * N) {
+          even = hn::MulAdd(hn::LoadU(df, qs + r * ld + e), LoadRow(df, p.k, p.bf16, offset + e), even);
+          odd = hn::MulAdd(hn::LoadU(df, qs + r * ld + e + N), LoadRow(df, p.k, p.bf16, offset + e + N), odd);
         }
-        // Causal (and window) by absolute position: row r is new token r mod Tq.
-        const int64_t query_position = first_query + static_cast<int64_t>(r) % p.tq;
+        if (e < ld) even = hn::MulAdd(hn::LoadU(df, qs + r * ld + e), LoadRow(df, p.k, p.bf16, offset + e), even);
+        const int64_t query_position = row_position[r];
         const bool visible = position <= query_position &&
                              (p.window == 0 || position > query_position - p.window);
-        s[r * kKeys + c] = visible ? hn::GetLane(hn::SumOfLanes(df, acc)) : kMinusInf;
+        s[r * kKeys + c] = visible ? hn::GetLane(hn::SumOfLanes(df, hn::Add(even, odd))) : kMinusInf;
       }
     }
     // Online softmax per row over this block of keys (kKeys is a multiple of any N; the
