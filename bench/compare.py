@@ -42,6 +42,13 @@ def median_ms(fn, runs):
     return times[len(times) // 2]
 
 
+def attn_decode_ms(binary, length, args, threads):
+    command = [binary, "bench", "decode", "--cache", str(length), "--heads", str(args.heads),
+               "--head-dim", str(args.head_dim), "--threads", str(threads), "--runs", "20", "--json"]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["us"] / 1e3
+
+
 def attn_ms(binary, seq, args, threads, block):
     command = [binary, "bench", "forward", "--seq", str(seq), "--heads", str(args.heads),
                "--head-dim", str(args.head_dim), "--threads", str(threads), "--runs", str(args.runs),
@@ -114,6 +121,8 @@ def measure(framework, seq, args, threads):
         command.append("--causal")
     if args.block:
         command.append("--block")
+    if args.decode:
+        command.append("--decode")
     out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
     return float(out.strip().splitlines()[-1])
 
@@ -122,6 +131,15 @@ def worker(args):
     """Times one framework on one shape and prints the median milliseconds."""
     seq, h, d, threads = int(args.seq), args.heads, args.head_dim, int(args.threads)
     rng = np.random.default_rng(seq)
+    if args.decode:  # one new query per head against a cache of `seq` positions
+        import torch
+        torch.set_num_threads(threads)
+        q = torch.from_numpy(rng.standard_normal((1, h, 1, d), dtype=np.float32))
+        k, v = (torch.from_numpy(rng.standard_normal((1, h, seq, d), dtype=np.float32)) for _ in range(2))
+        with torch.no_grad():
+            print(median_ms(lambda: torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(d), dim=-1) @ v,
+                            args.runs))
+        return
     if args.worker == "numpy":
         q, k, v = (rng.standard_normal((1, h, seq, d), dtype=np.float32) for _ in range(3))
         print(median_ms(lambda: numpy_attention(q, k, v, args.causal), args.runs))
@@ -152,6 +170,8 @@ def main():
     parser.add_argument("--max-seq-torch", type=int, default=4096)
     parser.add_argument("--max-seq-numpy", type=int, default=2048)
     parser.add_argument("--attn", default=os.path.join(os.path.dirname(__file__), "..", "build", "release", "attn"))
+    parser.add_argument("--decode", action="store_true",
+                        help="one decode step: --seq is the cache length; attn bench decode vs torch")
     parser.add_argument("--worker", choices=["torch", "numpy"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -163,17 +183,21 @@ def main():
         sys.exit("compare.py needs Debian's python3-torch: scripts/bootstrap --bench")
 
     h, d = args.heads, args.head_dim
-    what = "multi-head block" if args.block else "attention"
+    what = "decode step (seq = cache length)" if args.decode else "multi-head block" if args.block else "attention"
     print(f"{what}: B=1 H={h} d={d} {'causal' if args.causal else 'non-causal'}; "
           f"PyTorch {torch.__version__}, numpy {np.__version__}, BLAS {blas_core()}; "
           f"median of {args.runs} runs")
     print(f"{'seq':>6} {'thr':>4} {'attn ms':>9} {'torch ms':>9} {'numpy ms':>9} {'vs torch':>9} {'vs numpy':>9}")
     for threads in [int(t) for t in args.threads.split(",")]:
         for seq in [int(s) for s in args.seq.split(",")]:
-            ours = attn_ms(args.attn, seq, args, threads, args.block)
-            torch_ms = measure("torch", seq, args, threads) if seq <= args.max_seq_torch else None
+            if args.decode:
+                ours = attn_decode_ms(args.attn, seq, args, threads)
+                torch_ms = measure("torch", seq, args, threads)
+            else:
+                ours = attn_ms(args.attn, seq, args, threads, args.block)
+                torch_ms = measure("torch", seq, args, threads) if seq <= args.max_seq_torch else None
             numpy_ms = None
-            if seq <= args.max_seq_numpy and not args.block:
+            if seq <= args.max_seq_numpy and not args.block and not args.decode:
                 numpy_ms = measure("numpy", seq, args, threads)
 
             def fmt(x):
