@@ -19,12 +19,7 @@ namespace {
 
 using testing::AllClose;
 using testing::ThrowsWith;
-
-SdpaOptions causal() {
-  SdpaOptions o;
-  o.causal = true;
-  return o;
-}
+using testing::causal;
 
 // Runs x through the layer in steps of `step` new tokens; returns (B, T, d_model).
 Tensor run_in_steps(const MultiHeadAttention& layer, const Tensor& x, KVCache& cache, int64_t step) {

@@ -14,12 +14,7 @@ namespace {
 using testing::AllClose;
 using testing::BitwiseEqual;
 using testing::ThrowsWith;
-
-SdpaOptions causal() {
-  SdpaOptions o;
-  o.causal = true;
-  return o;
-}
+using testing::causal;
 
 TEST(SplitHeads, IsAViewWithHeadMajorLayout) {
   const Tensor x = rand_normal({2, 5, 12}, 1);

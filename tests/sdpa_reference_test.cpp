@@ -20,12 +20,6 @@ using testing::ThrowsWith;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-SdpaOptions causal_options() {
-  SdpaOptions o;
-  o.causal = true;
-  return o;
-}
-
 TEST(SdpaReference, MatchingQueryIsDominatedByItsKey) {
   const MatchingKeyExample e = matching_key_example();
   const SdpaResult r = reference::sdpa(e.q, e.k, e.v);
@@ -64,7 +58,7 @@ TEST(SdpaReference, ScaleOptionReplacesOneOverRootD) {
 
 TEST(SdpaReference, CausalSquareHasZerosAboveTheDiagonal) {
   const Tensor x = rand_normal({6, 8}, 6);
-  const SdpaResult r = reference::sdpa(x, x, x, causal_options());
+  const SdpaResult r = reference::sdpa(x, x, x, testing::causal());
   for (int64_t i = 0; i < 6; ++i) {
     for (int64_t j = 0; j < 6; ++j) {
       if (j > i)
@@ -79,7 +73,7 @@ TEST(SdpaReference, CausalSquareHasZerosAboveTheDiagonal) {
 TEST(SdpaReference, CausalIsBottomRightAlignedWhenTqIsSmaller) {
   // 2 new queries over 5 keys: query 0 sits at position 3, query 1 at position 4.
   const Tensor q = rand_normal({2, 4}, 7), k = rand_normal({5, 4}, 8), v = rand_normal({5, 3}, 9);
-  const SdpaResult r = reference::sdpa(q, k, v, causal_options());
+  const SdpaResult r = reference::sdpa(q, k, v, testing::causal());
   EXPECT_EQ(r.weights.at({0, 4}), 0.0f);
   EXPECT_GT(r.weights.at({0, 3}), 0.0f);
   EXPECT_GT(r.weights.at({1, 4}), 0.0f);
@@ -93,7 +87,7 @@ TEST(SdpaReference, RowsThatSeeNoKeyAreZeroNotNaN) {
   // Tq > Tk: the first Tq − Tk queries sit before every key.
   const Tensor q = rand_normal({5, 4}, 10), k = rand_normal({2, 4}, 11),
                v = rand_normal({2, 3}, 12);
-  const SdpaResult r = reference::sdpa(q, k, v, causal_options());
+  const SdpaResult r = reference::sdpa(q, k, v, testing::causal());
   for (int64_t i = 0; i < 3; ++i) {
     for (int64_t j = 0; j < 2; ++j) EXPECT_EQ(r.weights.at({i, j}), 0.0f);
     for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(r.output.at({i, c}), 0.0f);
@@ -176,7 +170,7 @@ TEST(SdpaReference, GroupedQueryEqualsRepeatedKeyValueHeads) {
       v_rep.select(b).select(h).copy_from(v.select(b).select(h / 3));
     }
   }
-  const SdpaOptions o = causal_options();
+  const SdpaOptions o = testing::causal();
   const SdpaResult gqa = reference::sdpa(q, k, v, o), rep = reference::sdpa(q, k_rep, v_rep, o);
   EXPECT_TRUE(BitwiseEqual(gqa.output, rep.output));
   EXPECT_TRUE(BitwiseEqual(gqa.weights, rep.weights));
@@ -188,7 +182,7 @@ TEST(SdpaReference, StridedViewsGiveTheSameResultAsContiguousCopies) {
                v_bthd = rand_normal({2, 5, 3, 8}, 27);
   const Tensor q = q_bthd.permute({0, 2, 1, 3}), k = k_bthd.permute({0, 2, 1, 3}),
                v = v_bthd.permute({0, 2, 1, 3});
-  const SdpaOptions o = causal_options();
+  const SdpaOptions o = testing::causal();
   const SdpaResult views = reference::sdpa(q, k, v, o);
   const SdpaResult copies = reference::sdpa(q.contiguous(), k.contiguous(), v.contiguous(), o);
   EXPECT_TRUE(BitwiseEqual(views.output, copies.output));
@@ -206,9 +200,9 @@ TEST(SdpaReference, ResultsDoNotDependOnTheThreadCount) {
   const Tensor q = rand_normal({3, 4, 9, 16}, 31), k = rand_normal({3, 4, 9, 16}, 32),
                v = rand_normal({3, 4, 9, 16}, 33);
   set_num_threads(1);
-  const SdpaResult one = reference::sdpa(q, k, v, causal_options());
+  const SdpaResult one = reference::sdpa(q, k, v, testing::causal());
   set_num_threads(2);
-  const SdpaResult two = reference::sdpa(q, k, v, causal_options());
+  const SdpaResult two = reference::sdpa(q, k, v, testing::causal());
   set_num_threads(0);
   EXPECT_TRUE(BitwiseEqual(one.output, two.output));
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "attn/error.hpp"
+#include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn::testing {
@@ -70,6 +71,13 @@ inline ::testing::AssertionResult ThrowsWith(const std::function<void()>& fn,
     return ::testing::AssertionFailure() << "threw a non-attn exception: " << e.what();
   }
   return ::testing::AssertionFailure() << "did not throw (expected \"" << expected << "\")";
+}
+
+// Options with the causal mask on.
+inline SdpaOptions causal() {
+  SdpaOptions o;
+  o.causal = true;
+  return o;
 }
 
 // A fixture with a fresh folder per test, removed afterwards.

@@ -15,21 +15,14 @@
 #define HWY_TARGET_INCLUDE "src/kernels/decode.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "src/kernels/simd_common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 constexpr size_t kKeys = 64;  // keys scored before each softmax step
-
-inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 // Vector `i` of a cached row, widened to float.
 HWY_INLINE VF LoadRow(DF df, const void* base, bool bf16, size_t offset) {
@@ -38,11 +31,6 @@ HWY_INLINE VF LoadRow(DF df, const void* base, bool bf16, size_t offset) {
     return hn::PromoteTo(df, hn::LoadU(dbf, static_cast<const hwy::bfloat16_t*>(base) + offset));
   }
   return hn::LoadU(df, static_cast<const float*>(base) + offset);
-}
-
-// exp flushed to 0 below −64, as in the forward kernel (subnormals cost microcode assists).
-HWY_INLINE VF ExpFlushed(DF df, VF x) {
-  return hn::IfThenElseZero(hn::Ge(x, hn::Set(df, -64.0f)), hn::Exp(df, x));
 }
 
 // o[0 .. NV·N) += Σ_c pr[c] · V[row c][e .. e + NV·N), with o in registers throughout.

@@ -44,22 +44,15 @@
 #define HWY_TARGET_INCLUDE "src/kernels/flash_forward.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "src/kernels/simd_common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 constexpr size_t kTileRows = HWY_MAX_BYTES >= 64 ? 6 : 3;
 constexpr size_t kTileVectors = 4;
-
-inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 // st[MR × NV·N] = k[MR keys × d] · qt[d × NV·N queries]: scores transposed, one key per row.
 // Keys are broadcast straight from K's rows (ldk apart), so K needs no packing.
@@ -160,15 +153,6 @@ ATTN_DEFINE_CHUNKS(ValueRows, ValueTile,
       default: break;                                                \
     }                                                                \
   } while (0)
-
-// exp(x) for x ≤ 0, flushed to 0 below x = −64 (e^−64 ≈ 1.6e−28). A probability that small is
-// worth nothing next to the row's largest, 1, but when it, or its product with a value, is
-// subnormal (< 2^−126), every FMA that touches it costs a microcode assist: with
-// Wq = Wk = Wv, where each query peaks sharply on its own key, they made the multi-head block
-// 2.6× slower (110 ms instead of 42 at T = 1024). −64 keeps p·v normal for |v| ≥ 1e−10.
-HWY_INLINE VF ExpFlushed(DF df, VF x) {
-  return hn::IfThenElseZero(hn::Ge(x, hn::Set(df, -64.0f)), hn::Exp(df, x));
-}
 
 // Values [j0, j0 + cols) into vp (rows of ldv floats, zero-padded past dv).
 void PackValues(const float* v, int64_t v_row_stride, int64_t j0, size_t cols, size_t dv,
