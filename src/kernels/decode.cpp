@@ -22,20 +22,60 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-constexpr size_t kKeys = 64;  // keys scored before each softmax step
 
-// Vector `i` of a cached row, widened to float.
-HWY_INLINE VF LoadRow(DF df, const void* base, bool bf16, size_t offset) {
-  if (bf16) {
+// Vector at `offset` of the cache storage, widened to float. The storage type is a template
+// argument: a run-time flag inside the inner loops was re-read after every store.
+template <bool kBf16>
+HWY_INLINE VF LoadRow(DF df, const void* base, size_t offset) {
+  if constexpr (kBf16) {
     const hn::Rebind<hwy::bfloat16_t, DF> dbf;
     return hn::PromoteTo(df, hn::LoadU(dbf, static_cast<const hwy::bfloat16_t*>(base) + offset));
+  } else {
+    return hn::LoadU(df, static_cast<const float*>(base) + offset);
   }
-  return hn::LoadU(df, static_cast<const float*>(base) + offset);
+}
+
+// sr[c] = q · K[row c] for c in [first, last), the NV vectors of q held in registers.
+template <bool kBf16, size_t NV>
+HWY_INLINE void ScoreKeys(const float* q, const void* keys, const size_t* offsets, int64_t first,
+                          int64_t last, float* sr) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF qv[NV];
+#pragma GCC unroll 8
+  for (size_t x = 0; x < NV; ++x) qv[x] = hn::LoadU(df, q + x * N);
+  for (int64_t c = first; c < last; ++c) {
+    const size_t at = offsets[c];
+    // Two accumulators halve the FMA dependency chain.
+    VF even = hn::Mul(qv[0], LoadRow<kBf16>(df, keys, at));
+    VF odd = NV > 1 ? hn::Mul(qv[NV > 1 ? 1 : 0], LoadRow<kBf16>(df, keys, at + N)) : hn::Zero(df);
+#pragma GCC unroll 8
+    for (size_t x = 2; x < NV; x += 2) {
+      even = hn::MulAdd(qv[x], LoadRow<kBf16>(df, keys, at + x * N), even);
+      odd = hn::MulAdd(qv[x + 1], LoadRow<kBf16>(df, keys, at + (x + 1) * N), odd);
+    }
+    sr[c] = hn::GetLane(hn::SumOfLanes(df, hn::Add(even, odd)));
+  }
+}
+
+// The same for any number of vectors (head dims that are not 1, 2, 4 or 8 vectors).
+template <bool kBf16>
+HWY_INLINE void ScoreKeysAnyWidth(const float* q, size_t ld, const void* keys,
+                                  const size_t* offsets, int64_t first, int64_t last, float* sr) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  for (int64_t c = first; c < last; ++c) {
+    VF acc = hn::Zero(df);
+    for (size_t e = 0; e < ld; e += N) {
+      acc = hn::MulAdd(hn::LoadU(df, q + e), LoadRow<kBf16>(df, keys, offsets[c] + e), acc);
+    }
+    sr[c] = hn::GetLane(hn::SumOfLanes(df, acc));
+  }
 }
 
 // o[0 .. NV·N) += Σ_c pr[c] · V[row c][e .. e + NV·N), with o in registers throughout.
-template <size_t NV>
-HWY_INLINE void AccumulateValues(const float* pr, size_t cols, const DecodeProblem& p,
+template <bool kBf16, size_t NV>
+HWY_INLINE void AccumulateValues(const float* pr, size_t cols, const void* values,
                                  const size_t* offsets, size_t e, float* o) {
   const DF df;
   const size_t N = hn::Lanes(df);
@@ -46,15 +86,18 @@ HWY_INLINE void AccumulateValues(const float* pr, size_t cols, const DecodeProbl
     const VF pc = hn::Set(df, pr[c]);
 #pragma GCC unroll 4
     for (size_t x = 0; x < NV; ++x) {
-      acc[x] = hn::MulAdd(pc, LoadRow(df, p.v, p.bf16, offsets[c] + e + x * N), acc[x]);
+      acc[x] = hn::MulAdd(pc, LoadRow<kBf16>(df, values, offsets[c] + e + x * N), acc[x]);
     }
   }
 #pragma GCC unroll 4
   for (size_t x = 0; x < NV; ++x) hn::StoreU(acc[x], df, o + x * N);
 }
 
-void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
-                 float* partial, float* scratch) {
+template <bool kBf16>
+void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
+                   float* partial, float* scratch) {
+  const void* const keys = p.k;
+  const void* const values = p.v;
   const DF df;
   const size_t N = hn::Lanes(df);
   const int64_t group = p.heads / p.kv_heads;
@@ -65,7 +108,7 @@ void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, in
   float* l = m + rows;
   float* o = l + rows;
   float* qs = scratch;           // rows × ld, scaled, zero-padded
-  float* s = qs + rows * ld;     // rows × kKeys scores, then probabilities
+  float* s = qs + rows * ld;     // rows × kDecodeKeyBlock scores, then probabilities
 
   for (size_t r = 0; r < rows; ++r) {
     const int64_t h = kv_h * group + static_cast<int64_t>(r) / p.tq;
@@ -81,53 +124,53 @@ void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, in
 
   // Offset of the cached row at absolute position j0 + c, without a division per key (a 64-bit
   // `%` per key cost ~40 cycles, more than the rest of the key's work).
-  std::vector<size_t> offsets(kKeys);
+  std::vector<size_t> offsets(kDecodeKeyBlock);
   // Absolute position of each row's query: row r is new token r mod Tq (computed once: an
   // integer % per key and row cost more than the key's arithmetic).
   std::vector<int64_t> row_position(rows);
   for (size_t r = 0; r < rows; ++r) row_position[r] = first_query + static_cast<int64_t>(r) % p.tq;
-  for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kKeys)) {
-    const size_t cols = static_cast<size_t>(std::min<int64_t>(kKeys, p1 - j0));
+  for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
+    const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
     int64_t slot = j0 % p.capacity;
     for (size_t c = 0; c < cols; ++c, ++slot) {
       if (slot == p.capacity) slot = 0;  // the ring wraps
       offsets[c] = static_cast<size_t>((head_base + slot) * p.d);
     }
-    // Scores: each key row loaded once, dotted with every query row. Two accumulators halve
-    // the FMA dependency chain.
-    for (size_t c = 0; c < cols; ++c) {
-      const int64_t position = j0 + static_cast<int64_t>(c);
-      const size_t offset = offsets[c];
-      for (size_t r = 0; r < rows; ++r) {
-        VF even = hn::Zero(df), odd = hn::Zero(df);
-        size_t e = 0;
-        for (; e + 2 * N <= ld; e += 2 * N) {
-          even = hn::MulAdd(hn::LoadU(df, qs + r * ld + e), LoadRow(df, p.k, p.bf16, offset + e), even);
-          odd = hn::MulAdd(hn::LoadU(df, qs + r * ld + e + N), LoadRow(df, p.k, p.bf16, offset + e + N), odd);
-        }
-        if (e < ld) even = hn::MulAdd(hn::LoadU(df, qs + r * ld + e), LoadRow(df, p.k, p.bf16, offset + e), even);
-        const int64_t query_position = row_position[r];
-        const bool visible = position <= query_position &&
-                             (p.window == 0 || position > query_position - p.window);
-        s[r * kKeys + c] = visible ? hn::GetLane(hn::SumOfLanes(df, hn::Add(even, odd))) : kMinusInf;
+    // Scores, row by row: the keys a row may see in this block are a contiguous range
+    // (causal and window by absolute position), the others get -inf.
+    for (size_t r = 0; r < rows; ++r) {
+      const int64_t query_position = row_position[r];
+      int64_t first = 0, last = std::min<int64_t>(static_cast<int64_t>(cols), query_position - j0 + 1);
+      if (p.window > 0) first = std::clamp<int64_t>(query_position - p.window + 1 - j0, 0, last);
+      float* sr = s + r * kDecodeKeyBlock;
+      for (int64_t c = 0; c < first; ++c) sr[c] = kMinusInf;
+      for (int64_t c = std::max<int64_t>(last, 0); c < static_cast<int64_t>(cols); ++c) sr[c] = kMinusInf;
+      if (last <= first) continue;
+      const float* qr = qs + r * ld;
+      switch (ld / N) {  // the query row stays in registers across the keys
+        case 1: ScoreKeys<kBf16, 1>(qr, keys, offsets.data(), first, last, sr); break;
+        case 2: ScoreKeys<kBf16, 2>(qr, keys, offsets.data(), first, last, sr); break;
+        case 4: ScoreKeys<kBf16, 4>(qr, keys, offsets.data(), first, last, sr); break;
+        case 8: ScoreKeys<kBf16, 8>(qr, keys, offsets.data(), first, last, sr); break;
+        default: ScoreKeysAnyWidth<kBf16>(qr, ld, keys, offsets.data(), first, last, sr); break;
       }
     }
-    // Online softmax per row over this block of keys (kKeys is a multiple of any N; the
+    // Online softmax per row over this block of keys (kDecodeKeyBlock is a multiple of any N; the
     // columns past `cols` are -inf, so they come out 0).
     for (size_t r = 0; r < rows; ++r) {
-      float* sr = s + r * kKeys;
-      std::fill(sr + cols, sr + kKeys, kMinusInf);
+      float* sr = s + r * kDecodeKeyBlock;
+      std::fill(sr + cols, sr + kDecodeKeyBlock, kMinusInf);
       VF vmax = hn::Set(df, kMinusInf);
-      for (size_t c = 0; c < kKeys; c += N) vmax = hn::Max(vmax, hn::LoadU(df, sr + c));
+      for (size_t c = 0; c < kDecodeKeyBlock; c += N) vmax = hn::Max(vmax, hn::LoadU(df, sr + c));
       const float block_max = hn::GetLane(hn::MaxOfLanes(df, vmax));
       if (block_max == kMinusInf) {
-        std::fill(sr, sr + kKeys, 0.0f);
+        std::fill(sr, sr + kDecodeKeyBlock, 0.0f);
         continue;
       }
       const float new_max = std::max(m[r], block_max);
       const VF shift = hn::Set(df, new_max);
       VF vsum = hn::Zero(df);
-      for (size_t c = 0; c < kKeys; c += N) {
+      for (size_t c = 0; c < kDecodeKeyBlock; c += N) {
         const VF e = ExpFlushed(df, hn::Sub(hn::LoadU(df, sr + c), shift));
         hn::StoreU(e, df, sr + c);
         vsum = hn::Add(vsum, e);
@@ -146,19 +189,28 @@ void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, in
     // version took ~45 cycles per key on one cached head). Value rows come from L1 after the
     // first query row.
     for (size_t r = 0; r < rows; ++r) {
-      const float* pr = s + r * kKeys;
+      const float* pr = s + r * kDecodeKeyBlock;
       float* orow = o + r * ldo;
       for (size_t e = 0; e < ld; e += 4 * N) {
         // The vector count is a template argument so the accumulators stay in registers
         // (with a run-time count they were spilled, ~6 ns per key).
         switch (std::min<size_t>(4, (ld - e) / N)) {
-          case 4: AccumulateValues<4>(pr, cols, p, offsets.data(), e, orow + e); break;
-          case 3: AccumulateValues<3>(pr, cols, p, offsets.data(), e, orow + e); break;
-          case 2: AccumulateValues<2>(pr, cols, p, offsets.data(), e, orow + e); break;
-          default: AccumulateValues<1>(pr, cols, p, offsets.data(), e, orow + e); break;
+          case 4: AccumulateValues<kBf16, 4>(pr, cols, values, offsets.data(), e, orow + e); break;
+          case 3: AccumulateValues<kBf16, 3>(pr, cols, values, offsets.data(), e, orow + e); break;
+          case 2: AccumulateValues<kBf16, 2>(pr, cols, values, offsets.data(), e, orow + e); break;
+          default: AccumulateValues<kBf16, 1>(pr, cols, values, offsets.data(), e, orow + e); break;
         }
       }
     }
+  }
+}
+
+void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
+                 float* partial, float* scratch) {
+  if (p.bf16) {
+    DecodeChunkOf<true>(p, b, kv_h, p0, p1, partial, scratch);
+  } else {
+    DecodeChunkOf<false>(p, b, kv_h, p0, p1, partial, scratch);
   }
 }
 
@@ -182,7 +234,7 @@ size_t decode_partial_floats(const DecodeProblem& p) {
 
 size_t decode_scratch_floats(const DecodeProblem& p) {
   const auto rows = static_cast<size_t>(p.heads / p.kv_heads * p.tq);
-  return rows * (decode_row_floats(p) + 64);
+  return rows * (decode_row_floats(p) + static_cast<size_t>(kDecodeKeyBlock));
 }
 
 void decode_chunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,

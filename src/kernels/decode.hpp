@@ -15,6 +15,8 @@ namespace attn::kernels {
 // Cached positions per task: fixed (not derived from the thread count), so the merge order and
 // hence the result do not depend on how many threads run.
 constexpr int64_t kDecodeChunk = 512;
+// Keys scored before each online-softmax step (a multiple of any vector width).
+constexpr size_t kDecodeKeyBlock = 256;
 
 struct DecodeProblem {
   const float* q;  // (B, H, Tq, d), element strides for b, h, t; rows contiguous
