@@ -4,7 +4,7 @@
 #   make build      build Release; the CLI is then build/release/attn
 #   make test-asan  the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #                   (~5 minutes: a separate build; CI runs it after make test)
-#   make bench      the forward benchmark table (causal and not, 1 and 2 threads)
+#   make bench      the forward tables (causal and not, 1 and 2 threads) and the decode tables
 #   make compare    attn next to PyTorch and numpy on the same shapes (installs python3-torch)
 #   make fixtures   regenerate tests/fixtures/*.npy with numpy (needs scripts/bootstrap --dev)
 JOBS ?= $(shell nproc)
@@ -29,10 +29,11 @@ test-asan: bootstrap
 	@cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
 
-
 bench: build
 	build/release/attn bench forward --seq 256,512,1024,2048,4096,8192,16384 --threads 1,2 --causal
 	build/release/attn bench forward --seq 256,512,1024,2048,4096,8192,16384 --threads 1,2
+	build/release/attn bench decode --threads 1,2
+	build/release/attn bench decode --threads 2 --cache-dtype bf16
 
 compare: build
 	@scripts/bootstrap --bench
