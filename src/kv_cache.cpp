@@ -76,25 +76,39 @@ void KVCache::append(const Tensor& k, const Tensor& v) {
                " new positions exceed the ring's capacity ", config_.capacity);
   }
   const int64_t d = config_.head_dim;
-  for (int64_t b = 0; b < config_.batch; ++b) {
-    for (int64_t h = 0; h < config_.kv_heads; ++h) {
-      for (int64_t t = 0; t < t_new; ++t) {
-        const int64_t base = ((b * config_.kv_heads + h) * config_.capacity + slot_of(position_ + t)) * d;
-        for (int64_t e = 0; e < d; ++e) {
-          const float kx = k.at({b, h, t, e}), vx = v.at({b, h, t, e});
-          ATTN_CHECK(std::isfinite(kx) && std::isfinite(vx),
-                     "KVCache::append: non-finite key or value at (", b, ", ", h, ", ", t, ", ", e, ")");
-          if (config_.dtype == CacheDtype::kFloat32) {
-            k32_[static_cast<size_t>(base + e)] = kx;
-            v32_[static_cast<size_t>(base + e)] = vx;
-          } else {
-            k16_[static_cast<size_t>(base + e)] = to_bfloat16(kx);
-            v16_[static_cast<size_t>(base + e)] = to_bfloat16(vx);
-          }
+  // Element (b, h, t, e) of a view is at data()[Σ index·stride] (shapes checked above).
+  const float* kp = k.data();
+  const float* vp = v.data();
+  const Shape& ks = k.strides();
+  const Shape& vs = v.strides();
+  // Two passes: check every value, then write, so that a rejected append leaves the cache
+  // as it was (a ring would otherwise have overwritten positions it still holds).
+  auto for_each_value = [&](auto&& fn) {
+    for (int64_t b = 0; b < config_.batch; ++b) {
+      for (int64_t h = 0; h < config_.kv_heads; ++h) {
+        for (int64_t t = 0; t < t_new; ++t) {
+          const float* krow = kp + b * ks[0] + h * ks[1] + t * ks[2];
+          const float* vrow = vp + b * vs[0] + h * vs[1] + t * vs[2];
+          const int64_t base = ((b * config_.kv_heads + h) * config_.capacity + slot_of(position_ + t)) * d;
+          for (int64_t e = 0; e < d; ++e) fn(b, h, t, e, base + e, krow[e * ks[3]], vrow[e * vs[3]]);
         }
       }
     }
-  }
+  };
+  for_each_value([](int64_t b, int64_t h, int64_t t, int64_t e, int64_t, float kx, float vx) {
+    ATTN_CHECK(std::isfinite(kx) && std::isfinite(vx), "KVCache::append: non-finite key or value at (",
+               b, ", ", h, ", ", t, ", ", e, ")");
+  });
+  for_each_value([&](int64_t, int64_t, int64_t, int64_t, int64_t at, float kx, float vx) {
+    const auto i = static_cast<size_t>(at);
+    if (config_.dtype == CacheDtype::kFloat32) {
+      k32_[i] = kx;
+      v32_[i] = vx;
+    } else {
+      k16_[i] = to_bfloat16(kx);
+      v16_[i] = to_bfloat16(vx);
+    }
+  });
   position_ += t_new;
 }
 

@@ -5,6 +5,7 @@
 //   m = max_c m_c,  l = Σ_c e^(m_c − m)·l_c,  o = Σ_c e^(m_c − m)·o_c,  output = o / l.
 #include <hwy/aligned_allocator.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -100,6 +101,9 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
   SdpaResult result{Tensor({p.batch, p.heads, p.tq, p.d}), Tensor{}, Tensor({p.batch, p.heads, p.tq})};
   const int64_t rows = p.heads / p.kv_heads * p.tq;
   const size_t ldo = kernels::decode_row_floats(p);
+  float* out = result.output.data();  // contiguous (B, H, Tq, d): plain indexing, no checks
+  float* lse = result.logsumexp.data();
+  std::vector<double> o(static_cast<size_t>(p.d));
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t b = g / p.kv_heads, kv_h = g % p.kv_heads;
     for (int64_t r = 0; r < rows; ++r) {
@@ -107,7 +111,7 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t c = 0; c < chunks; ++c) m = std::max(m, partials[(g * chunks + c) * partial_floats + r]);
       double l = 0.0;
-      std::vector<double> o(static_cast<size_t>(p.d), 0.0);
+      std::fill(o.begin(), o.end(), 0.0);
       if (m != -std::numeric_limits<float>::infinity()) {
         for (int64_t c = 0; c < chunks; ++c) {
           const float* part = partials.data() + (g * chunks + c) * partial_floats;
@@ -119,11 +123,11 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
           for (int64_t e = 0; e < p.d; ++e) o[static_cast<size_t>(e)] += w * oc[e];
         }
       }
+      const int64_t row = (b * p.heads + h) * p.tq + i;
       for (int64_t e = 0; e < p.d; ++e) {
-        result.output.at({b, h, i, e}) = l > 0.0 ? static_cast<float>(o[static_cast<size_t>(e)] / l) : 0.0f;
+        out[row * p.d + e] = l > 0.0 ? static_cast<float>(o[static_cast<size_t>(e)] / l) : 0.0f;
       }
-      result.logsumexp.at({b, h, i}) = l > 0.0 ? static_cast<float>(m + std::log(l))
-                                               : std::numeric_limits<float>::infinity();
+      lse[row] = l > 0.0 ? static_cast<float>(m + std::log(l)) : std::numeric_limits<float>::infinity();
     }
   }
   return result;

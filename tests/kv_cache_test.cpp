@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "attn/embedding.hpp"
 #include "attn/mha.hpp"
@@ -194,6 +195,7 @@ TEST(KVCache, Errors) {
   Tensor nan_keys({1, 2, 1, 8});
   nan_keys.at({0, 1, 0, 3}) = std::nanf("");
   EXPECT_TRUE(ThrowsWith([&] { fixed.append(nan_keys, Tensor({1, 2, 1, 8})); }, "non-finite key"));
+  EXPECT_EQ(fixed.position(), 8);  // a rejected append changes nothing
   EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 3, 1, 8}), fixed); }, "H a multiple of 2"));
   EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 2, 9, 8}), fixed); }, "9 queries but the cache holds only 8"));
   SdpaOptions masked;
@@ -206,6 +208,14 @@ TEST(KVCache, Errors) {
   ring.append(Tensor({1, 2, 5, 8}), Tensor({1, 2, 5, 8}));
   EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 2, 5, 8}), ring); },
                          "needs capacity >= window + new queries - 1 = 8"));
+  // A rejected append leaves a full ring as it was.
+  const Tensor q = rand_normal({1, 2, 1, 8}, 17);
+  ring.append(rand_normal({1, 2, 5, 8}, 18), rand_normal({1, 2, 5, 8}, 19));
+  const Tensor before = attend_cached(q, ring).output;
+  Tensor bad_values = rand_normal({1, 2, 3, 8}, 20);
+  bad_values.at({0, 1, 2, 7}) = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(ThrowsWith([&] { ring.append(bad_values, bad_values); }, "non-finite key or value at (0, 1, 2, 7)"));
+  EXPECT_TRUE(testing::BitwiseEqual(attend_cached(q, ring).output, before));
   EXPECT_TRUE(ThrowsWith([] { KVCache(KVCacheConfig{1, 1, 8, 3, 4}); }, "must hold the window"));
   MhaConfig bad;
   bad.n_heads = 4;
