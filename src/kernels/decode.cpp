@@ -136,6 +136,13 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
       if (slot == p.capacity) slot = 0;  // the ring wraps
       offsets[c] = static_cast<size_t>((head_base + slot) * p.d);
     }
+    // Ask for this block's value rows now (into L2), so that they stream in while the keys are
+    // scored: the value pass then finds them close instead of starting a second stream cold.
+    const size_t row_bytes = d * (kBf16 ? 2 : 4);
+    for (size_t c = 0; c < cols; ++c) {
+      const char* row = static_cast<const char*>(values) + offsets[c] * (kBf16 ? 2 : 4);
+      for (size_t byte = 0; byte < row_bytes; byte += 64) __builtin_prefetch(row + byte, 0, 2);
+    }
     // Scores, row by row: the keys a row may see in this block are a contiguous range
     // (causal and window by absolute position), the others get -inf.
     for (size_t r = 0; r < rows; ++r) {
