@@ -45,7 +45,8 @@ MhaResult multi_head_attention(const Tensor& x_in, const Tensor& wq, const Tenso
   const Tensor q = heads_of(0), k = heads_of(d_model), v = heads_of(2 * d_model);
 
   Tensor attended({batch, t, n_heads, d_head});  // merged order: (B, T, H, d_head)
-  detail::sdpa_into(q, k, v, options, attended.permute({0, 2, 1, 3}), nullptr);
+  detail::sdpa_into(detail::check_attention(q, k, v, options), q, k, v, options,
+                    attended.permute({0, 2, 1, 3}), nullptr);
   const Tensor merged = attended.reshape({batch, t, d_model});
   Tensor output = wo.defined() ? linear(merged, wo) : merged;
 

@@ -75,7 +75,8 @@ Tensor MultiHeadAttention::output_projection(const Tensor& attended) const {
 Tensor MultiHeadAttention::forward(const Tensor& x, const SdpaOptions& options) const {
   const Projected p = project(x, 0);
   Tensor attended({x.dim(0), x.dim(1), config_.n_heads, head_dim()});  // (B, T, H, d_head)
-  detail::sdpa_into(p.q, p.k, p.v, options, attended.permute({0, 2, 1, 3}), nullptr);
+  detail::sdpa_into(detail::check_attention(p.q, p.k, p.v, options), p.q, p.k, p.v, options,
+                    attended.permute({0, 2, 1, 3}), nullptr);
   return output_projection(attended);
 }
 

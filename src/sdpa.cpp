@@ -27,9 +27,9 @@ void copy_strides(const Tensor& t4, int64_t (&strides)[3]) {
 
 namespace detail {
 
-void sdpa_into(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-               const SdpaOptions& options, const Tensor& out, float* logsumexp) {
-  const AttentionDims dims = check_attention(q_in, k_in, v_in, options);
+void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
+               const Tensor& v_in, const SdpaOptions& options, const Tensor& out,
+               float* logsumexp) {
   ATTN_CHECK(out.shape() == with_last_dim(q_in, dims.dv) && out.strides().back() == 1,
              "sdpa: the output view ", out.shape_string(), " must be ",
              to_string(with_last_dim(q_in, dims.dv)), " with contiguous rows");
@@ -92,7 +92,7 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
   Shape lse_shape = q.shape();
   lse_shape.pop_back();  // q has rank >= 2
   SdpaResult result{Tensor(detail::with_last_dim(q, dims.dv)), Tensor{}, Tensor(lse_shape)};
-  detail::sdpa_into(q, k, v, options, result.output, result.logsumexp.data());
+  detail::sdpa_into(dims, q, k, v, options, result.output, result.logsumexp.data());
   if (options.return_weights) result.weights = reference::sdpa(q, k, v, options).weights;
   return result;
 }

@@ -30,9 +30,10 @@ Tensor broadcast_mask(const Mask& mask, const Shape& scores_shape);
 Shape with_last_dim(const Tensor& q, int64_t width);
 
 // The fused forward into a given output view (Q's shape with dv last, contiguous rows), so
-// that callers can pick the output's memory layout. logsumexp: (…, Tq) contiguous or nullptr.
-// Defined in src/sdpa.cpp.
-void sdpa_into(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options,
-               const Tensor& out, float* logsumexp);
+// that callers can pick the output's memory layout. dims: what check_attention(q, k, v,
+// options) returned — the caller checks once (the check scans an additive mask's values).
+// logsumexp: (…, Tq) contiguous or nullptr. Defined in src/sdpa.cpp.
+void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
+               const SdpaOptions& options, const Tensor& out, float* logsumexp);
 
 }  // namespace attn::detail
