@@ -16,9 +16,9 @@
 //     only Qᵀ is packed, once per task, and reused for every key block;
 //   - the softmax max and sum run across keys with the queries in the lanes: plain vector
 //     max/add, no horizontal reduction per row.
-// Register tiles: Sᵀ is computed kTileRows keys × kTileVectors vectors of queries; o += P·V
-// broadcasts P and loads V rows. With AVX-512 that is 6 × 4 = 24 accumulators + 4 loads +
-// 1 broadcast of the 32 registers, 24 FMAs per 10 loads: compute bound. A first version that
+// Register tiles (tile_product-inl.h): Sᵀ is computed kTileRows keys × kTileVectors vectors of
+// queries; o += P·V broadcasts P and loads V rows. With AVX-512 that is 6 × 4 = 24
+// accumulators + 4 loads + 1 broadcast of the 32 registers: compute bound. A first version that
 // packed Kᵀ per key block and reduced each row horizontally ran at 44 % of the FMA peak on one
 // thread (causal T = 4096, H = 16, d = 64); this layout's figures are in the README.
 //
@@ -38,6 +38,7 @@
 #include <cstring>
 #include <limits>
 
+#include "src/kernels/block_visibility.hpp"
 #include "src/kernels/flash_forward.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -46,113 +47,11 @@
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
 #include "src/kernels/simd_common-inl.h"
+#include "src/kernels/tile_product-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
-
-constexpr size_t kTileRows = HWY_MAX_BYTES >= 64 ? 6 : 3;
-constexpr size_t kTileVectors = 4;
-
-// st[MR × NV·N] = k[MR keys × d] · qt[d × NV·N queries]: scores transposed, one key per row.
-// Keys are broadcast straight from K's rows (ldk apart), so K needs no packing.
-template <size_t MR, size_t NV>
-HWY_INLINE void ScoreTile(const float* HWY_RESTRICT k, size_t ldk, size_t d,
-                          const float* HWY_RESTRICT qt, size_t ldq, float* HWY_RESTRICT st) {
-  const DF df;
-  const size_t N = hn::Lanes(df);
-  VF acc[MR][NV];
-#pragma GCC unroll 8
-  for (size_t i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) acc[i][v] = hn::Zero(df);
-  for (size_t e = 0; e < d; ++e) {
-    VF qv[NV];
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) qv[v] = hn::LoadU(df, qt + e * ldq + v * N);
-#pragma GCC unroll 8
-    for (size_t i = 0; i < MR; ++i) {
-      const VF ki = hn::Set(df, k[i * ldk + e]);
-#pragma GCC unroll 4
-      for (size_t v = 0; v < NV; ++v) acc[i][v] = hn::MulAdd(ki, qv[v], acc[i][v]);
-    }
-  }
-#pragma GCC unroll 8
-  for (size_t i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) hn::StoreU(acc[i][v], df, st + i * ldq + v * N);
-}
-
-// o[MR rows × NV·N] += pt[cols × MR]ᵀ · v[cols × NV·N]   (pt: probabilities transposed)
-template <size_t MR, size_t NV>
-HWY_INLINE void ValueTile(const float* HWY_RESTRICT pt, size_t ldp, size_t cols,
-                          const float* HWY_RESTRICT v, size_t ldv, float* HWY_RESTRICT o,
-                          size_t ldo) {
-  const DF df;
-  const size_t N = hn::Lanes(df);
-  VF acc[MR][NV];
-#pragma GCC unroll 8
-  for (size_t i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (size_t c = 0; c < NV; ++c) acc[i][c] = hn::LoadU(df, o + i * ldo + c * N);
-  for (size_t j = 0; j < cols; ++j) {
-    VF vj[NV];
-#pragma GCC unroll 4
-    for (size_t c = 0; c < NV; ++c) vj[c] = hn::LoadU(df, v + j * ldv + c * N);
-#pragma GCC unroll 8
-    for (size_t i = 0; i < MR; ++i) {
-      const VF pi = hn::Set(df, pt[j * ldp + i]);
-#pragma GCC unroll 4
-      for (size_t c = 0; c < NV; ++c) acc[i][c] = hn::MulAdd(pi, vj[c], acc[i][c]);
-    }
-  }
-#pragma GCC unroll 8
-  for (size_t i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (size_t c = 0; c < NV; ++c) hn::StoreU(acc[i][c], df, o + i * ldo + c * N);
-}
-
-// Column chunks of kTileVectors vectors, then the remainder, for one tile of MR rows.
-#define ATTN_DEFINE_CHUNKS(NAME, TILE, PARAMS, ARGS_AT)                      \
-  template <size_t MR>                                                       \
-  HWY_INLINE void NAME PARAMS {                                              \
-    const size_t N = hn::Lanes(DF());                                        \
-    size_t x = 0;                                                            \
-    for (; x + kTileVectors <= vectors; x += kTileVectors) {                 \
-      TILE<MR, kTileVectors> ARGS_AT;                                        \
-    }                                                                        \
-    switch (vectors - x) {                                                   \
-      case 3: TILE<MR, 3> ARGS_AT; break;                                    \
-      case 2: TILE<MR, 2> ARGS_AT; break;                                    \
-      case 1: TILE<MR, 1> ARGS_AT; break;                                    \
-      default: break;                                                        \
-    }                                                                        \
-  }
-
-ATTN_DEFINE_CHUNKS(ScoreRows, ScoreTile,
-                   (const float* k, size_t ldk, size_t d, const float* qt, size_t ldq, float* st,
-                    size_t vectors),
-                   (k, ldk, d, qt + x * N, ldq, st + x * N))
-ATTN_DEFINE_CHUNKS(ValueRows, ValueTile,
-                   (const float* pt, size_t ldp, size_t cols, const float* v, size_t ldv, float* o,
-                    size_t ldo, size_t vectors),
-                   (pt, ldp, cols, v + x * N, ldv, o + x * N, ldo))
-#undef ATTN_DEFINE_CHUNKS
-
-// Runs CALL(MR) for consecutive tiles of MR rows covering `count` rows, starting at r = 0.
-#define ATTN_FOR_ROW_TILES(count, CALL)                              \
-  do {                                                               \
-    size_t r = 0;                                                    \
-    for (; r + kTileRows <= (count); r += kTileRows) CALL(kTileRows); \
-    switch ((count) - r) {                                           \
-      case 5: CALL(5); break;                                        \
-      case 4: CALL(4); break;                                        \
-      case 3: CALL(3); break;                                        \
-      case 2: CALL(2); break;                                        \
-      case 1: CALL(1); break;                                        \
-      default: break;                                                \
-    }                                                                \
-  } while (0)
 
 // Values [j0, j0 + cols) into vp (rows of ldv floats, zero-padded past dv).
 void PackValues(const float* v, int64_t v_row_stride, int64_t j0, size_t cols, size_t dv,
@@ -161,39 +60,6 @@ void PackValues(const float* v, int64_t v_row_stride, int64_t j0, size_t cols, s
     const float* row = v + (j0 + static_cast<int64_t>(j)) * v_row_stride;
     std::copy(row, row + dv, vp + j * ldv);
     std::fill(vp + j * ldv + dv, vp + (j + 1) * ldv, 0.0f);
-  }
-}
-
-// Sets to -inf the (transposed) scores st[c][r] of keys that query r may not see: the
-// causal / sliding-window spec and the explicit mask. Padding query rows are left alone.
-void MaskBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
-               size_t cols, float* st, size_t ldq) {
-  const int64_t first_position = p.tk - p.tq + q0;
-  const auto n = static_cast<int64_t>(rows);
-  for (size_t c = 0; c < cols; ++c) {
-    float* key_row = st + c * ldq;
-    const int64_t j = j0 + static_cast<int64_t>(c);
-    if (p.causal || p.window > 0) {
-      // Query r (position first_position + r) sees key j when j <= position, i.e. r >= j − first.
-      const int64_t first_seeing = std::clamp<int64_t>(j - first_position, 0, n);
-      std::fill(key_row, key_row + first_seeing, kMinusInf);
-      if (p.window > 0) {  // and when position < j + window
-        const int64_t last_seeing = std::clamp<int64_t>(j + p.window - first_position, 0, n);
-        std::fill(key_row + last_seeing, key_row + n, kMinusInf);
-      }
-    }
-    if (p.mask != nullptr) {
-      const float* m = p.mask + b * p.mask_stride[0] + h * p.mask_stride[1] +
-                       q0 * p.mask_stride[2] + j * p.mask_stride[3];
-      for (int64_t r = 0; r < n; ++r) {
-        const float value = m[r * p.mask_stride[2]];
-        if (p.mask_kind == MaskKind::kBoolean) {
-          if (value == 0.0f) key_row[r] = kMinusInf;
-        } else {
-          key_row[r] += value;
-        }
-      }
-    }
   }
 }
 
@@ -269,25 +135,16 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
   std::fill(m, m + ldq, kMinusInf);
   std::fill(l, l + ldq, 0.0f);
 
-  // The keys any row of this block may see: [key_begin, key_end). Blocks past the causal
-  // diagonal, before the window, or in the padding are never visited.
-  const int64_t first_position = p.tk - p.tq + q0;
-  const int64_t last_position = first_position + rows_in - 1;
-  int64_t key_begin = 0, key_end = p.tk;
-  if (p.key_lengths != nullptr) key_end = std::min(key_end, p.key_lengths[b]);
-  if (p.causal || p.window > 0) key_end = std::min(key_end, last_position + 1);
-  if (p.window > 0) key_begin = std::max<int64_t>(0, first_position - p.window + 1);
-  key_begin = key_begin / kKeyBlock * kKeyBlock;
+  // Key blocks past the causal diagonal, before the window, or in the padding are never visited.
+  const KeyRange keys_seen = visible_keys(p, b, q0, rows_in);
 
   const bool pack_v = dv % N != 0;
-  for (int64_t j0 = key_begin; j0 < key_end; j0 += kKeyBlock) {
-    const size_t cols = static_cast<size_t>(std::min(kKeyBlock, key_end - j0));
-    const float* keys = k + j0 * p.k_stride[2];
-    const size_t ldk = static_cast<size_t>(p.k_stride[2]);
-#define ATTN_SCORE_ROWS(MR) ScoreRows<MR>(keys + r * ldk, ldk, d, qt, ldq, st + r * ldq, ldq / N)
-    ATTN_FOR_ROW_TILES(cols, ATTN_SCORE_ROWS);
-#undef ATTN_SCORE_ROWS
-    MaskBlock(p, b, h, q0, rows, j0, cols, st, ldq);
+  const size_t ldk = static_cast<size_t>(p.k_stride[2]);
+  for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
+    const size_t cols = static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0));
+    // Sᵀ = K_j · (scale·Q)ᵀ: keys broadcast from K's rows in place.
+    TileProduct<false>(cols, ldq / N, k + j0 * p.k_stride[2], ldk, 1, d, qt, ldq, st, ldq);
+    mask_block(p, b, h, q0, rows, j0, cols, st, ldq);
     SoftmaxUpdate(st, ldq, cols, m, l, alpha);
     RescaleOutput(alpha, rows, o, ldo);
     const float* vrows = v + j0 * p.v_stride[2];
@@ -297,9 +154,8 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
       vrows = vp;
       ldv = ldo;
     }
-#define ATTN_VALUE_ROWS(MR) ValueRows<MR>(st + r, ldq, cols, vrows, ldv, o + r * ldo, ldo, ldo / N)
-    ATTN_FOR_ROW_TILES(rows, ATTN_VALUE_ROWS);
-#undef ATTN_VALUE_ROWS
+    // o += P·V_j, P read from Pᵀ across its rows.
+    TileProduct<true>(rows, ldo / N, st, 1, ldq, cols, vrows, ldv, o, ldo);
   }
 
   // Normalise once at the end (one reciprocal per row: a division per element cost as much as

@@ -1,0 +1,52 @@
+#include "src/kernels/block_visibility.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace attn::kernels {
+
+KeyRange visible_keys(const FlashProblem& p, int64_t b, int64_t q0, int64_t rows) {
+  // Query row r sits at position tk − tq + r (bottom-right alignment).
+  const int64_t first_position = p.tk - p.tq + q0;
+  const int64_t last_position = first_position + rows - 1;
+  KeyRange range{0, p.tk};
+  if (p.key_lengths != nullptr) range.end = std::min(range.end, p.key_lengths[b]);
+  if (p.causal || p.window > 0) range.end = std::min(range.end, last_position + 1);
+  if (p.window > 0) range.begin = std::max<int64_t>(0, first_position - p.window + 1);
+  range.begin = range.begin / kKeyBlock * kKeyBlock;
+  return range;
+}
+
+void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
+                size_t cols, float* st, size_t ldq) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  const int64_t first_position = p.tk - p.tq + q0;
+  const auto n = static_cast<int64_t>(rows);
+  for (size_t c = 0; c < cols; ++c) {
+    float* key_row = st + c * ldq;
+    const int64_t j = j0 + static_cast<int64_t>(c);
+    if (p.causal || p.window > 0) {
+      // Query r (position first_position + r) sees key j when j <= position, i.e. r >= j − first.
+      const int64_t first_seeing = std::clamp<int64_t>(j - first_position, 0, n);
+      std::fill(key_row, key_row + first_seeing, kMinusInf);
+      if (p.window > 0) {  // and when position < j + window
+        const int64_t last_seeing = std::clamp<int64_t>(j + p.window - first_position, 0, n);
+        std::fill(key_row + last_seeing, key_row + n, kMinusInf);
+      }
+    }
+    if (p.mask != nullptr) {
+      const float* m = p.mask + b * p.mask_stride[0] + h * p.mask_stride[1] +
+                       q0 * p.mask_stride[2] + j * p.mask_stride[3];
+      for (int64_t r = 0; r < n; ++r) {
+        const float value = m[r * p.mask_stride[2]];
+        if (p.mask_kind == MaskKind::kBoolean) {
+          if (value == 0.0f) key_row[r] = kMinusInf;
+        } else {
+          key_row[r] += value;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace attn::kernels

@@ -1,0 +1,27 @@
+// Which keys a block of queries may see, shared by the fused forward and backward kernels:
+// the range of keys worth visiting at all (causal diagonal, sliding window, padding), and the
+// element-wise mask of one (keys × queries) block of transposed scores. Plain scalar code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/kernels/flash_forward.hpp"
+
+namespace attn::kernels {
+
+struct KeyRange {
+  int64_t begin, end;  // keys [begin, end); begin is a multiple of kKeyBlock
+};
+
+// The keys any of the queries [q0, q0 + rows) of batch entry b may see. Key blocks outside
+// this range are never visited: past the causal diagonal, before the window, or padding.
+KeyRange visible_keys(const FlashProblem& p, int64_t b, int64_t q0, int64_t rows);
+
+// Sets to -inf (or adds the additive mask to) the transposed scores st[c·ldq + r] of key
+// j0 + c and query q0 + r, for the keys that query may not see: the causal / sliding-window
+// rule and the explicit mask. Query lanes past `rows` (padding) are left alone.
+void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
+                size_t cols, float* st, size_t ldq);
+
+}  // namespace attn::kernels

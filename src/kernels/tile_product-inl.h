@@ -1,0 +1,110 @@
+// The one register-tiled matrix product the attention kernels are made of, compiled once per
+// Highway target (include it after hwy/foreach_target.h, as simd_common-inl.h):
+//
+//   C[rows × vectors·N] (= or +=) A · B,   A(i, t) = a[i·a_row + t·a_col],  t < inner,
+//                                          B(t, ·) = b[t·ldb …],  C(i, ·) = c[i·ldc …]
+//
+// A is read element by element and broadcast, so it may be any strided view (a row-major
+// block, or the transpose of one) and is never packed; B and C are read as whole vectors,
+// so their rows must hold vectors·N floats (padded where the logical width is less). The
+// forward's two products and the backward's five are all this shape with different strides:
+// e.g. Sᵀ = K·(scale·Q)ᵀ is A = K rows (a_row = ldk, a_col = 1), B = packed Qᵀ; and
+// O += P·V with P stored transposed is A = Pᵀ read across (a_row = 1, a_col = ldp), B = V.
+//
+// Tiles: kTileRows rows of C × up to kTileVectors vectors. With AVX-512 that is 6 × 4 = 24
+// accumulators + 4 loads of B + 1 broadcast of the 32 registers: 24 FMAs per 5 loads.
+#if defined(ATTN_KERNELS_TILE_PRODUCT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ATTN_KERNELS_TILE_PRODUCT_INL_H_
+#undef ATTN_KERNELS_TILE_PRODUCT_INL_H_
+#else
+#define ATTN_KERNELS_TILE_PRODUCT_INL_H_
+#endif
+
+#include <cstddef>
+
+#include "hwy/highway.h"
+#include "src/kernels/simd_common-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attn::kernels {
+namespace HWY_NAMESPACE {
+
+constexpr size_t kTileRows = HWY_MAX_BYTES >= 64 ? 6 : 3;
+constexpr size_t kTileVectors = 4;
+
+// One register tile: MR rows of C × NV vectors.
+template <size_t MR, size_t NV, bool kAccumulate>
+HWY_INLINE void ProductTile(const float* HWY_RESTRICT a, size_t a_row, size_t a_col, size_t inner,
+                            const float* HWY_RESTRICT b, size_t ldb, float* HWY_RESTRICT c,
+                            size_t ldc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF acc[MR][NV];
+#pragma GCC unroll 8
+  for (size_t i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) {
+      acc[i][v] = kAccumulate ? hn::LoadU(df, c + i * ldc + v * N) : hn::Zero(df);
+    }
+  for (size_t t = 0; t < inner; ++t) {
+    VF bt[NV];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) bt[v] = hn::LoadU(df, b + t * ldb + v * N);
+#pragma GCC unroll 8
+    for (size_t i = 0; i < MR; ++i) {
+      const VF ai = hn::Set(df, a[i * a_row + t * a_col]);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < NV; ++v) acc[i][v] = hn::MulAdd(ai, bt[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) hn::StoreU(acc[i][v], df, c + i * ldc + v * N);
+}
+
+// MR rows of C: chunks of kTileVectors vectors, then the remaining 1–3.
+template <size_t MR, bool kAccumulate>
+HWY_INLINE void ProductRows(const float* a, size_t a_row, size_t a_col, size_t inner,
+                            const float* b, size_t ldb, float* c, size_t ldc, size_t vectors) {
+  const size_t N = hn::Lanes(DF());
+  size_t x = 0;
+  for (; x + kTileVectors <= vectors; x += kTileVectors) {
+    ProductTile<MR, kTileVectors, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N,
+                                               ldc);
+  }
+  switch (vectors - x) {
+    case 3: ProductTile<MR, 3, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N, ldc); break;
+    case 2: ProductTile<MR, 2, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N, ldc); break;
+    case 1: ProductTile<MR, 1, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N, ldc); break;
+    default: break;
+  }
+}
+
+// The whole product: tiles of kTileRows rows, then the remaining rows in one smaller tile.
+template <bool kAccumulate>
+HWY_INLINE void TileProduct(size_t rows, size_t vectors, const float* a, size_t a_row,
+                            size_t a_col, size_t inner, const float* b, size_t ldb, float* c,
+                            size_t ldc) {
+  size_t r = 0;
+  for (; r + kTileRows <= rows; r += kTileRows) {
+    ProductRows<kTileRows, kAccumulate>(a + r * a_row, a_row, a_col, inner, b, ldb, c + r * ldc,
+                                        ldc, vectors);
+  }
+  const float* ar = a + r * a_row;
+  float* cr = c + r * ldc;
+  switch (rows - r) {
+    case 5: ProductRows<5, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
+    case 4: ProductRows<4, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
+    case 3: ProductRows<3, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
+    case 2: ProductRows<2, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
+    case 1: ProductRows<1, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
+    default: break;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace attn::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
