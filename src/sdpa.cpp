@@ -9,22 +9,10 @@
 #include "attn/sdpa.hpp"
 #include "attn/threads.hpp"
 #include "src/kernels/flash_forward.hpp"
+#include "src/flash_problem.hpp"
 #include "src/sdpa_common.hpp"
 
 namespace attn {
-namespace {
-
-// The kernel reads each row with unit stride; a view whose last dim is strided is copied.
-Tensor with_contiguous_rows(const Tensor& t) {
-  return t.strides().back() == 1 ? t : t.contiguous();
-}
-
-void copy_strides(const Tensor& t4, int64_t (&strides)[3]) {
-  for (int i = 0; i < 3; ++i) strides[i] = t4.strides()[i];
-}
-
-}  // namespace
-
 namespace detail {
 
 void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
@@ -37,33 +25,8 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
                v = with_contiguous_rows(v_in);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
-  const Tensor q4 = as_rank4(q), k4 = as_rank4(k), v4 = as_rank4(v), out4 = as_rank4(out);
-  kernels::FlashProblem p{};
-  p.q = q4.data();
-  copy_strides(q4, p.q_stride);
-  p.k = k4.data();
-  copy_strides(k4, p.k_stride);
-  p.v = v4.data();
-  copy_strides(v4, p.v_stride);
-  p.out = const_cast<float*>(out4.data());  // a Tensor is a handle: its storage is writable
-  copy_strides(out4, p.out_stride);
-  p.logsumexp = logsumexp;
-  p.batch = dims.batch;
-  p.heads = dims.heads;
-  p.kv_heads = dims.kv_heads;
-  p.tq = dims.tq;
-  p.tk = dims.tk;
-  p.d = dims.d;
-  p.dv = dims.dv;
-  p.scale = dims.scale;
-  p.causal = options.causal;
-  p.window = options.window;
-  if (mask4.defined()) {
-    p.mask = mask4.data();
-    for (int i = 0; i < 4; ++i) p.mask_stride[i] = mask4.strides()[i];
-    p.mask_kind = options.mask.kind;
-  }
-  p.key_lengths = options.key_lengths.empty() ? nullptr : options.key_lengths.data();
+  const kernels::FlashProblem p = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v),
+                                                as_rank4(out), mask4, options, logsumexp);
 
   // Tasks: (batch, head, query block), the blocks of one head consecutive so that the
   // threads share that head's K and V in cache (taking the blocks of every head in turn

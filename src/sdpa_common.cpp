@@ -81,6 +81,13 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   return dims;
 }
 
+void check_output_gradient(const Tensor& q, const AttentionDims& dims, const Tensor& d_out) {
+  const Shape expected = with_last_dim(q, dims.dv);
+  ATTN_CHECK(d_out.defined() && d_out.shape() == expected, "sdpa_backward: d_out must have the "
+             "output's shape ", to_string(expected), ", got ",
+             d_out.defined() ? d_out.shape_string() : "undefined");
+}
+
 Tensor broadcast_mask(const Mask& mask, const Shape& scores_shape) {
   if (mask.empty()) return Tensor{};
   const Tensor& m = mask.values;

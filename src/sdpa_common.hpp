@@ -22,6 +22,9 @@ Tensor as_rank4(const Tensor& t);
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const SdpaOptions& options);
 
+// Checks that d_out (dL/dO) has the output's shape, (…, Tq, dv) for q (…, Tq, d).
+void check_output_gradient(const Tensor& q, const AttentionDims& dims, const Tensor& d_out);
+
 // The explicit mask as a (B, H, Tq, Tk) view with stride 0 on broadcast dims, or an undefined
 // tensor when there is no mask. scores_shape is (…, Tq, Tk), the rank of q.
 Tensor broadcast_mask(const Mask& mask, const Shape& scores_shape);
@@ -35,5 +38,14 @@ Shape with_last_dim(const Tensor& q, int64_t width);
 // logsumexp: (…, Tq) contiguous or nullptr. Defined in src/sdpa.cpp.
 void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
                const SdpaOptions& options, const Tensor& out, float* logsumexp);
+
+// The fused backward into given gradient views (q's, k's and v's shapes, contiguous rows;
+// every element is written). out: the forward's output; logsumexp: (…, Tq) contiguous, from
+// the forward. dims: what check_attention(q, k, v, options) returned. Defined in
+// src/sdpa_backward.cpp.
+void sdpa_backward_into(const AttentionDims& dims, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& out, const float* logsumexp,
+                        const Tensor& d_out, const SdpaOptions& options, const Tensor& dq,
+                        const Tensor& dk, const Tensor& dv);
 
 }  // namespace attn::detail

@@ -11,6 +11,7 @@
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
+#include "attn/sdpa_backward.hpp"
 #include "attn/tensor.hpp"
 #include "attn/threads.hpp"
 #include "attn/viz.hpp"

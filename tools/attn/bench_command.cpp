@@ -2,18 +2,11 @@
 // milliseconds, GFLOP/s, the fraction of the FMA peak measured in the same run, and the
 // speed-up over the reference path in the same run. A benchmark, not a test: the numbers
 // depend on the machine and on what else runs on it.
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
-#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "attn/error.hpp"
@@ -25,73 +18,17 @@
 #include "common.hpp"
 #include "attn/kv_cache.hpp"
 #include "bandwidth.hpp"
+#include "bench_util.hpp"
 #include "fma_peak.hpp"
 
 namespace attn::cli {
 namespace {
 
-struct ForwardArgs {
-  std::vector<int64_t> seq{1024};
-  int64_t batch = 1, heads = 16, kv_heads = 0, head_dim = 64;
-  bool causal = false, json = false, compete = false, block = false;
-  std::vector<int> threads;
-  std::string impl = "fused";
-  int runs = 5;
-  int64_t reference_max_seq = 1024;
-};
-
-// A child process that keeps one core busy until this object goes away: the "shared machine"
-// case in which spinning thread pools collapse.
-class CompetingProcess {
- public:
-  explicit CompetingProcess(bool start) {
-    if (!start) return;
-    pid_ = ::fork();
-    ATTN_CHECK(pid_ >= 0, "bench: cannot start the competing process");
-    if (pid_ == 0) {
-      volatile uint64_t spin = 0;
-      for (;;) spin = spin + 1;
-    }
-  }
-  ~CompetingProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  CompetingProcess(const CompetingProcess&) = delete;
-  CompetingProcess& operator=(const CompetingProcess&) = delete;
-
- private:
-  pid_t pid_ = -1;
-};
-
-double peak_rss_mib() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
-template <typename Fn>
-double median_ms(int runs, Fn&& fn) {
-  fn();  // warm-up: page faults, pool start, caches
-  std::vector<double> ms;
-  for (int r = 0; r < runs; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-void run_forward(const ForwardArgs& a) {
+void run_forward(const AttentionBenchArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (",
              a.heads, ")");
-  std::vector<int> thread_counts = a.threads;
-  if (thread_counts.empty()) thread_counts.push_back(static_cast<int>(std::thread::hardware_concurrency()));
+  const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   std::map<int, double> peak;
   for (int t : thread_counts) peak[t] = measure_fma_peak_gflops(t);
@@ -181,8 +118,7 @@ struct DecodeArgs {
 void run_decode(const DecodeArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads, ")");
-  std::vector<int> thread_counts = a.threads;
-  if (thread_counts.empty()) thread_counts.push_back(static_cast<int>(std::thread::hardware_concurrency()));
+  const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   std::map<int, double> bandwidth;
   for (int t : thread_counts) bandwidth[t] = measure_read_bandwidth_gbps(t);
@@ -235,9 +171,10 @@ void run_decode(const DecodeArgs& a) {
 
 void add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand(
-      "bench", "Benchmarks (not tests): attn bench forward --help, attn bench decode --help");
+      "bench", "Benchmarks (not tests): attn bench forward --help, attn bench backward --help,\n"
+      "attn bench decode --help");
   bench->require_subcommand(1);
-  auto a = std::make_shared<ForwardArgs>();
+  auto a = std::make_shared<AttentionBenchArgs>();
   CLI::App* fwd = bench->add_subcommand(
       "forward",
       "Time self-attention (B, H, T, d) forward passes: median ms of --runs after a warm-up,\n"
@@ -245,30 +182,11 @@ void add_bench_command(CLI::App& app) {
       "(2·B·H·T·(T+1)·d when causal), the fraction of the FMA peak measured in the same run\n"
       "with the same thread count, the speed-up over the reference path (same run, up to\n"
       "--reference-max-seq) and the process's peak resident memory.");
-  fwd->add_option("--seq", a->seq, "sequence lengths, e.g. --seq 256,1024,4096")
-      ->delimiter(',')
-      ->capture_default_str();
-  fwd->add_option("--batch", a->batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  fwd->add_option("--heads", a->heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
-  fwd->add_option("--kv-heads", a->kv_heads, "key/value heads (GQA; default = --heads)")
-      ->check(CLI::PositiveNumber);
-  fwd->add_option("--head-dim", a->head_dim, "head width d")->capture_default_str()->check(CLI::PositiveNumber);
-  fwd->add_flag("--causal", a->causal, "causal self-attention");
-  fwd->add_option("--threads", a->threads, "thread counts, e.g. --threads 1,2 (default: all cores)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 1024));
-  add_impl_option(*fwd, a->impl);
-  fwd->add_option("--runs", a->runs, "timed runs (median reported)")->capture_default_str()->check(CLI::Range(1, 1000));
-  fwd->add_option("--reference-max-seq", a->reference_max_seq,
-                  "time the reference path only up to this length (it is slow)")
-      ->capture_default_str();
-  fwd->add_flag("--block", a->block,
-                "time the whole multi-head block (x·[Wq|Wk|Wv], attention, ·Wo; d_model = H·d); "
-                "its GFLOP/s add the projections' 8·B·T·d_model²");
-  fwd->add_flag("--compete", a->compete, "keep one core busy with another process meanwhile");
-  fwd->add_flag("--json", a->json, "one JSON object per line");
+  add_attention_bench_options(*fwd, *a);
   fwd->footer("Example: attn bench forward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads 1,2");
   fwd->callback([a] { run_forward(*a); });
+
+  add_bench_backward_command(*bench);
 
   auto dec = std::make_shared<DecodeArgs>();
   CLI::App* decode = bench->add_subcommand(

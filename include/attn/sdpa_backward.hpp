@@ -1,0 +1,45 @@
+// The backward pass of scaled dot-product attention: given dL/dO, the gradients of a loss L
+// with respect to Q, K and V. With P the attention weights, O = P·V and s the scale:
+//   dV = Pᵀ·dO
+//   dP = dO·Vᵀ
+//   dS = P ∘ (dP − D),   D_i = Σ_e dO_ie·O_ie  (= Σ_j P_ij·dP_ij: the softmax Jacobian per row)
+//   dQ = s·dS·K
+//   dK = s·dSᵀ·Q
+// Grouped-query attention: a K/V head's gradients sum over the query heads that share it.
+// Masked scores have P = 0, so they pass no gradient; a query that sees no key gets dQ = 0.
+// Every SdpaOptions field is honoured as in the forward (causal, window, boolean or additive
+// mask, key_lengths, scale); the gradient with respect to an additive mask is not computed.
+#pragma once
+
+#include "attn/sdpa.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn {
+
+struct SdpaGradients {
+  Tensor dq;  // q's shape
+  Tensor dk;  // k's shape
+  Tensor dv;  // v's shape
+};
+
+namespace reference {
+
+// The readable path: runs reference::sdpa for P and O, then the formulas above one matrix
+// product at a time. Memory O(Tq·Tk) per head.
+SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& d_out, const SdpaOptions& options = {});
+
+}  // namespace reference
+
+// The fused backward (FlashAttention-2 style): P is recomputed block by block from the
+// forward's logsumexp, exp(S − logsumexp), so the Tq × Tk matrix is never built and the extra
+// memory is a fixed scratch per thread, independent of T.
+//   out, logsumexp: what attn::sdpa(q, k, v, options) returned (output and logsumexp);
+//   d_out: dL/dO, out's shape.
+// Threads split the (batch, K/V head) pairs: each owns its dK, dV rows and its query heads'
+// dQ rows, so the result does not depend on the thread count (bitwise).
+SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            const Tensor& logsumexp, const Tensor& d_out,
+                            const SdpaOptions& options = {});
+
+}  // namespace attn

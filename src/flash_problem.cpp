@@ -1,0 +1,45 @@
+#include "src/flash_problem.hpp"
+
+namespace attn::detail {
+
+Tensor with_contiguous_rows(const Tensor& t) {
+  return t.strides().back() == 1 ? t : t.contiguous();
+}
+
+void copy_strides(const Tensor& t4, int64_t (&strides)[3]) {
+  for (int i = 0; i < 3; ++i) strides[i] = t4.strides()[i];
+}
+
+kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4, const Tensor& k4,
+                                    const Tensor& v4, const Tensor& out4, const Tensor& mask4,
+                                    const SdpaOptions& options, float* logsumexp) {
+  kernels::FlashProblem p{};
+  p.q = q4.data();
+  copy_strides(q4, p.q_stride);
+  p.k = k4.data();
+  copy_strides(k4, p.k_stride);
+  p.v = v4.data();
+  copy_strides(v4, p.v_stride);
+  p.out = const_cast<float*>(out4.data());  // a Tensor is a handle: its storage is writable
+  copy_strides(out4, p.out_stride);
+  p.logsumexp = logsumexp;
+  p.batch = dims.batch;
+  p.heads = dims.heads;
+  p.kv_heads = dims.kv_heads;
+  p.tq = dims.tq;
+  p.tk = dims.tk;
+  p.d = dims.d;
+  p.dv = dims.dv;
+  p.scale = dims.scale;
+  p.causal = options.causal;
+  p.window = options.window;
+  if (mask4.defined()) {
+    p.mask = mask4.data();
+    for (int i = 0; i < 4; ++i) p.mask_stride[i] = mask4.strides()[i];
+    p.mask_kind = options.mask.kind;
+  }
+  p.key_lengths = options.key_lengths.empty() ? nullptr : options.key_lengths.data();
+  return p;
+}
+
+}  // namespace attn::detail

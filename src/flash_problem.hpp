@@ -1,0 +1,25 @@
+// Tensors -> the fused kernels' plain-data problem (kernels::FlashProblem): shared by the
+// forward (src/sdpa.cpp) and the backward (src/sdpa_backward.cpp). Internal to the library.
+#pragma once
+
+#include <cstdint>
+
+#include "attn/sdpa.hpp"
+#include "src/kernels/flash_forward.hpp"
+#include "src/sdpa_common.hpp"
+
+namespace attn::detail {
+
+// The kernels read each row with unit stride; a view whose last dim is strided is copied.
+Tensor with_contiguous_rows(const Tensor& t);
+
+// The b, h, t element strides of a rank-4 view.
+void copy_strides(const Tensor& t4, int64_t (&strides)[3]);
+
+// q, k, v, out: rank-4 views with contiguous rows; mask4: broadcast_mask's view or undefined;
+// logsumexp: (B, H, Tq) contiguous or nullptr. The problem points into these tensors' storage.
+kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4, const Tensor& k4,
+                                    const Tensor& v4, const Tensor& out4, const Tensor& mask4,
+                                    const SdpaOptions& options, float* logsumexp);
+
+}  // namespace attn::detail

@@ -1,0 +1,248 @@
+// The fused attention backward (FlashAttention-2, recomputing P from the saved logsumexp) for
+// one task: one K/V head of one batch entry, with the query heads that share it. For each
+// block of kQueryBlock queries i and each visible block of kKeyBlock keys j:
+//   Sᵀ   = K_j·(s·Q_i)ᵀ (+ mask)      the forward's scores, bit for bit (same tiles, same order)
+//   Pᵀ   = exp(Sᵀ − L_i)              L = logsumexp: already normalised, no running max
+//   dPᵀ  = V_j·dO_iᵀ
+//   dSᵀ  = s·Pᵀ ∘ (dPᵀ − D_i)         D_i = Σ_e dO_ie·O_ie, once per query block
+//   dV_j += Pᵀ·dO_i,   dK_j += dSᵀ·Q_i,   dQ_i += dS·K_j
+// Five products per block pair where the forward has two, all one register-tiled product
+// (tile_product-inl.h) with different strides. Scores are kept transposed, keys × queries in
+// the vector lanes, as in the forward: L_i and D_i are then one vector per lane group and the
+// element-wise steps need no horizontal work; dS is read down its columns for dQ.
+//
+// Memory: Q_i, dO_i (rows and transposed), the two score tiles, dQ_i and one block's dK/dV
+// contribution live in a fixed scratch (about 0.2 MiB at d = 64), independent of T. dK and dV
+// are accumulated in the output rows, which this task alone owns; dQ_i in scratch, then
+// written once. Loop order: query blocks outer (design option (a) in DESIGN-NOTES §7), so
+// Q_i, dO_i and dQ_i are packed and written once and only dK_j, dV_j are revisited.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "src/kernels/block_visibility.hpp"
+#include "src/kernels/flash_backward.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/kernels/flash_backward.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
+#include "src/kernels/simd_common-inl.h"
+#include "src/kernels/tile_product-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attn::kernels {
+namespace HWY_NAMESPACE {
+
+// `rows` rows of `width` floats (src, stride apart) into dst rows ld apart, zero-padded.
+void PackRows(const float* src, int64_t stride, size_t rows, size_t width, float* dst, size_t ld) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = src + static_cast<int64_t>(r) * stride;
+    std::copy(row, row + width, dst + r * ld);
+    std::fill(dst + r * ld + width, dst + (r + 1) * ld, 0.0f);
+  }
+}
+
+// dst[e·ld + r] = factor·src[r][e]: the transpose of `rows` rows of `width`, lanes past `rows`
+// zero.
+void PackTransposed(const float* src, int64_t stride, size_t rows, size_t width, float factor,
+                    float* dst, size_t ld) {
+  std::fill(dst, dst + width * ld, 0.0f);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = src + static_cast<int64_t>(r) * stride;
+    for (size_t e = 0; e < width; ++e) dst[e * ld + r] = factor * row[e];
+  }
+}
+
+// Pᵀ = exp(Sᵀ − L) in place, the queries' L in the lanes. Masked scores (−inf) and rows with
+// no visible key (L = +inf) give 0.
+void Probabilities(float* st, size_t ldq, size_t cols, const float* lse) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  for (size_t r = 0; r < ldq; r += N) {
+    const VF l = hn::LoadU(df, lse + r);
+    for (size_t c = 0; c < cols; ++c) {
+      float* s = st + c * ldq + r;
+      hn::StoreU(ExpFlushed(df, hn::Sub(hn::LoadU(df, s), l)), df, s);
+    }
+  }
+}
+
+// dSᵀ = scale·Pᵀ ∘ (dPᵀ − D), in place of dPᵀ.
+void ScoreGradient(const float* pt, float* dpt, size_t ldq, size_t cols, const float* delta,
+                   float scale) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF s = hn::Set(df, scale);
+  for (size_t r = 0; r < ldq; r += N) {
+    const VF d = hn::LoadU(df, delta + r);
+    for (size_t c = 0; c < cols; ++c) {
+      const VF p = hn::Mul(s, hn::LoadU(df, pt + c * ldq + r));
+      hn::StoreU(hn::Mul(p, hn::Sub(hn::LoadU(df, dpt + c * ldq + r), d)), df, dpt + c * ldq + r);
+    }
+  }
+}
+
+// out rows (stride apart) += the first `width` floats of each tile row (ld apart).
+void AddRows(const float* tile, size_t ld, size_t rows, size_t width, float* out, int64_t stride) {
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = out + static_cast<int64_t>(r) * stride;
+    const float* t = tile + r * ld;
+    for (size_t e = 0; e < width; ++e) row[e] += t[e];
+  }
+}
+
+// The pointers of one task's scratch.
+struct Buffers {
+  float *qt, *dot, *q_rows, *do_rows, *pt, *dpt, *k_rows, *tile, *dq, *lse, *delta;
+};
+
+Buffers CarveScratch(const FlashProblem& p, float* scratch) {
+  const BackwardScratchLayout at = backward_scratch_layout(p);
+  return {scratch + at.qt,   scratch + at.dot,    scratch + at.q_rows, scratch + at.do_rows,
+          scratch + at.pt,   scratch + at.dpt,    scratch + at.k_rows, scratch + at.tile,
+          scratch + at.dq,   scratch + at.lse,    scratch + at.delta};
+}
+
+// Packs query block i of head h: (s·Q)ᵀ, dOᵀ, the Q and dO rows, L and D per query.
+void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
+                    size_t rows, const Buffers& s) {
+  const FlashProblem& p = bp.forward;
+  const size_t N = hn::Lanes(DF());
+  const size_t d = static_cast<size_t>(p.d), dv = static_cast<size_t>(p.dv);
+  const size_t ldq = round_up(rows, N), ldd = round_up(d, N), ldv = round_up(dv, N);
+  const float* q = p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
+  const float* d_o = bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] +
+                     q0 * bp.d_out_stride[2];
+  const float* o = p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
+  PackTransposed(q, p.q_stride[2], rows, d, p.scale, s.qt, ldq);
+  PackTransposed(d_o, bp.d_out_stride[2], rows, dv, 1.0f, s.dot, ldq);
+  PackRows(q, p.q_stride[2], rows, d, s.q_rows, ldd);
+  PackRows(d_o, bp.d_out_stride[2], rows, dv, s.do_rows, ldv);
+  const float* lse = p.logsumexp + (b * p.heads + h) * p.tq + q0;
+  for (size_t r = 0; r < ldq; ++r) {
+    // Padding lanes: L = +inf makes their P, and so every gradient they touch, 0.
+    s.lse[r] = r < rows ? lse[r] : std::numeric_limits<float>::infinity();
+    float dot = 0.0f;
+    for (size_t e = 0; r < rows && e < dv; ++e) {
+      dot += d_o[static_cast<int64_t>(r) * bp.d_out_stride[2] + static_cast<int64_t>(e)] *
+             o[static_cast<int64_t>(r) * p.out_stride[2] + static_cast<int64_t>(e)];
+    }
+    s.delta[r] = dot;
+  }
+  std::fill(s.dq, s.dq + rows * ldd, 0.0f);
+}
+
+// All key blocks for query block [q0, q0 + rows) of head h: accumulates dK, dV of its K/V
+// head in place and writes the block's dQ rows.
+void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0, size_t rows,
+                const Buffers& s) {
+  const FlashProblem& p = bp.forward;
+  const size_t N = hn::Lanes(DF());
+  const size_t d = static_cast<size_t>(p.d), dv = static_cast<size_t>(p.dv);
+  const size_t ldq = round_up(rows, N), ldd = round_up(d, N), ldv = round_up(dv, N);
+  LoadQueryBlock(bp, b, h, q0, rows, s);
+
+  const int64_t kv_h = h / (p.heads / p.kv_heads);
+  const float* k = p.k + b * p.k_stride[0] + kv_h * p.k_stride[1];
+  const float* v = p.v + b * p.v_stride[0] + kv_h * p.v_stride[1];
+  float* dk = bp.dk + b * bp.dk_stride[0] + kv_h * bp.dk_stride[1];
+  float* dv_rows = bp.dv + b * bp.dv_stride[0] + kv_h * bp.dv_stride[1];
+  const size_t ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
+  const bool pack_k = d % N != 0;  // K's rows are read as whole vectors for dQ
+
+  const KeyRange keys_seen = visible_keys(p, b, q0, static_cast<int64_t>(rows));
+  for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
+    const size_t cols = static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0));
+    const float* kj = k + j0 * p.k_stride[2];
+    TileProduct<false>(cols, ldq / N, kj, ldk, 1, d, s.qt, ldq, s.pt, ldq);  // Sᵀ
+    mask_block(p, b, h, q0, rows, j0, cols, s.pt, ldq);
+    Probabilities(s.pt, ldq, cols, s.lse);                                     // Pᵀ
+    TileProduct<false>(cols, ldq / N, v + j0 * p.v_stride[2], ldv_in, 1, dv, s.dot, ldq, s.dpt,
+                       ldq);                                                   // dPᵀ
+    ScoreGradient(s.pt, s.dpt, ldq, cols, s.delta, p.scale);                   // s·dSᵀ
+
+    TileProduct<false>(cols, ldv / N, s.pt, ldq, 1, rows, s.do_rows, ldv, s.tile, ldv);
+    AddRows(s.tile, ldv, cols, dv, dv_rows + j0 * bp.dv_stride[2], bp.dv_stride[2]);  // dV_j
+    TileProduct<false>(cols, ldd / N, s.dpt, ldq, 1, rows, s.q_rows, ldd, s.tile, ldd);
+    AddRows(s.tile, ldd, cols, d, dk + j0 * bp.dk_stride[2], bp.dk_stride[2]);         // dK_j
+
+    const float* k_block = kj;
+    size_t ld_k_block = ldk;
+    if (pack_k) {
+      PackRows(kj, p.k_stride[2], cols, d, s.k_rows, ldd);
+      k_block = s.k_rows;
+      ld_k_block = ldd;
+    }
+    // dQ_i += dS·K_j, dS read from dSᵀ down its columns.
+    TileProduct<true>(rows, ldd / N, s.dpt, 1, ldq, cols, k_block, ld_k_block, s.dq, ldd);
+  }
+
+  float* dq = bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
+  for (size_t r = 0; r < rows; ++r) {
+    std::copy(s.dq + r * ldd, s.dq + r * ldd + d, dq + static_cast<int64_t>(r) * bp.dq_stride[2]);
+  }
+}
+
+// Zeroes `rows` rows of `width` floats, stride apart.
+void ZeroRows(float* rows_begin, int64_t stride, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r) std::fill(rows_begin + r * stride, rows_begin + r * stride + width, 0.0f);
+}
+
+void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, float* scratch) {
+  const FlashProblem& p = bp.forward;
+  ZeroRows(bp.dk + b * bp.dk_stride[0] + kv_h * bp.dk_stride[1], bp.dk_stride[2], p.tk, p.d);
+  ZeroRows(bp.dv + b * bp.dv_stride[0] + kv_h * bp.dv_stride[1], bp.dv_stride[2], p.tk, p.dv);
+  const Buffers buffers = CarveScratch(p, scratch);
+  const int64_t group = p.heads / p.kv_heads;
+  for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
+    for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
+      QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), buffers);
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace attn::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace attn::kernels {
+
+HWY_EXPORT(FlashBackwardHead);
+
+BackwardScratchLayout backward_scratch_layout(const FlashProblem& p) {
+  // Sized for the widest vectors any target may use (64 lanes), so every target fits; each
+  // piece starts 64-byte aligned.
+  auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m * m); };
+  const auto ldd = static_cast<int64_t>(up(p.d, 64)), ldv = static_cast<int64_t>(up(p.dv, 64));
+  BackwardScratchLayout at{};
+  size_t next = 0;
+  auto take = [&](size_t& offset, int64_t floats) {
+    offset = next;
+    next += up(floats, 16);
+  };
+  take(at.qt, p.d * kQueryBlockPadded);
+  take(at.dot, p.dv * kQueryBlockPadded);
+  take(at.q_rows, kQueryBlock * ldd);
+  take(at.do_rows, kQueryBlock * ldv);
+  take(at.pt, kKeyBlock * kQueryBlockPadded);
+  take(at.dpt, kKeyBlock * kQueryBlockPadded);
+  take(at.k_rows, kKeyBlock * ldd);
+  take(at.tile, kKeyBlock * std::max(ldd, ldv));
+  take(at.dq, kQueryBlock * ldd);
+  take(at.lse, kQueryBlockPadded);
+  take(at.delta, kQueryBlockPadded);
+  at.total = next;
+  return at;
+}
+
+size_t flash_backward_scratch_floats(const FlashProblem& p) { return backward_scratch_layout(p).total; }
+
+void flash_backward_head(const FlashBackwardProblem& p, int64_t b, int64_t kv_h, float* scratch) {
+  HWY_DYNAMIC_DISPATCH(FlashBackwardHead)(p, b, kv_h, scratch);
+}
+
+}  // namespace attn::kernels
+#endif  // HWY_ONCE

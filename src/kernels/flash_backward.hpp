@@ -1,0 +1,41 @@
+// The fused attention backward kernel's contract, shared by the orchestration
+// (src/sdpa_backward.cpp) and the SIMD code (flash_backward.cpp). Plain data, as the forward's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/kernels/flash_forward.hpp"
+
+namespace attn::kernels {
+
+struct FlashBackwardProblem {
+  // Q, K, V, O, the shapes, scale and masks as in the forward; logsumexp (B, H, Tq) is read.
+  FlashProblem forward;
+  // dO (B, H, Tq, dv) read; dQ (B, H, Tq, d), dK (B, Hkv, Tk, d), dV (B, Hkv, Tk, dv) written:
+  // element strides for the b, h and t dims, the last dim contiguous.
+  const float* d_out;
+  int64_t d_out_stride[3];
+  float* dq;
+  int64_t dq_stride[3];
+  float* dk;
+  int64_t dk_stride[3];
+  float* dv;
+  int64_t dv_stride[3];
+};
+
+// Where each piece of one task's scratch starts, in floats; total = the floats it needs.
+struct BackwardScratchLayout {
+  size_t qt, dot, q_rows, do_rows, pt, dpt, k_rows, tile, dq, lse, delta, total;
+};
+BackwardScratchLayout backward_scratch_layout(const FlashProblem& p);
+
+// Floats of scratch one worker needs for one task of this problem.
+size_t flash_backward_scratch_floats(const FlashProblem& p);
+
+// The gradients of one K/V head of batch entry b: its dK and dV rows, and the dQ rows of the
+// query heads that share it. `scratch` holds flash_backward_scratch_floats floats, 64-byte
+// aligned.
+void flash_backward_head(const FlashBackwardProblem& p, int64_t b, int64_t kv_h, float* scratch);
+
+}  // namespace attn::kernels

@@ -1,0 +1,79 @@
+// The reference attention backward, one formula per step (see attn/sdpa_backward.hpp), from
+// the weights P that reference::sdpa materialises. Every (batch, K/V head) pair is an
+// independent problem: its query heads are visited in turn and their dK, dV summed.
+#include "attn/sdpa_backward.hpp"
+
+#include "attn/error.hpp"
+#include "attn/matmul.hpp"
+#include "attn/threads.hpp"
+#include "src/sdpa_common.hpp"
+
+namespace attn {
+namespace {
+
+// D_i = Σ_e dO_ie · O_ie, one value per query row.
+std::vector<double> row_dots(const Tensor& d_out, const Tensor& out) {
+  std::vector<double> dots(static_cast<size_t>(out.dim(0)), 0.0);
+  for (int64_t i = 0; i < out.dim(0); ++i) {
+    for (int64_t e = 0; e < out.dim(1); ++e) {
+      dots[static_cast<size_t>(i)] += double{d_out.at({i, e})} * out.at({i, e});
+    }
+  }
+  return dots;
+}
+
+// s·dS, with dS = P ∘ (dP − D): the gradient of the products Q·Kᵀ before scaling.
+Tensor score_gradient(const Tensor& p, const Tensor& dp, const std::vector<double>& dots,
+                      float scale) {
+  Tensor ds(p.shape());
+  for (int64_t i = 0; i < p.dim(0); ++i) {
+    for (int64_t j = 0; j < p.dim(1); ++j) {
+      ds.at({i, j}) = static_cast<float>(scale * p.at({i, j}) *
+                                         (dp.at({i, j}) - dots[static_cast<size_t>(i)]));
+    }
+  }
+  return ds;
+}
+
+// target += x, element by element (both matrices of one shape).
+void add_into(Tensor target, const Tensor& x) {  // a Tensor is a handle: target is a view
+  for (int64_t i = 0; i < x.dim(0); ++i) {
+    for (int64_t j = 0; j < x.dim(1); ++j) target.at({i, j}) += x.at({i, j});
+  }
+}
+
+}  // namespace
+
+namespace reference {
+
+SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& d_out, const SdpaOptions& options) {
+  const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
+  detail::check_output_gradient(q, dims, d_out);
+  const SdpaResult forward = reference::sdpa(q, k, v, options);
+
+  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape())};
+  const Tensor q4 = detail::as_rank4(q), k4 = detail::as_rank4(k), v4 = detail::as_rank4(v);
+  const Tensor p4 = detail::as_rank4(forward.weights), o4 = detail::as_rank4(forward.output);
+  const Tensor do4 = detail::as_rank4(d_out);
+  const Tensor dq4 = detail::as_rank4(grads.dq), dk4 = detail::as_rank4(grads.dk),
+               dv4 = detail::as_rank4(grads.dv);
+  const int64_t group = dims.heads / dims.kv_heads;
+
+  parallel_for(dims.batch * dims.kv_heads, [&](int64_t task) {
+    const int64_t b = task / dims.kv_heads, kv_h = task % dims.kv_heads;
+    const Tensor k_h = k4.select(b).select(kv_h), v_h = v4.select(b).select(kv_h);
+    for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
+      const Tensor p = p4.select(b).select(h), d_o = do4.select(b).select(h);
+      const Tensor dp = reference::matmul(d_o, v_h.transpose(0, 1));                        // dO·Vᵀ
+      const Tensor ds = score_gradient(p, dp, row_dots(d_o, o4.select(b).select(h)), dims.scale);
+      dq4.select(b).select(h).copy_from(reference::matmul(ds, k_h));                        // s·dS·K
+      add_into(dk4.select(b).select(kv_h), reference::matmul(ds.transpose(0, 1), q4.select(b).select(h)));
+      add_into(dv4.select(b).select(kv_h), reference::matmul(p.transpose(0, 1), d_o));      // Pᵀ·dO
+    }
+  });
+  return grads;
+}
+
+}  // namespace reference
+}  // namespace attn

@@ -1,0 +1,101 @@
+// The fused attention backward: argument checks, the task partition over (batch, K/V head),
+// per-worker scratch. The SIMD work is in src/kernels/flash_backward.cpp.
+#include <hwy/aligned_allocator.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/sdpa_backward.hpp"
+#include "attn/threads.hpp"
+#include "src/flash_problem.hpp"
+#include "src/kernels/flash_backward.hpp"
+#include "src/sdpa_common.hpp"
+
+namespace attn {
+namespace {
+
+void check_gradient_view(const Tensor& grad, const Tensor& input, const char* name) {
+  ATTN_CHECK(grad.shape() == input.shape() && grad.strides().back() == 1, "sdpa_backward: the ",
+             name, " view ", grad.shape_string(), " must be ", input.shape_string(),
+             " with contiguous rows");
+}
+
+// The logsumexp must be the forward's: finite, or +inf for a row that sees no key.
+void check_logsumexp(const Tensor& logsumexp, const Shape& expected) {
+  ATTN_CHECK(logsumexp.defined() && logsumexp.shape() == expected, "sdpa_backward: logsumexp must be ",
+             to_string(expected), " (what attn::sdpa returned), got ",
+             logsumexp.defined() ? logsumexp.shape_string() : "undefined");
+  for (float x : logsumexp.to_vector()) {
+    ATTN_CHECK(!std::isnan(x) && x != -std::numeric_limits<float>::infinity(),
+               "sdpa_backward: logsumexp holds ", x,
+               "; pass the logsumexp attn::sdpa returned with this output");
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
+                        const Tensor& v_in, const Tensor& out_in, const float* logsumexp,
+                        const Tensor& d_out_in, const SdpaOptions& options, const Tensor& dq,
+                        const Tensor& dk, const Tensor& dv) {
+  check_gradient_view(dq, q_in, "dq");
+  check_gradient_view(dk, k_in, "dk");
+  check_gradient_view(dv, v_in, "dv");
+  const Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
+               v = with_contiguous_rows(v_in), out = with_contiguous_rows(out_in),
+               d_out = with_contiguous_rows(d_out_in);
+  const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
+
+  kernels::FlashBackwardProblem p{};
+  p.forward = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v), as_rank4(out), mask4,
+                            options, const_cast<float*>(logsumexp));  // read only
+  const Tensor d_out4 = as_rank4(d_out), dq4 = as_rank4(dq), dk4 = as_rank4(dk),
+               dv4 = as_rank4(dv);
+  p.d_out = d_out4.data();
+  copy_strides(d_out4, p.d_out_stride);
+  p.dq = const_cast<float*>(dq4.data());  // the gradient views' storage is writable
+  copy_strides(dq4, p.dq_stride);
+  p.dk = const_cast<float*>(dk4.data());
+  copy_strides(dk4, p.dk_stride);
+  p.dv = const_cast<float*>(dv4.data());
+  copy_strides(dv4, p.dv_stride);
+
+  // Tasks: (batch, K/V head). Each owns its dK, dV rows and its query heads' dQ rows, so there
+  // are no races, and each sums its contributions in one fixed order: the result does not
+  // depend on the thread count.
+  const size_t scratch_floats = kernels::flash_backward_scratch_floats(p.forward);
+  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
+  parallel_for_workers(dims.batch * dims.kv_heads, [&](int64_t task, int worker) {
+    auto& buffer = scratch[static_cast<size_t>(worker)];
+    if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
+    kernels::flash_backward_head(p, task / dims.kv_heads, task % dims.kv_heads, buffer.get());
+  });
+}
+
+}  // namespace detail
+
+SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            const Tensor& logsumexp, const Tensor& d_out,
+                            const SdpaOptions& options) {
+  const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
+  const Shape out_shape = detail::with_last_dim(q, dims.dv);
+  ATTN_CHECK(out.defined() && out.shape() == out_shape, "sdpa_backward: out must be ",
+             to_string(out_shape), " (what attn::sdpa returned), got ",
+             out.defined() ? out.shape_string() : "undefined");
+  detail::check_output_gradient(q, dims, d_out);
+  Shape lse_shape = q.shape();
+  lse_shape.pop_back();
+  check_logsumexp(logsumexp, lse_shape);
+  const Tensor lse = logsumexp.contiguous();
+
+  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape())};
+  detail::sdpa_backward_into(dims, q, k, v, out, lse.data(), d_out, options, grads.dq, grads.dk,
+                             grads.dv);
+  return grads;
+}
+
+}  // namespace attn

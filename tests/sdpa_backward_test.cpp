@@ -1,0 +1,328 @@
+// The attention backward: both paths against central finite differences of a double-precision
+// forward (each mask kind, GQA, Tq ≠ Tk), the fused path against the reference over the
+// forward's seeded sweep, thread-count independence, rows that see nothing, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <span>
+
+#include "attn/mask.hpp"
+#include "attn/random.hpp"
+#include "attn/sdpa.hpp"
+#include "attn/sdpa_backward.hpp"
+#include "attn/threads.hpp"
+#include "attention_sweep.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::BitwiseEqual;
+using testing::ThrowsWith;
+
+double largest_magnitude(const Tensor& t) {
+  double largest = 0.0;
+  for (float x : t.to_vector()) largest = std::max(largest, std::fabs(double{x}));
+  return largest;
+}
+
+// dq, dk, dv each within tolerance · (the largest expected gradient of the three). Relative to
+// the problem, not to each tensor: a gradient that is 0 in exact arithmetic (dQ when a query
+// sees one key: dP − D cancels) is rounding noise at the scale of the terms that cancel.
+::testing::AssertionResult GradientsClose(const SdpaGradients& a, const SdpaGradients& b,
+                                          double tolerance, const std::string& what) {
+  const double scale = std::max({largest_magnitude(b.dq), largest_magnitude(b.dk),
+                                 largest_magnitude(b.dv), 1e-30});
+  const std::pair<const char*, std::pair<const Tensor*, const Tensor*>> parts[] = {
+      {"dq", {&a.dq, &b.dq}}, {"dk", {&a.dk, &b.dk}}, {"dv", {&a.dv, &b.dv}}};
+  for (const auto& [name, tensors] : parts) {
+    auto result = testing::AllClose(*tensors.first, *tensors.second, tolerance * scale);
+    if (!result) return result << " [" << name << " of " << what << ", largest gradient " << scale << "]";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// max |a − b| ≤ tolerance · max |b| (relative to the tensor's largest expected value), with
+// the worst element in the message.
+::testing::AssertionResult RelativelyClose(const Tensor& a, const Tensor& b, double tolerance,
+                                           const std::string& what) {
+  const double largest = largest_magnitude(b);
+  auto result = testing::AllClose(a, b, tolerance * std::max(largest, 1e-30));
+  if (!result) result << " [" << what << ", max |expected| = " << largest << "]";
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------
+// Finite differences. The loss is L = Σ G ∘ O for a fixed random G, so dL/dO = G; its
+// gradients with respect to Q, K and V are what sdpa_backward computes given d_out = G.
+
+// A problem in double precision: (B, H, T, ·) arrays, the masks as (Tq, Tk) tables.
+struct DoubleProblem {
+  int64_t batch, heads, kv_heads, tq, tk, d, dv;
+  std::vector<double> q, k, v, g;
+  SdpaOptions options;  // causal, window, key_lengths; a (Tq, Tk) boolean or additive mask
+};
+
+std::vector<double> to_doubles(const Tensor& t) {
+  const std::vector<float> f = t.to_vector();
+  return {f.begin(), f.end()};
+}
+
+// Σ G ∘ softmax(scale·QKᵀ + mask)·V, in double, written from the definition.
+double attention_loss(const DoubleProblem& p) {
+  const double scale = p.options.scale.value_or(1.0 / std::sqrt(static_cast<double>(p.d)));
+  const int64_t group = p.heads / p.kv_heads;
+  double loss = 0.0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const double* q = &p.q[static_cast<size_t>((b * p.heads + h) * p.tq * p.d)];
+      const double* k = &p.k[static_cast<size_t>((b * p.kv_heads + h / group) * p.tk * p.d)];
+      const double* v = &p.v[static_cast<size_t>((b * p.kv_heads + h / group) * p.tk * p.dv)];
+      const double* g = &p.g[static_cast<size_t>((b * p.heads + h) * p.tq * p.dv)];
+      for (int64_t i = 0; i < p.tq; ++i) {
+        std::vector<double> s(static_cast<size_t>(p.tk), -INFINITY);
+        double max = -INFINITY;
+        for (int64_t j = 0; j < p.tk; ++j) {
+          const bool causal_ok = !(p.options.causal || p.options.window > 0) ||
+                                 causal_allows(i, j, p.tq, p.tk, p.options.window);
+          const bool length_ok = p.options.key_lengths.empty() || j < p.options.key_lengths[b];
+          const Mask& m = p.options.mask;
+          const bool mask_ok = m.kind != MaskKind::kBoolean || m.values.at({i, j}) != 0.0f;
+          if (!causal_ok || !length_ok || !mask_ok) continue;
+          double dot = 0.0;
+          for (int64_t e = 0; e < p.d; ++e) dot += q[i * p.d + e] * k[j * p.d + e];
+          s[j] = scale * dot + (m.kind == MaskKind::kAdditive ? m.values.at({i, j}) : 0.0);
+          max = std::max(max, s[j]);
+        }
+        if (max == -INFINITY) continue;  // sees no key: output 0
+        double total = 0.0;
+        for (double& x : s) total += (x = std::exp(x - max));
+        for (int64_t e = 0; e < p.dv; ++e) {
+          double o = 0.0;
+          for (int64_t j = 0; j < p.tk; ++j) o += s[j] / total * v[j * p.dv + e];
+          loss += g[i * p.dv + e] * o;
+        }
+      }
+    }
+  }
+  return loss;
+}
+
+// Central differences of attention_loss with respect to every element of `x`.
+Tensor numerical_gradient(DoubleProblem p, std::vector<double> DoubleProblem::*x,
+                          const Shape& shape) {
+  Tensor grad(shape);
+  const double step = 1e-3;
+  for (size_t i = 0; i < (p.*x).size(); ++i) {
+    const double saved = (p.*x)[i];
+    (p.*x)[i] = saved + step;
+    const double up = attention_loss(p);
+    (p.*x)[i] = saved - step;
+    const double down = attention_loss(p);
+    (p.*x)[i] = saved;
+    grad.data()[i] = static_cast<float>((up - down) / (2 * step));
+  }
+  return grad;
+}
+
+struct FiniteDifferenceCase {
+  const char* name;
+  int64_t batch, heads, kv_heads, tq, tk, d, dv;
+  std::function<SdpaOptions(int64_t tq, int64_t tk)> options;
+};
+
+void CheckAgainstFiniteDifferences(const FiniteDifferenceCase& c) {
+  SCOPED_TRACE(c.name);
+  const uint64_t seed = std::hash<std::string>{}(c.name) % 1000;
+  const Tensor q = rand_normal({c.batch, c.heads, c.tq, c.d}, seed + 1);
+  const Tensor k = rand_normal({c.batch, c.kv_heads, c.tk, c.d}, seed + 2);
+  const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, seed + 3);
+  const Tensor g = rand_normal({c.batch, c.heads, c.tq, c.dv}, seed + 4);
+  const SdpaOptions options = c.options(c.tq, c.tk);
+
+  DoubleProblem p{c.batch, c.heads, c.kv_heads, c.tq, c.tk, c.d, c.dv,
+                  to_doubles(q), to_doubles(k), to_doubles(v), to_doubles(g), options};
+  const Tensor dq = numerical_gradient(p, &DoubleProblem::q, q.shape());
+  const Tensor dk = numerical_gradient(p, &DoubleProblem::k, k.shape());
+  const Tensor dv = numerical_gradient(p, &DoubleProblem::v, v.shape());
+
+  const SdpaGradients ref = reference::sdpa_backward(q, k, v, g, options);
+  const SdpaResult forward = sdpa(q, k, v, options);
+  const SdpaGradients fused = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
+  for (const auto& [path, grads] : {std::pair{"reference", &ref}, std::pair{"fused", &fused}}) {
+    EXPECT_TRUE(RelativelyClose(grads->dq, dq, 1e-4, std::string(path) + " dq"));
+    EXPECT_TRUE(RelativelyClose(grads->dk, dk, 1e-4, std::string(path) + " dk"));
+    EXPECT_TRUE(RelativelyClose(grads->dv, dv, 1e-4, std::string(path) + " dv"));
+  }
+}
+
+SdpaOptions no_mask(int64_t, int64_t) { return {}; }
+SdpaOptions causal_mask(int64_t, int64_t) { return testing::causal(); }
+SdpaOptions window_mask(int64_t, int64_t) {
+  SdpaOptions o;
+  o.window = 3;
+  return o;
+}
+SdpaOptions boolean_mask(int64_t tq, int64_t tk) {
+  Tensor allow = rand_uniform({tq, tk}, 5);
+  for (float& x : std::span(allow.data(), static_cast<size_t>(allow.numel()))) x = x > 0.4f;
+  for (int64_t j = 0; j < tk; ++j) allow.at({1, j}) = 0.0f;  // a row that sees nothing
+  SdpaOptions o;
+  o.mask = Mask::allow(allow);
+  return o;
+}
+SdpaOptions additive_mask(int64_t tq, int64_t tk) {
+  SdpaOptions o;
+  o.mask = Mask::additive(rand_normal({tq, tk}, 6));
+  return o;
+}
+SdpaOptions padded_keys(int64_t, int64_t tk) {
+  SdpaOptions o;
+  o.key_lengths = {tk - 2, 3};
+  return o;
+}
+SdpaOptions scaled_causal(int64_t, int64_t) {
+  SdpaOptions o = testing::causal();
+  o.scale = 0.9f;
+  return o;
+}
+
+TEST(SdpaBackward, BothPathsMatchFiniteDifferences) {
+  const FiniteDifferenceCase cases[] = {
+      {"plain", 1, 2, 2, 5, 5, 4, 4, no_mask},
+      {"causal Tq<Tk", 2, 2, 2, 4, 7, 4, 3, causal_mask},
+      {"causal Tq>Tk (rows that see nothing)", 1, 1, 1, 7, 4, 3, 3, causal_mask},
+      {"sliding window", 1, 2, 2, 8, 8, 4, 4, window_mask},
+      {"boolean mask", 1, 2, 2, 5, 6, 4, 5, boolean_mask},
+      {"additive mask", 1, 2, 2, 5, 6, 4, 4, additive_mask},
+      {"key lengths", 2, 1, 1, 4, 6, 4, 4, padded_keys},
+      {"GQA 4:2 causal", 2, 4, 2, 5, 6, 4, 4, causal_mask},
+      {"MQA 3:1 custom scale", 1, 3, 1, 6, 6, 5, 2, scaled_causal},
+  };
+  for (const auto& c : cases) CheckAgainstFiniteDifferences(c);
+}
+
+// ---------------------------------------------------------------------------------------
+// Fused against reference over the forward's sweep, to 1e-5 of the largest gradient.
+
+::testing::AssertionResult FusedMatchesReference(const testing::SweepCase& c) {
+  std::mt19937_64 gen(c.seed);
+  const Tensor q = testing::make_input(c.batch, c.heads, c.tq, c.d, c.bthd_layout, c.seed + 1);
+  const Tensor k = testing::make_input(c.batch, c.heads / c.group, c.tk, c.d, c.bthd_layout, c.seed + 2);
+  const Tensor v = testing::make_input(c.batch, c.heads / c.group, c.tk, c.dv, c.bthd_layout, c.seed + 3);
+  const Tensor g = testing::make_input(c.batch, c.heads, c.tq, c.dv, c.bthd_layout, c.seed + 4);
+  const SdpaOptions options = testing::make_options(c, gen);
+  set_num_threads(c.threads);
+  const SdpaResult forward = sdpa(q, k, v, options);
+  const SdpaGradients fused = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
+  set_num_threads(0);
+  const SdpaGradients ref = reference::sdpa_backward(q, k, v, g, options);
+  return GradientsClose(fused, ref, 1e-5, testing::describe(c));
+}
+
+class BackwardSweep : public ::testing::TestWithParam<testing::SweepCase> {};
+
+TEST_P(BackwardSweep, FusedMatchesTheReference) { EXPECT_TRUE(FusedMatchesReference(GetParam())); }
+
+// The forward's sweep, less its costliest case (B·H·Tq·Tk·d = 8·1000·500·256): its reference
+// backward, plain loops, alone took 6.6 s (about 30 s under the sanitizers). d = 256 is
+// covered at shorter lengths, T = 1000 at the other widths.
+std::vector<testing::SweepCase> backward_sweep() {
+  std::vector<testing::SweepCase> cases;
+  for (const auto& c : testing::attention_sweep()) {
+    if (c.batch * c.heads * c.tq * c.tk * std::max(c.d, c.dv) <= 300'000'000) cases.push_back(c);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BackwardSweep, ::testing::ValuesIn(backward_sweep()));
+
+TEST(SdpaBackward, EveryMaskKindAndLayout) {
+  for (testing::MaskCase mask : testing::kMaskCases) {
+    for (bool bthd : {false, true}) {
+      for (int64_t group : {1, 2, 8}) {
+        EXPECT_TRUE(FusedMatchesReference({2, 8, group, 70, 135, 24, 24, mask, bthd, 2, 78}));
+      }
+    }
+  }
+}
+
+TEST(SdpaBackward, ResultsDoNotDependOnTheThreadCount) {
+  const Tensor q = rand_normal({2, 4, 200, 64}, 1), k = rand_normal({2, 2, 230, 64}, 2),
+               v = rand_normal({2, 2, 230, 64}, 3), g = rand_normal({2, 4, 200, 64}, 4);
+  const SdpaOptions o = testing::causal();
+  const SdpaResult f = sdpa(q, k, v, o);
+  SdpaGradients runs[3];
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    runs[threads - 1] = sdpa_backward(q, k, v, f.output, f.logsumexp, g, o);
+  }
+  set_num_threads(0);
+  for (int i : {1, 2}) {
+    EXPECT_TRUE(BitwiseEqual(runs[0].dq, runs[i].dq));
+    EXPECT_TRUE(BitwiseEqual(runs[0].dk, runs[i].dk));
+    EXPECT_TRUE(BitwiseEqual(runs[0].dv, runs[i].dv));
+  }
+}
+
+TEST(SdpaBackward, KeysNoQuerySeesGetZeroGradient) {
+  // Causal with Tq < Tk... every key is seen; padding keys and rows before every key are not.
+  const Tensor q = rand_normal({1, 90, 16}, 4), k = rand_normal({1, 30, 16}, 5),
+               v = rand_normal({1, 30, 16}, 6), g = rand_normal({1, 90, 16}, 7);
+  SdpaOptions o = testing::causal();
+  o.key_lengths = {20};
+  const SdpaResult f = sdpa(q, k, v, o);
+  const SdpaGradients grads = sdpa_backward(q, k, v, f.output, f.logsumexp, g, o);
+  for (int64_t i = 0; i < 60; ++i) {  // queries 0..59 sit before key 0
+    for (int64_t e = 0; e < 16; ++e) ASSERT_EQ(grads.dq.at({0, i, e}), 0.0f) << i;
+  }
+  for (int64_t j = 20; j < 30; ++j) {  // padding keys
+    for (int64_t e = 0; e < 16; ++e) {
+      ASSERT_EQ(grads.dk.at({0, j, e}), 0.0f) << j;
+      ASSERT_EQ(grads.dv.at({0, j, e}), 0.0f) << j;
+    }
+  }
+  for (const Tensor& t : {grads.dq, grads.dk, grads.dv}) {
+    for (float x : t.to_vector()) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
+// Scores of ±1e4: the logsumexp (≈ 1e4) is stored to a float's 6e-4 absolute precision, so P
+// recomputed from it is good to about 1e-4 relative (as in any flash backward); no NaN or inf.
+TEST(SdpaBackward, HugeScoresStayFinite) {
+  Tensor q = Tensor::full({1, 3, 1}, 100.0f), k = Tensor::from_values({1, 4, 1}, {100, -100, 99.9f, 0});
+  const Tensor v = Tensor::from_values({1, 4, 1}, {1, 2, 3, 4}), g = Tensor::full({1, 3, 1}, 1.0f);
+  SdpaOptions o;
+  o.scale = 1.0f;
+  const SdpaResult f = sdpa(q, k, v, o);
+  const SdpaGradients fused = sdpa_backward(q, k, v, f.output, f.logsumexp, g, o);
+  const SdpaGradients ref = reference::sdpa_backward(q, k, v, g, o);
+  EXPECT_TRUE(GradientsClose(fused, ref, 1e-3, "scores of 1e4"));
+  for (const Tensor& t : {fused.dq, fused.dk, fused.dv}) {
+    for (float x : t.to_vector()) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
+TEST(SdpaBackward, RejectsInputsThatDoNotFit) {
+  const Tensor q = rand_normal({2, 5, 4}, 1), k = rand_normal({2, 6, 4}, 2),
+               v = rand_normal({2, 6, 3}, 3), g = rand_normal({2, 5, 3}, 4);
+  const SdpaResult f = sdpa(q, k, v);
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, k, v, f.output, f.logsumexp, rand_normal({2, 5, 4}, 5)); },
+                         "d_out must have the output's shape (2, 5, 3)"));
+  EXPECT_TRUE(ThrowsWith([&] { reference::sdpa_backward(q, k, v, Tensor{}); }, "d_out must have"));
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, k, v, f.output, f.logsumexp.slice(0, 1), g); },
+                         "logsumexp must be (2, 5)"));
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, k, v, q, f.logsumexp, g); }, "out must be (2, 5, 3)"));
+  Tensor bad_lse = f.logsumexp.clone();
+  bad_lse.at({1, 2}) = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, k, v, f.output, bad_lse, g); },
+                         "logsumexp holds nan"));
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, rand_normal({2, 6, 5}, 6), v, f.output, f.logsumexp, g); },
+                         "k's last dim"));
+}
+
+}  // namespace
+}  // namespace attn

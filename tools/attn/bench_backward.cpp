@@ -1,0 +1,134 @@
+// attn bench backward: times the attention backward (the fused kernel, or the reference path)
+// on self-attention shapes, next to the fused forward of the same shape in the same run.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "attn/error.hpp"
+#include "attn/random.hpp"
+#include "attn/sdpa.hpp"
+#include "attn/sdpa_backward.hpp"
+#include "attn/threads.hpp"
+#include "bench_util.hpp"
+#include "commands.hpp"
+#include "fma_peak.hpp"
+
+namespace attn::cli {
+namespace {
+
+// The tensors of one backward problem: inputs, the forward's results, dL/dO.
+struct BackwardProblem {
+  Tensor q, k, v, d_out;
+  SdpaResult forward;
+  SdpaOptions options;
+
+  // Bytes of everything the caller holds: Q, K, V, O, logsumexp, dO and the three gradients.
+  double tensor_mib() const {
+    const double floats = 2.0 * (q.numel() + k.numel() + v.numel()) + forward.output.numel() +
+                          forward.logsumexp.numel() + d_out.numel();
+    return floats * 4 / (1024.0 * 1024.0);
+  }
+};
+
+BackwardProblem make_problem(const AttentionBenchArgs& a, int64_t kv_heads, int64_t t_len) {
+  BackwardProblem p;
+  p.q = rand_normal({a.batch, a.heads, t_len, a.head_dim}, 1);
+  p.k = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 2);
+  p.v = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 3);
+  p.d_out = rand_normal({a.batch, a.heads, t_len, a.head_dim}, 4);
+  p.options.causal = a.causal;
+  p.forward = sdpa(p.q, p.k, p.v, p.options);
+  return p;
+}
+
+SdpaGradients backward_with(const std::string& impl, const BackwardProblem& p) {
+  if (impl == "reference") return reference::sdpa_backward(p.q, p.k, p.v, p.d_out, p.options);
+  return sdpa_backward(p.q, p.k, p.v, p.forward.output, p.forward.logsumexp, p.d_out, p.options);
+}
+
+void print_header(const AttentionBenchArgs& a, int64_t kv_heads, const std::map<int, double>& peak) {
+  std::printf("attn bench backward: B=%lld H=%lld Hkv=%lld d=%lld %s, %s path%s\n",
+              static_cast<long long>(a.batch), static_cast<long long>(a.heads),
+              static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim),
+              a.causal ? "causal" : "non-causal", a.impl.c_str(),
+              a.compete ? ", another process keeping one core busy" : "");
+  for (const auto& [threads, gflops] : peak) {
+    std::printf("measured FMA peak, %d thread(s): %.0f GFLOP/s\n", threads, gflops);
+  }
+  std::printf("GFLOP/s counts 10·B·H·T²·d (five T×T×d products, the full square, causal too);\n"
+              "useful counts 5·B·H·T·(T+1)·d when causal. fwd ms: the fused forward, same run.\n"
+              "tensors MiB: Q, K, V, O, logsumexp, dO and the gradients, all the caller holds.\n\n");
+  std::printf("%7s %7s %10s %9s %8s %9s %9s %7s %8s %8s %8s\n", "seq", "threads", "ms", "fwd ms",
+              "bwd/fwd", "GFLOP/s", "useful", "%peak", "vs ref", "rss MiB", "tensors");
+}
+
+void run_backward(const AttentionBenchArgs& a) {
+  const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (",
+             a.heads, ")");
+  ATTN_CHECK(!a.block, "bench backward: --block is not supported yet");
+  const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
+  CompetingProcess competitor(a.compete);
+  std::map<int, double> peak;
+  for (int t : thread_counts) peak[t] = measure_fma_peak_gflops(t);
+  if (!a.json) print_header(a, kv_heads, peak);
+  for (int64_t t_len : a.seq) {
+    ATTN_CHECK(t_len >= 1, "--seq must be >= 1, got ", t_len);
+    const BackwardProblem p = make_problem(a, kv_heads, t_len);
+    const double square = 10.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
+    const double useful =
+        a.causal ? 5.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim : square;
+    for (int threads : thread_counts) {
+      set_num_threads(threads);
+      const double ms = median_ms(a.runs, [&] { backward_with(a.impl, p); });
+      const double forward_ms = median_ms(a.runs, [&] { sdpa(p.q, p.k, p.v, p.options); });
+      double reference_ms = -1.0;  // not measured
+      if (a.impl == "fused" && t_len <= a.reference_max_seq) {
+        reference_ms = median_ms(1, [&] { backward_with("reference", p); });
+      }
+      const double gflops = square / ms / 1e6, useful_gflops = useful / ms / 1e6;
+      const double rss = peak_rss_mib();
+      if (a.json) {
+        std::printf(
+            "{\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+            "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.3f, \"forward_ms\": %.3f, "
+            "\"gflops\": %.2f, \"useful_gflops\": %.2f, \"peak_gflops\": %.2f, \"reference_ms\": %s, "
+            "\"block\": false, \"compete\": %s, \"rss_mib\": %.1f, \"tensor_mib\": %.1f}\n",
+            static_cast<long long>(t_len), static_cast<long long>(a.batch),
+            static_cast<long long>(a.heads), static_cast<long long>(kv_heads),
+            static_cast<long long>(a.head_dim), a.causal ? "true" : "false", threads,
+            a.impl.c_str(), ms, forward_ms, gflops, useful_gflops, peak[threads],
+            reference_ms < 0 ? "null" : std::to_string(reference_ms).c_str(),
+            a.compete ? "true" : "false", rss, p.tensor_mib());
+      } else {
+        const std::string vs_ref = reference_ms < 0 ? "-" : detail::concat(int(reference_ms / ms), "x");
+        std::printf("%7lld %7d %10.2f %9.2f %7.2fx %9.1f %9.1f %6.0f%% %8s %8.0f %8.0f\n",
+                    static_cast<long long>(t_len), threads, ms, forward_ms, ms / forward_ms, gflops,
+                    useful_gflops, 100.0 * useful_gflops / peak[threads], vs_ref.c_str(), rss,
+                    p.tensor_mib());
+      }
+      std::fflush(stdout);
+    }
+  }
+  set_num_threads(0);
+}
+
+}  // namespace
+
+void add_bench_backward_command(CLI::App& bench) {
+  auto a = std::make_shared<AttentionBenchArgs>();
+  CLI::App* bwd = bench.add_subcommand(
+      "backward",
+      "Time the attention backward (dQ, dK, dV from dO) on self-attention (B, H, T, d) shapes:\n"
+      "median ms of --runs after a warm-up, the fused forward of the same shape in the same run\n"
+      "and the ratio, GFLOP/s (10·B·H·T²·d; useful: 5·B·H·T·(T+1)·d when causal), the fraction\n"
+      "of the FMA peak measured in the same run, the speed-up over the reference backward (up to\n"
+      "--reference-max-seq), peak resident memory and the MiB of the tensors themselves.");
+  add_attention_bench_options(*bwd, *a);
+  bwd->footer("Example: attn bench backward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads 1,2");
+  bwd->callback([a] { run_backward(*a); });
+}
+
+}  // namespace attn::cli

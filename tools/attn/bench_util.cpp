@@ -1,0 +1,69 @@
+#include "bench_util.hpp"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <thread>
+
+#include "attn/error.hpp"
+#include "common.hpp"
+
+namespace attn::cli {
+
+void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
+  command.add_option("--seq", a.seq, "sequence lengths, e.g. --seq 256,1024,4096")
+      ->delimiter(',')
+      ->capture_default_str();
+  command.add_option("--batch", a.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  command.add_option("--heads", a.heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+  command.add_option("--kv-heads", a.kv_heads, "key/value heads (GQA; default = --heads)")
+      ->check(CLI::PositiveNumber);
+  command.add_option("--head-dim", a.head_dim, "head width d")->capture_default_str()->check(CLI::PositiveNumber);
+  command.add_flag("--causal", a.causal, "causal self-attention");
+  command.add_option("--threads", a.threads, "thread counts, e.g. --threads 1,2 (default: all cores)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  add_impl_option(command, a.impl);
+  command.add_option("--runs", a.runs, "timed runs (median reported)")->capture_default_str()->check(CLI::Range(1, 1000));
+  command.add_option("--reference-max-seq", a.reference_max_seq,
+                     "time the reference path only up to this length (it is slow)")
+      ->capture_default_str();
+  command.add_flag("--block", a.block,
+                   "time the whole multi-head block (x·[Wq|Wk|Wv], attention, ·Wo; d_model = H·d); "
+                   "its GFLOP/s add the projections' FLOPs");
+  command.add_flag("--compete", a.compete, "keep one core busy with another process meanwhile");
+  command.add_flag("--json", a.json, "one JSON object per line");
+}
+
+double peak_rss_mib() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+std::vector<int> thread_counts_or_all(const std::vector<int>& given) {
+  if (!given.empty()) return given;
+  return {static_cast<int>(std::thread::hardware_concurrency())};
+}
+
+CompetingProcess::CompetingProcess(bool start) {
+  if (!start) return;
+  pid_ = ::fork();
+  ATTN_CHECK(pid_ >= 0, "bench: cannot start the competing process");
+  if (pid_ == 0) {
+    volatile uint64_t spin = 0;
+    for (;;) spin = spin + 1;
+  }
+}
+
+CompetingProcess::~CompetingProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+}  // namespace attn::cli

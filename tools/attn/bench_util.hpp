@@ -1,0 +1,65 @@
+// What the benchmarks share: the median of timed runs, peak memory, a competing process, and
+// the default thread counts. A benchmark reports a ratio against a baseline measured in the
+// same run, because this machine is shared and noisy.
+#pragma once
+
+#include <sys/types.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attn::cli {
+
+// The flags `attn bench forward` and `attn bench backward` share.
+struct AttentionBenchArgs {
+  std::vector<int64_t> seq{1024};
+  int64_t batch = 1, heads = 16, kv_heads = 0, head_dim = 64;
+  bool causal = false, json = false, compete = false, block = false;
+  std::vector<int> threads;
+  std::string impl = "fused";
+  int runs = 5;
+  int64_t reference_max_seq = 1024;
+};
+void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
+
+// Median milliseconds of `runs` calls of fn, after one warm-up call (page faults, pool start,
+// caches).
+template <typename Fn>
+double median_ms(int runs, Fn&& fn) {
+  fn();
+  std::vector<double> ms;
+  for (int r = 0; r < runs; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// The process's peak resident memory so far, MiB.
+double peak_rss_mib();
+
+// The given thread counts, or {all cores} when none were given.
+std::vector<int> thread_counts_or_all(const std::vector<int>& given);
+
+// A child process that keeps one core busy until this object goes away: the "shared machine"
+// case in which spinning thread pools collapse.
+class CompetingProcess {
+ public:
+  explicit CompetingProcess(bool start);
+  ~CompetingProcess();
+  CompetingProcess(const CompetingProcess&) = delete;
+  CompetingProcess& operator=(const CompetingProcess&) = delete;
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace attn::cli
