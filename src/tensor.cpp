@@ -48,7 +48,8 @@ Tensor::Tensor(Shape shape) {
   check_shape(shape);
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
-  storage_ = std::make_shared<std::vector<float>>(static_cast<size_t>(total), 0.0f);
+  storage_ = std::make_shared<std::vector<float, detail::StorageAllocator<float>>>(
+      static_cast<size_t>(total), 0.0f);
   strides_ = contiguous_strides(shape);
   shape_ = std::move(shape);
 }
@@ -63,7 +64,7 @@ Tensor Tensor::from_values(Shape shape, std::vector<float> values) {
   Tensor t(shape);
   ATTN_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "from_values: shape ",
              to_string(shape), " holds ", t.numel(), " values, got ", values.size());
-  *t.storage_ = std::move(values);
+  std::copy(values.begin(), values.end(), t.storage_->begin());
   return t;
 }
 

@@ -3,6 +3,7 @@
 // contiguous() and clone() copy. A Tensor is a handle: copying it copies the handle, not the data.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -12,6 +13,28 @@
 namespace attn {
 
 using Shape = std::vector<int64_t>;
+
+namespace detail {
+
+// Tensor storage memory: buffers of 4 MiB and more are 2 MiB aligned and marked for
+// transparent huge pages (madvise), smaller ones come from malloc. A fresh 48 MiB buffer
+// otherwise costs 12 288 page faults on first touch: 140 ms on this VM, against 4 ms with
+// huge pages — more than the attention itself on a multi-head block of T = 4096.
+void* allocate_storage(size_t bytes);
+void free_storage(void* p) noexcept;
+
+template <class T>
+struct StorageAllocator {
+  using value_type = T;
+  StorageAllocator() = default;
+  template <class U>
+  StorageAllocator(const StorageAllocator<U>&) {}  // NOLINT: allocators convert implicitly
+  T* allocate(size_t n) { return static_cast<T*>(allocate_storage(n * sizeof(T))); }
+  void deallocate(T* p, size_t) noexcept { free_storage(p); }
+  friend bool operator==(const StorageAllocator&, const StorageAllocator&) { return true; }
+};
+
+}  // namespace detail
 
 // "(2, 5, 16)"
 std::string to_string(const Shape& shape);
@@ -70,7 +93,7 @@ class Tensor {
  private:
   int64_t offset_of(std::initializer_list<int64_t> index) const;
 
-  std::shared_ptr<std::vector<float>> storage_;
+  std::shared_ptr<std::vector<float, detail::StorageAllocator<float>>> storage_;
   int64_t offset_ = 0;
   Shape shape_;
   Shape strides_;
