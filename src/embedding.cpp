@@ -42,7 +42,10 @@ Tensor add_positional(const Tensor& x, const Tensor& pe) {
   return y;
 }
 
-void apply_rope(Tensor& x, int64_t position_offset, float base) {
+namespace {
+
+// Rotates every feature pair of x by `direction` (+1 or −1) times its RoPE angle.
+void rotate_pairs(Tensor& x, int64_t position_offset, float base, float direction) {
   ATTN_CHECK(x.defined() && x.rank() >= 2, "apply_rope: x must be (…, T, d), got ",
              x.defined() ? x.shape_string() : "undefined");
   const int64_t t_len = x.dim(-2), d = x.dim(-1);
@@ -68,12 +71,23 @@ void apply_rope(Tensor& x, int64_t position_offset, float base) {
     const int64_t t = flat % t_len;
     float* row = base_ptr + offset;
     for (int64_t i = 0; i < d / 2; ++i) {
-      const float c = cosines[static_cast<size_t>(t * d / 2 + i)], s = sines[static_cast<size_t>(t * d / 2 + i)];
+      const float c = cosines[static_cast<size_t>(t * d / 2 + i)];
+      const float s = direction * sines[static_cast<size_t>(t * d / 2 + i)];
       const float a = row[2 * i * step], b = row[(2 * i + 1) * step];
       row[2 * i * step] = a * c - b * s;
       row[(2 * i + 1) * step] = a * s + b * c;
     }
   });
+}
+
+}  // namespace
+
+void apply_rope(Tensor& x, int64_t position_offset, float base) {
+  rotate_pairs(x, position_offset, base, 1.0f);
+}
+
+void apply_rope_inverse(Tensor& x, int64_t position_offset, float base) {
+  rotate_pairs(x, position_offset, base, -1.0f);
 }
 
 }  // namespace attn

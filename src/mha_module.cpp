@@ -32,13 +32,20 @@ MultiHeadAttention::MultiHeadAttention(const MhaConfig& config) : config_(config
   }
 }
 
+Tensor MultiHeadAttention::qkv_heads(const Tensor& qkv, QkvPart part) const {
+  const int64_t b = qkv.dim(0), t = qkv.dim(1), width = qkv.dim(2), dh = head_dim();
+  const int64_t h = config_.n_heads, h_kv = config_.n_kv_heads;
+  const int64_t count = part == QkvPart::kQuery ? h : h_kv;
+  const int64_t column = part == QkvPart::kQuery ? 0 : part == QkvPart::kKey ? h * dh : (h + h_kv) * dh;
+  return qkv.as_strided({b, count, t, dh}, {t * width, dh, width, 1}, column);
+}
+
 MultiHeadAttention::Projected MultiHeadAttention::project(const Tensor& x,
                                                           int64_t position_offset) const {
   ATTN_CHECK(x.defined() && x.rank() == 3 && x.dim(2) == config_.d_model,
              "MultiHeadAttention: x must be (B, T, d_model = ", config_.d_model, "), got ",
              x.defined() ? x.shape_string() : "undefined");
-  const int64_t b = x.dim(0), t = x.dim(1), dh = head_dim(), h = config_.n_heads,
-                h_kv = config_.n_kv_heads, width = wqkv.dim(1);
+  const int64_t b = x.dim(0), t = x.dim(1), width = wqkv.dim(1);
   Projected p;
   p.qkv = linear(x, wqkv);  // (B, T, width)
   if (bqkv.defined()) {
@@ -47,12 +54,9 @@ MultiHeadAttention::Projected MultiHeadAttention::project(const Tensor& x,
       for (int64_t c = 0; c < width; ++c) row[c] += bqkv.at({c});
     }
   }
-  auto heads = [&](int64_t count, int64_t column) {
-    return p.qkv.as_strided({b, count, t, dh}, {t * width, dh, width, 1}, column);
-  };
-  p.q = heads(h, 0);
-  p.k = heads(h_kv, h * dh);
-  p.v = heads(h_kv, (h + h_kv) * dh);
+  p.q = qkv_heads(p.qkv, QkvPart::kQuery);
+  p.k = qkv_heads(p.qkv, QkvPart::kKey);
+  p.v = qkv_heads(p.qkv, QkvPart::kValue);
   if (config_.rope) {
     apply_rope(p.q, position_offset, config_.rope_base);
     apply_rope(p.k, position_offset, config_.rope_base);
@@ -73,11 +77,21 @@ Tensor MultiHeadAttention::output_projection(const Tensor& attended) const {
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const SdpaOptions& options) const {
+  MhaActivations saved;
+  return forward(x, options, saved);
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x, const SdpaOptions& options,
+                                   MhaActivations& saved) const {
   const Projected p = project(x, 0);
-  Tensor attended({x.dim(0), x.dim(1), config_.n_heads, head_dim()});  // (B, T, H, d_head)
+  saved.x = x;
+  saved.qkv = p.qkv;
+  saved.attended = Tensor({x.dim(0), x.dim(1), config_.n_heads, head_dim()});  // (B, T, H, d_head)
+  saved.logsumexp = Tensor({x.dim(0), config_.n_heads, x.dim(1)});
+  saved.options = options;
   detail::sdpa_into(detail::check_attention(p.q, p.k, p.v, options), p.q, p.k, p.v, options,
-                    attended.permute({0, 2, 1, 3}), nullptr);
-  return output_projection(attended);
+                    saved.attended.permute({0, 2, 1, 3}), saved.logsumexp.data());
+  return output_projection(saved.attended);
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x, KVCache& cache,

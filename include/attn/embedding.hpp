@@ -25,4 +25,8 @@ Tensor add_positional(const Tensor& x, const Tensor& pe);
 // position_offset + t.
 void apply_rope(Tensor& x, int64_t position_offset, float base = 10000.0f);
 
+// The inverse rotation (each pair turned back by the same angle). A rotation's inverse is its
+// transpose, so this is also RoPE's backward: it maps dL/d(rotated x) to dL/dx.
+void apply_rope_inverse(Tensor& x, int64_t position_offset, float base = 10000.0f);
+
 }  // namespace attn

@@ -67,6 +67,25 @@ struct MhaConfig {
   uint64_t seed = 0;       // weights ~ N(0, 1/d_model) from this seed; biases 0
 };
 
+// What MultiHeadAttention::forward keeps for the backward pass (training).
+struct MhaActivations {
+  Tensor x;            // (B, T, d_model): the input
+  Tensor qkv;          // (B, T, (H + 2·H_kv)·d_head): projections with biases, Q and K rotated
+  Tensor attended;     // (B, T, H, d_head): the attention output, before Wo
+  Tensor logsumexp;    // (B, H, T): from the fused forward
+  SdpaOptions options;  // the options the forward ran with
+};
+
+// dL/d(everything) for a given dL/dY; the bias gradients are undefined when the layer has no
+// biases.
+struct MhaGradients {
+  Tensor dx;     // (B, T, d_model)
+  Tensor dwqkv;  // wqkv's shape
+  Tensor dbqkv;  // bqkv's shape
+  Tensor dwo;    // wo's shape
+  Tensor dbo;    // bo's shape
+};
+
 // The multi-head attention layer: owns its parameters, runs a whole sequence or new tokens
 // against a KVCache.
 //   wqkv (d_model, (H + 2·H_kv)·d_head): Q's columns, then K's, then V's;
@@ -82,6 +101,12 @@ class MultiHeadAttention {
 
   // A whole sequence: x (B, T, d_model) -> (B, T, d_model). options as for sdpa (e.g. causal).
   Tensor forward(const Tensor& x, const SdpaOptions& options = {}) const;
+  // The same, keeping in `saved` what backward needs.
+  Tensor forward(const Tensor& x, const SdpaOptions& options, MhaActivations& saved) const;
+  // The gradients for dL/dY = d_y (B, T, d_model), through Wo, the fused attention backward,
+  // RoPE (rotated back) and Wqkv. `saved` comes from forward(x, options, saved) on this layer
+  // with these weights.
+  MhaGradients backward(const MhaActivations& saved, const Tensor& d_y) const;
   // New tokens: x (B, T_new, d_model) sits at positions cache.position() … + T_new − 1. Their
   // keys and values (rotated when rope is on) are appended to the cache, then the queries
   // attend causally to everything cached (attend_cached).
@@ -93,6 +118,9 @@ class MultiHeadAttention {
   Tensor wqkv, bqkv, wo, bo;
 
  private:
+  enum class QkvPart { kQuery, kKey, kValue };
+  // One part of the (B, T, width) projections as (B, heads, T, d_head), by strides alone.
+  Tensor qkv_heads(const Tensor& qkv, QkvPart part) const;
   struct Projected {
     Tensor qkv, q, k, v;  // q (B, H, T, d_head), k and v (B, H_kv, T, d_head): views of qkv
   };

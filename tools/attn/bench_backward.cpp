@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attn/error.hpp"
+#include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
@@ -18,34 +19,73 @@
 namespace attn::cli {
 namespace {
 
-// The tensors of one backward problem: inputs, the forward's results, dL/dO.
+// One backward problem: the attention alone (inputs, the forward's results, dL/dO), or with
+// --block a MultiHeadAttention layer (d_model = H·d) with its saved activations and dL/dY.
 struct BackwardProblem {
   Tensor q, k, v, d_out;
   SdpaResult forward;
   SdpaOptions options;
+  std::unique_ptr<MultiHeadAttention> layer;
+  Tensor x;
+  MhaActivations saved;
 
-  // Bytes of everything the caller holds: Q, K, V, O, logsumexp, dO and the three gradients.
+  // MiB of everything the caller holds: inputs, forward results, dL/dout and the gradients.
   double tensor_mib() const {
-    const double floats = 2.0 * (q.numel() + k.numel() + v.numel()) + forward.output.numel() +
-                          forward.logsumexp.numel() + d_out.numel();
+    double floats = 0.0;
+    if (layer) {
+      const double weights = double(layer->wqkv.numel()) + layer->wo.numel();
+      floats = 3.0 * x.numel() + saved.qkv.numel() + saved.attended.numel() +
+               saved.logsumexp.numel() + 2 * weights;  // x, y, dy, dx; activations; W, dW
+    } else {
+      floats = 2.0 * (q.numel() + k.numel() + v.numel()) + forward.output.numel() +
+               forward.logsumexp.numel() + d_out.numel();
+    }
     return floats * 4 / (1024.0 * 1024.0);
   }
 };
 
-BackwardProblem make_problem(const AttentionBenchArgs& a, int64_t kv_heads, int64_t t_len) {
-  BackwardProblem p;
-  p.q = rand_normal({a.batch, a.heads, t_len, a.head_dim}, 1);
-  p.k = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 2);
-  p.v = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 3);
-  p.d_out = rand_normal({a.batch, a.heads, t_len, a.head_dim}, 4);
-  p.options.causal = a.causal;
-  p.forward = sdpa(p.q, p.k, p.v, p.options);
+std::unique_ptr<BackwardProblem> make_problem(const AttentionBenchArgs& a, int64_t kv_heads,
+                                              int64_t t_len) {
+  auto p = std::make_unique<BackwardProblem>();
+  p->options.causal = a.causal;
+  if (a.block) {
+    MhaConfig config;
+    config.d_model = a.heads * a.head_dim;
+    config.n_heads = a.heads;
+    config.n_kv_heads = kv_heads;
+    config.seed = 5;
+    p->layer = std::make_unique<MultiHeadAttention>(config);
+    p->x = rand_normal({a.batch, t_len, config.d_model}, 1);
+    p->d_out = rand_normal({a.batch, t_len, config.d_model}, 4);
+    p->layer->forward(p->x, p->options, p->saved);
+    return p;
+  }
+  p->q = rand_normal({a.batch, a.heads, t_len, a.head_dim}, 1);
+  p->k = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 2);
+  p->v = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 3);
+  p->d_out = rand_normal({a.batch, a.heads, t_len, a.head_dim}, 4);
+  p->forward = sdpa(p->q, p->k, p->v, p->options);
   return p;
 }
 
-SdpaGradients backward_with(const std::string& impl, const BackwardProblem& p) {
-  if (impl == "reference") return reference::sdpa_backward(p.q, p.k, p.v, p.d_out, p.options);
-  return sdpa_backward(p.q, p.k, p.v, p.forward.output, p.forward.logsumexp, p.d_out, p.options);
+void backward_with(const std::string& impl, BackwardProblem& p) {
+  if (p.layer) {
+    ATTN_CHECK(impl == "fused", "bench backward: --block runs the fused path only");
+    p.layer->backward(p.saved, p.d_out);
+  } else if (impl == "reference") {
+    reference::sdpa_backward(p.q, p.k, p.v, p.d_out, p.options);
+  } else {
+    sdpa_backward(p.q, p.k, p.v, p.forward.output, p.forward.logsumexp, p.d_out, p.options);
+  }
+}
+
+void forward_of(BackwardProblem& p) {
+  if (p.layer) {
+    MhaActivations saved;
+    p.layer->forward(p.x, p.options, saved);
+  } else {
+    sdpa(p.q, p.k, p.v, p.options);
+  }
 }
 
 void print_header(const AttentionBenchArgs& a, int64_t kv_heads, const std::map<int, double>& peak) {
@@ -59,7 +99,10 @@ void print_header(const AttentionBenchArgs& a, int64_t kv_heads, const std::map<
   }
   std::printf("GFLOP/s counts 10·B·H·T²·d (five T×T×d products, the full square, causal too);\n"
               "useful counts 5·B·H·T·(T+1)·d when causal. fwd ms: the fused forward, same run.\n"
-              "tensors MiB: Q, K, V, O, logsumexp, dO and the gradients, all the caller holds.\n\n");
+              "tensors MiB: what the caller holds (inputs, forward results, dO, gradients).\n%s\n",
+              a.block ? "--block: the MultiHeadAttention layer's backward (its GFLOP/s add the "
+                        "projections' weight and input gradients); fwd ms: its forward.\n"
+                      : "");
   std::printf("%7s %7s %10s %9s %8s %9s %9s %7s %8s %8s %8s\n", "seq", "threads", "ms", "fwd ms",
               "bwd/fwd", "GFLOP/s", "useful", "%peak", "vs ref", "rss MiB", "tensors");
 }
@@ -68,7 +111,6 @@ void run_backward(const AttentionBenchArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (",
              a.heads, ")");
-  ATTN_CHECK(!a.block, "bench backward: --block is not supported yet");
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   std::map<int, double> peak;
@@ -76,17 +118,24 @@ void run_backward(const AttentionBenchArgs& a) {
   if (!a.json) print_header(a, kv_heads, peak);
   for (int64_t t_len : a.seq) {
     ATTN_CHECK(t_len >= 1, "--seq must be >= 1, got ", t_len);
-    const BackwardProblem p = make_problem(a, kv_heads, t_len);
-    const double square = 10.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
-    const double useful =
+    const std::unique_ptr<BackwardProblem> p = make_problem(a, kv_heads, t_len);
+    double square = 10.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
+    double useful =
         a.causal ? 5.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim : square;
+    if (a.block) {  // two products per projection (weight and input gradients): twice the forward's
+      const double d_model = double(a.heads) * a.head_dim;
+      const double width = double(a.heads + 2 * kv_heads) * a.head_dim;
+      const double projections = 4.0 * a.batch * double(t_len) * d_model * (width + d_model);
+      square += projections;
+      useful += projections;
+    }
     for (int threads : thread_counts) {
       set_num_threads(threads);
-      const double ms = median_ms(a.runs, [&] { backward_with(a.impl, p); });
-      const double forward_ms = median_ms(a.runs, [&] { sdpa(p.q, p.k, p.v, p.options); });
+      const double ms = median_ms(a.runs, [&] { backward_with(a.impl, *p); });
+      const double forward_ms = median_ms(a.runs, [&] { forward_of(*p); });
       double reference_ms = -1.0;  // not measured
-      if (a.impl == "fused" && t_len <= a.reference_max_seq) {
-        reference_ms = median_ms(1, [&] { backward_with("reference", p); });
+      if (a.impl == "fused" && !a.block && t_len <= a.reference_max_seq) {
+        reference_ms = median_ms(1, [&] { backward_with("reference", *p); });
       }
       const double gflops = square / ms / 1e6, useful_gflops = useful / ms / 1e6;
       const double rss = peak_rss_mib();
@@ -95,19 +144,19 @@ void run_backward(const AttentionBenchArgs& a) {
             "{\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
             "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.3f, \"forward_ms\": %.3f, "
             "\"gflops\": %.2f, \"useful_gflops\": %.2f, \"peak_gflops\": %.2f, \"reference_ms\": %s, "
-            "\"block\": false, \"compete\": %s, \"rss_mib\": %.1f, \"tensor_mib\": %.1f}\n",
+            "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f, \"tensor_mib\": %.1f}\n",
             static_cast<long long>(t_len), static_cast<long long>(a.batch),
             static_cast<long long>(a.heads), static_cast<long long>(kv_heads),
             static_cast<long long>(a.head_dim), a.causal ? "true" : "false", threads,
             a.impl.c_str(), ms, forward_ms, gflops, useful_gflops, peak[threads],
             reference_ms < 0 ? "null" : std::to_string(reference_ms).c_str(),
-            a.compete ? "true" : "false", rss, p.tensor_mib());
+            a.block ? "true" : "false", a.compete ? "true" : "false", rss, p->tensor_mib());
       } else {
         const std::string vs_ref = reference_ms < 0 ? "-" : detail::concat(int(reference_ms / ms), "x");
         std::printf("%7lld %7d %10.2f %9.2f %7.2fx %9.1f %9.1f %6.0f%% %8s %8.0f %8.0f\n",
                     static_cast<long long>(t_len), threads, ms, forward_ms, ms / forward_ms, gflops,
                     useful_gflops, 100.0 * useful_gflops / peak[threads], vs_ref.c_str(), rss,
-                    p.tensor_mib());
+                    p->tensor_mib());
       }
       std::fflush(stdout);
     }
