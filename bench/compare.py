@@ -10,7 +10,10 @@ For each sequence length and thread count it times
   - torch: the textbook formula softmax(q·kᵀ·s + causal mask)·v (PyTorch 1.13 has no fused
            CPU attention), and with --block torch.nn.MultiheadAttention;
   - numpy: the same textbook formula (float32, OpenBLAS);
-and prints the milliseconds and attn's speed-up over each. Medians of --runs runs after a
+with --backward, the backward pass alone: `attn bench backward --json` against PyTorch
+autograd's backward of the same formula (q, k, v requiring gradients; the forward is run
+once, outside the timing, and its graph kept), or with --block of torch.nn.MultiheadAttention
+against MultiHeadAttention::backward; and prints the milliseconds and attn's speed-up over each. Medians of --runs runs after a
 warm-up. Each framework runs in a process of its own with OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS set to the thread count: in one process, PyTorch's OpenMP workers keep
 spinning after each call and slowed numpy's OpenBLAS several-fold, which would time the
@@ -50,7 +53,7 @@ def attn_decode_ms(binary, length, args, threads):
 
 
 def attn_ms(binary, seq, args, threads, block):
-    command = [binary, "bench", "forward", "--seq", str(seq), "--heads", str(args.heads),
+    command = [binary, "bench", "backward" if args.backward else "forward", "--seq", str(seq), "--heads", str(args.heads),
                "--head-dim", str(args.head_dim), "--threads", str(threads), "--runs", str(args.runs),
                "--reference-max-seq", "0", "--json"]
     if args.causal:
@@ -89,6 +92,33 @@ def torch_attention(torch, q, k, v, causal):
     return torch.softmax(s, dim=-1) @ v
 
 
+def torch_backward_step(torch, rng, args, seq):
+    """A function that runs PyTorch's backward of one attention (or --block) forward, whose
+    graph is built once here and kept (retain_graph) so that only the backward is timed."""
+    h, d = args.heads, args.head_dim
+
+    def randn(*shape):
+        return torch.from_numpy(rng.standard_normal(shape, dtype=np.float32))
+
+    if args.block:
+        mha = torch.nn.MultiheadAttention(h * d, h, bias=False, batch_first=True)
+        x = randn(1, seq, h * d).requires_grad_()
+        mask = torch.ones(seq, seq, dtype=torch.bool).triu(1) if args.causal else None
+        out = mha(x, x, x, attn_mask=mask, need_weights=False)[0]
+        leaves = [x] + list(mha.parameters())
+    else:
+        q, k, v = (randn(1, h, seq, d).requires_grad_() for _ in range(3))
+        out = torch_attention(torch, q, k, v, args.causal)
+        leaves = [q, k, v]
+    grad = randn(*out.shape)
+
+    def step():
+        for leaf in leaves:
+            leaf.grad = None
+        out.backward(grad, retain_graph=True)
+    return step
+
+
 def baseline_env(threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
@@ -123,6 +153,8 @@ def measure(framework, seq, args, threads):
         command.append("--block")
     if args.decode:
         command.append("--decode")
+    if args.backward:
+        command.append("--backward")
     out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
     return float(out.strip().splitlines()[-1])
 
@@ -146,6 +178,9 @@ def worker(args):
         return
     import torch
     torch.set_num_threads(threads)
+    if args.backward:
+        print(median_ms(torch_backward_step(torch, rng, args, seq), args.runs))
+        return
     with torch.no_grad():
         if args.block:
             mha = torch.nn.MultiheadAttention(h * d, h, bias=False, batch_first=True)
@@ -172,6 +207,8 @@ def main():
     parser.add_argument("--attn", default=os.path.join(os.path.dirname(__file__), "..", "build", "release", "attn"))
     parser.add_argument("--decode", action="store_true",
                         help="one decode step: --seq is the cache length; attn bench decode vs torch")
+    parser.add_argument("--backward", action="store_true",
+                        help="the backward pass: attn bench backward vs PyTorch autograd")
     parser.add_argument("--worker", choices=["torch", "numpy"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -184,6 +221,8 @@ def main():
 
     h, d = args.heads, args.head_dim
     what = "decode step (seq = cache length)" if args.decode else "multi-head block" if args.block else "attention"
+    if args.backward:
+        what += " backward"
     print(f"{what}: B=1 H={h} d={d} {'causal' if args.causal else 'non-causal'}; "
           f"PyTorch {torch.__version__}, numpy {np.__version__}, BLAS {blas_core()}; "
           f"median of {args.runs} runs")
@@ -197,7 +236,7 @@ def main():
                 ours = attn_ms(args.attn, seq, args, threads, args.block)
                 torch_ms = measure("torch", seq, args, threads) if seq <= args.max_seq_torch else None
             numpy_ms = None
-            if seq <= args.max_seq_numpy and not args.block and not args.decode:
+            if seq <= args.max_seq_numpy and not (args.block or args.decode or args.backward):
                 numpy_ms = measure("numpy", seq, args, threads)
 
             def fmt(x):

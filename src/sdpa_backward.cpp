@@ -2,8 +2,11 @@
 // per-worker scratch. The SIMD work is in src/kernels/flash_backward.cpp.
 #include <hwy/aligned_allocator.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "attn/error.hpp"
@@ -38,6 +41,17 @@ void check_logsumexp(const Tensor& logsumexp, const Shape& expected) {
 
 namespace detail {
 
+namespace {
+std::atomic<int64_t> two_pass_below{0};  // 0: the machine's core count
+}  // namespace
+
+void set_backward_two_pass_below(int64_t pairs) { two_pass_below = pairs; }
+
+int64_t backward_two_pass_below() {
+  const int64_t set = two_pass_below;
+  return set > 0 ? set : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
                         const Tensor& v_in, const Tensor& out_in, const float* logsumexp,
                         const Tensor& d_out_in, const SdpaOptions& options, const Tensor& dq,
@@ -64,15 +78,34 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   p.dv = const_cast<float*>(dv4.data());
   copy_strides(dv4, p.dv_stride);
 
-  // Tasks: (batch, K/V head). Each owns its dK, dV rows and its query heads' dQ rows, so there
-  // are no races, and each sums its contributions in one fixed order: the result does not
-  // depend on the thread count.
+  // Every task owns the gradient rows it writes, so there are no races, and sums its
+  // contributions in one fixed order: the result does not depend on the thread count.
   const size_t scratch_floats = kernels::flash_backward_scratch_floats(p.forward);
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
-  parallel_for_workers(dims.batch * dims.kv_heads, [&](int64_t task, int worker) {
+  auto buffer_of = [&](int worker) {
     auto& buffer = scratch[static_cast<size_t>(worker)];
     if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
-    kernels::flash_backward_head(p, task / dims.kv_heads, task % dims.kv_heads, buffer.get());
+    return buffer.get();
+  };
+  const int64_t pairs = dims.batch * dims.kv_heads;
+  if (pairs >= backward_two_pass_below()) {  // tasks: (batch, K/V head)
+    parallel_for_workers(pairs, [&](int64_t task, int worker) {
+      kernels::flash_backward_head(p, task / dims.kv_heads, task % dims.kv_heads, buffer_of(worker));
+    });
+    return;
+  }
+  // Two passes: (batch, K/V head, key chunk) tasks for dK, dV; (batch, head, query block)
+  // tasks for dQ.
+  const int64_t chunks = (dims.tk + kernels::kKeyChunk - 1) / kernels::kKeyChunk;
+  parallel_for_workers(pairs * chunks, [&](int64_t task, int worker) {
+    const int64_t pair = task / chunks, j_begin = task % chunks * kernels::kKeyChunk;
+    kernels::flash_backward_key_chunk(p, pair / dims.kv_heads, pair % dims.kv_heads, j_begin,
+                                      buffer_of(worker));
+  });
+  const int64_t query_blocks = (dims.tq + kernels::kQueryBlock - 1) / kernels::kQueryBlock;
+  parallel_for_workers(dims.batch * dims.heads * query_blocks, [&](int64_t task, int worker) {
+    const int64_t bh = task / query_blocks, q0 = task % query_blocks * kernels::kQueryBlock;
+    kernels::flash_backward_query_block(p, bh / dims.heads, bh % dims.heads, q0, buffer_of(worker));
   });
 }
 

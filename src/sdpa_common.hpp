@@ -39,6 +39,14 @@ Shape with_last_dim(const Tensor& q, int64_t width);
 void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
                const SdpaOptions& options, const Tensor& out, float* logsumexp);
 
+// The fused backward's loop order (src/kernels/flash_backward.hpp): one task per (batch, K/V
+// head) when there are at least this many of them, else two passes over key and query blocks.
+// Default: the machine's core count — not the thread count, because the two orders sum in
+// different orders and the result must not depend on set_num_threads. Tests set it to reach
+// both orders on any machine; 0 restores the default.
+void set_backward_two_pass_below(int64_t pairs);
+int64_t backward_two_pass_below();
+
 // The fused backward into given gradient views (q's, k's and v's shapes, contiguous rows;
 // every element is written). out: the forward's output; logsumexp: (…, Tq) contiguous, from
 // the forward. dims: what check_attention(q, k, v, options) returned. Defined in

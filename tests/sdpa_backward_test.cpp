@@ -15,6 +15,7 @@
 #include "attn/sdpa_backward.hpp"
 #include "attn/threads.hpp"
 #include "attention_sweep.hpp"
+#include "src/sdpa_common.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -54,6 +55,20 @@ double largest_magnitude(const Tensor& t) {
   if (!result) result << " [" << what << ", max |expected| = " << largest << "]";
   return result;
 }
+
+// Forces the fused backward's loop order for its lifetime (src/sdpa_common.hpp): one task per
+// (batch, K/V head), or two passes over key and query blocks. By default the order depends on
+// the machine's core count; the tests reach both on any machine.
+class LoopOrder {
+ public:
+  enum Kind { kOneTaskPerHead, kTwoPasses };
+  explicit LoopOrder(Kind kind) {
+    detail::set_backward_two_pass_below(kind == kOneTaskPerHead ? 1 : int64_t{1} << 40);
+  }
+  ~LoopOrder() { detail::set_backward_two_pass_below(0); }
+  LoopOrder(const LoopOrder&) = delete;
+  LoopOrder& operator=(const LoopOrder&) = delete;
+};
 
 // ---------------------------------------------------------------------------------------
 // Finite differences. The loss is L = Σ G ∘ O for a fixed random G, so dL/dO = G; its
@@ -151,8 +166,18 @@ void CheckAgainstFiniteDifferences(const FiniteDifferenceCase& c) {
 
   const SdpaGradients ref = reference::sdpa_backward(q, k, v, g, options);
   const SdpaResult forward = sdpa(q, k, v, options);
-  const SdpaGradients fused = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
-  for (const auto& [path, grads] : {std::pair{"reference", &ref}, std::pair{"fused", &fused}}) {
+  SdpaGradients fused, two_pass;
+  {
+    LoopOrder order(LoopOrder::kOneTaskPerHead);
+    fused = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
+  }
+  {
+    LoopOrder order(LoopOrder::kTwoPasses);
+    two_pass = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
+  }
+  const std::pair<const char*, const SdpaGradients*> paths[] = {
+      {"reference", &ref}, {"fused", &fused}, {"fused, two passes", &two_pass}};
+  for (const auto& [path, grads] : paths) {
     EXPECT_TRUE(RelativelyClose(grads->dq, dq, 1e-4, std::string(path) + " dq"));
     EXPECT_TRUE(RelativelyClose(grads->dk, dk, 1e-4, std::string(path) + " dk"));
     EXPECT_TRUE(RelativelyClose(grads->dv, dv, 1e-4, std::string(path) + " dv"));
@@ -217,10 +242,15 @@ TEST(SdpaBackward, BothPathsMatchFiniteDifferences) {
   const SdpaOptions options = testing::make_options(c, gen);
   set_num_threads(c.threads);
   const SdpaResult forward = sdpa(q, k, v, options);
-  const SdpaGradients fused = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
+  LoopOrder one_task_per_head(LoopOrder::kOneTaskPerHead);
+  const SdpaGradients per_head = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
+  LoopOrder two_passes(LoopOrder::kTwoPasses);
+  const SdpaGradients two_pass = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
   set_num_threads(0);
   const SdpaGradients ref = reference::sdpa_backward(q, k, v, g, options);
-  return GradientsClose(fused, ref, 1e-5, testing::describe(c));
+  auto result = GradientsClose(per_head, ref, 1e-5, testing::describe(c) + ", one task per head");
+  if (result) result = GradientsClose(two_pass, ref, 1e-5, testing::describe(c) + ", two passes");
+  return result;
 }
 
 class BackwardSweep : public ::testing::TestWithParam<testing::SweepCase> {};
@@ -255,16 +285,19 @@ TEST(SdpaBackward, ResultsDoNotDependOnTheThreadCount) {
                v = rand_normal({2, 2, 230, 64}, 3), g = rand_normal({2, 4, 200, 64}, 4);
   const SdpaOptions o = testing::causal();
   const SdpaResult f = sdpa(q, k, v, o);
-  SdpaGradients runs[3];
-  for (int threads : {1, 2, 3}) {
-    set_num_threads(threads);
-    runs[threads - 1] = sdpa_backward(q, k, v, f.output, f.logsumexp, g, o);
-  }
-  set_num_threads(0);
-  for (int i : {1, 2}) {
-    EXPECT_TRUE(BitwiseEqual(runs[0].dq, runs[i].dq));
-    EXPECT_TRUE(BitwiseEqual(runs[0].dk, runs[i].dk));
-    EXPECT_TRUE(BitwiseEqual(runs[0].dv, runs[i].dv));
+  for (auto kind : {LoopOrder::kOneTaskPerHead, LoopOrder::kTwoPasses}) {
+    LoopOrder order(kind);
+    SdpaGradients runs[3];
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      runs[threads - 1] = sdpa_backward(q, k, v, f.output, f.logsumexp, g, o);
+    }
+    set_num_threads(0);
+    for (int i : {1, 2}) {
+      EXPECT_TRUE(BitwiseEqual(runs[0].dq, runs[i].dq)) << "loop order " << kind;
+      EXPECT_TRUE(BitwiseEqual(runs[0].dk, runs[i].dk)) << "loop order " << kind;
+      EXPECT_TRUE(BitwiseEqual(runs[0].dv, runs[i].dv)) << "loop order " << kind;
+    }
   }
 }
 

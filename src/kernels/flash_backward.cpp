@@ -15,7 +15,10 @@
 // contribution live in a fixed scratch (about 0.2 MiB at d = 64), independent of T. dK and dV
 // are accumulated in the output rows, which this task alone owns; dQ_i in scratch, then
 // written once. Loop order: query blocks outer (design option (a) in DESIGN-NOTES §7), so
-// Q_i, dO_i and dQ_i are packed and written once and only dK_j, dV_j are revisited.
+// Q_i, dO_i and dQ_i are packed and written once and only dK_j, dV_j are revisited. With
+// fewer K/V heads than cores that leaves cores idle (MQA with B = 1 has one task), so there
+// is also option (c): one pass of (K/V head, key block) tasks for dK, dV and one of
+// (head, query block) tasks for dQ, recomputing S, P and dP in each.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -95,14 +98,16 @@ void AddRows(const float* tile, size_t ld, size_t rows, size_t width, float* out
 
 // The pointers of one task's scratch.
 struct Buffers {
-  float *qt, *dot, *q_rows, *do_rows, *pt, *dpt, *k_rows, *tile, *dq, *lse, *delta;
+  float *qt, *dot, *q_rows, *do_rows, *pt, *dpt, *k_rows, *tile, *dq, *dk_block, *dv_block, *lse,
+      *delta;
 };
 
 Buffers CarveScratch(const FlashProblem& p, float* scratch) {
   const BackwardScratchLayout at = backward_scratch_layout(p);
   return {scratch + at.qt,   scratch + at.dot,    scratch + at.q_rows, scratch + at.do_rows,
           scratch + at.pt,   scratch + at.dpt,    scratch + at.k_rows, scratch + at.tile,
-          scratch + at.dq,   scratch + at.lse,    scratch + at.delta};
+          scratch + at.dq,   scratch + at.dk_block, scratch + at.dv_block, scratch + at.lse,
+          scratch + at.delta};
 }
 
 // Packs query block i of head h: (s·Q)ᵀ, dOᵀ, the Q and dO rows, L and D per query.
@@ -134,55 +139,89 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   std::fill(s.dq, s.dq + rows * ldd, 0.0f);
 }
 
-// All key blocks for query block [q0, q0 + rows) of head h: accumulates dK, dV of its K/V
-// head in place and writes the block's dQ rows.
-void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0, size_t rows,
-                const Buffers& s) {
-  const FlashProblem& p = bp.forward;
+// Sizes of one (query block, key block) pair; ldq, ldd, ldv as the scratch rows use them.
+struct PairShape {
+  size_t rows, cols, d, dv, ldq, ldd, ldv;
+};
+
+PairShape ShapeOf(const FlashProblem& p, size_t rows, size_t cols) {
   const size_t N = hn::Lanes(DF());
   const size_t d = static_cast<size_t>(p.d), dv = static_cast<size_t>(p.dv);
-  const size_t ldq = round_up(rows, N), ldd = round_up(d, N), ldv = round_up(dv, N);
-  LoadQueryBlock(bp, b, h, q0, rows, s);
+  return {rows, cols, d, dv, round_up(rows, N), round_up(d, N), round_up(dv, N)};
+}
 
+const float* KeyRows(const FlashProblem& p, int64_t b, int64_t h, int64_t j0) {
   const int64_t kv_h = h / (p.heads / p.kv_heads);
-  const float* k = p.k + b * p.k_stride[0] + kv_h * p.k_stride[1];
-  const float* v = p.v + b * p.v_stride[0] + kv_h * p.v_stride[1];
+  return p.k + b * p.k_stride[0] + kv_h * p.k_stride[1] + j0 * p.k_stride[2];
+}
+
+const float* ValueRows(const FlashProblem& p, int64_t b, int64_t h, int64_t j0) {
+  const int64_t kv_h = h / (p.heads / p.kv_heads);
+  return p.v + b * p.v_stride[0] + kv_h * p.v_stride[1] + j0 * p.v_stride[2];
+}
+
+// The element-wise heart of one pair, for the query block loaded in s and keys [j0, j0 + cols):
+// leaves Pᵀ in s.pt and s·dSᵀ in s.dpt.
+void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t j0,
+                const PairShape& z, const Buffers& s) {
+  const size_t N = hn::Lanes(DF());
+  const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
+  TileProduct<false>(z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt, z.ldq, s.pt,
+                     z.ldq);                                                   // Sᵀ
+  mask_block(p, b, h, q0, z.rows, j0, z.cols, s.pt, z.ldq);
+  Probabilities(s.pt, z.ldq, z.cols, s.lse);                                   // Pᵀ
+  TileProduct<false>(z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv, s.dot, z.ldq,
+                     s.dpt, z.ldq);                                            // dPᵀ
+  ScoreGradient(s.pt, s.dpt, z.ldq, z.cols, s.delta, p.scale);                 // s·dSᵀ
+}
+
+// dQ_i += dS·K_j, dS read from dSᵀ down its columns. K's rows are read as whole vectors, so
+// they are packed when d is not a whole number of vectors.
+void AccumulateQueryGradient(const FlashProblem& p, int64_t b, int64_t h, int64_t j0,
+                             const PairShape& z, const Buffers& s) {
+  const size_t N = hn::Lanes(DF());
+  const float* k_block = KeyRows(p, b, h, j0);
+  auto ld_k_block = static_cast<size_t>(p.k_stride[2]);
+  if (z.d % N != 0) {
+    PackRows(k_block, p.k_stride[2], z.cols, z.d, s.k_rows, z.ldd);
+    k_block = s.k_rows;
+    ld_k_block = z.ldd;
+  }
+  TileProduct<true>(z.rows, z.ldd / N, s.dpt, 1, z.ldq, z.cols, k_block, ld_k_block, s.dq, z.ldd);
+}
+
+void StoreQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
+                        const PairShape& z, const Buffers& s) {
+  float* dq = bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
+  for (size_t r = 0; r < z.rows; ++r) {
+    std::copy(s.dq + r * z.ldd, s.dq + r * z.ldd + z.d, dq + static_cast<int64_t>(r) * bp.dq_stride[2]);
+  }
+}
+
+// All key blocks for query block [q0, q0 + rows) of head h: writes the block's dQ rows and,
+// when key_gradients, adds the pairs' dK and dV into the output rows.
+void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0, size_t rows,
+                bool key_gradients, const Buffers& s) {
+  const FlashProblem& p = bp.forward;
+  const size_t N = hn::Lanes(DF());
+  LoadQueryBlock(bp, b, h, q0, rows, s);
+  const int64_t kv_h = h / (p.heads / p.kv_heads);
   float* dk = bp.dk + b * bp.dk_stride[0] + kv_h * bp.dk_stride[1];
-  float* dv_rows = bp.dv + b * bp.dv_stride[0] + kv_h * bp.dv_stride[1];
-  const size_t ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
-  const bool pack_k = d % N != 0;  // K's rows are read as whole vectors for dQ
+  float* dv = bp.dv + b * bp.dv_stride[0] + kv_h * bp.dv_stride[1];
 
   const KeyRange keys_seen = visible_keys(p, b, q0, static_cast<int64_t>(rows));
   for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
-    const size_t cols = static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0));
-    const float* kj = k + j0 * p.k_stride[2];
-    TileProduct<false>(cols, ldq / N, kj, ldk, 1, d, s.qt, ldq, s.pt, ldq);  // Sᵀ
-    mask_block(p, b, h, q0, rows, j0, cols, s.pt, ldq);
-    Probabilities(s.pt, ldq, cols, s.lse);                                     // Pᵀ
-    TileProduct<false>(cols, ldq / N, v + j0 * p.v_stride[2], ldv_in, 1, dv, s.dot, ldq, s.dpt,
-                       ldq);                                                   // dPᵀ
-    ScoreGradient(s.pt, s.dpt, ldq, cols, s.delta, p.scale);                   // s·dSᵀ
-
-    TileProduct<false>(cols, ldv / N, s.pt, ldq, 1, rows, s.do_rows, ldv, s.tile, ldv);
-    AddRows(s.tile, ldv, cols, dv, dv_rows + j0 * bp.dv_stride[2], bp.dv_stride[2]);  // dV_j
-    TileProduct<false>(cols, ldd / N, s.dpt, ldq, 1, rows, s.q_rows, ldd, s.tile, ldd);
-    AddRows(s.tile, ldd, cols, d, dk + j0 * bp.dk_stride[2], bp.dk_stride[2]);         // dK_j
-
-    const float* k_block = kj;
-    size_t ld_k_block = ldk;
-    if (pack_k) {
-      PackRows(kj, p.k_stride[2], cols, d, s.k_rows, ldd);
-      k_block = s.k_rows;
-      ld_k_block = ldd;
+    const PairShape z = ShapeOf(p, rows, static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0)));
+    PairScores(p, b, h, q0, j0, z, s);
+    if (key_gradients) {
+      TileProduct<false>(z.cols, z.ldv / N, s.pt, z.ldq, 1, rows, s.do_rows, z.ldv, s.tile, z.ldv);
+      AddRows(s.tile, z.ldv, z.cols, z.dv, dv + j0 * bp.dv_stride[2], bp.dv_stride[2]);  // dV_j
+      TileProduct<false>(z.cols, z.ldd / N, s.dpt, z.ldq, 1, rows, s.q_rows, z.ldd, s.tile, z.ldd);
+      AddRows(s.tile, z.ldd, z.cols, z.d, dk + j0 * bp.dk_stride[2], bp.dk_stride[2]);   // dK_j
     }
-    // dQ_i += dS·K_j, dS read from dSᵀ down its columns.
-    TileProduct<true>(rows, ldd / N, s.dpt, 1, ldq, cols, k_block, ld_k_block, s.dq, ldd);
+    AccumulateQueryGradient(p, b, h, j0, z, s);
   }
-
-  float* dq = bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
-  for (size_t r = 0; r < rows; ++r) {
-    std::copy(s.dq + r * ldd, s.dq + r * ldd + d, dq + static_cast<int64_t>(r) * bp.dq_stride[2]);
-  }
+  StoreQueryGradient(bp, b, h, q0, ShapeOf(p, rows, 0), s);
 }
 
 // Zeroes `rows` rows of `width` floats, stride apart.
@@ -190,6 +229,7 @@ void ZeroRows(float* rows_begin, int64_t stride, int64_t rows, int64_t width) {
   for (int64_t r = 0; r < rows; ++r) std::fill(rows_begin + r * stride, rows_begin + r * stride + width, 0.0f);
 }
 
+// Loop order (a): one task per K/V head, query blocks outer.
 void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, float* scratch) {
   const FlashProblem& p = bp.forward;
   ZeroRows(bp.dk + b * bp.dk_stride[0] + kv_h * bp.dk_stride[1], bp.dk_stride[2], p.tk, p.d);
@@ -198,9 +238,58 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
   const int64_t group = p.heads / p.kv_heads;
   for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
     for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
-      QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), buffers);
+      QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), true, buffers);
     }
   }
+}
+
+// Loop order (c), first pass: the dK and dV rows of keys [j_begin, j_begin + kKeyChunk) of one
+// K/V head, from every query block of its query heads that sees them, accumulated in scratch.
+// A chunk of several key blocks, so that each query block is packed once per chunk.
+void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h,
+                           int64_t j_begin, float* scratch) {
+  const FlashProblem& p = bp.forward;
+  const size_t N = hn::Lanes(DF());
+  const Buffers s = CarveScratch(p, scratch);
+  const int64_t j_end = std::min(j_begin + kKeyChunk, p.tk);
+  const PairShape chunk = ShapeOf(p, 0, static_cast<size_t>(j_end - j_begin));
+  std::fill(s.dk_block, s.dk_block + chunk.cols * chunk.ldd, 0.0f);
+  std::fill(s.dv_block, s.dv_block + chunk.cols * chunk.ldv, 0.0f);
+  const int64_t group = p.heads / p.kv_heads;
+  for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
+    for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
+      const int64_t rows = std::min(kQueryBlock, p.tq - q0);
+      const KeyRange keys_seen = visible_keys(p, b, q0, rows);
+      const int64_t first = std::max(j_begin, keys_seen.begin), last = std::min(j_end, keys_seen.end);
+      if (first >= last) continue;  // no query of this block sees the chunk
+      LoadQueryBlock(bp, b, h, q0, static_cast<size_t>(rows), s);
+      for (int64_t j0 = first; j0 < last; j0 += kKeyBlock) {
+        const PairShape z = ShapeOf(p, static_cast<size_t>(rows),
+                                    static_cast<size_t>(std::min(kKeyBlock, last - j0)));
+        PairScores(p, b, h, q0, j0, z, s);
+        float* dv = s.dv_block + static_cast<size_t>(j0 - j_begin) * z.ldv;
+        float* dk = s.dk_block + static_cast<size_t>(j0 - j_begin) * z.ldd;
+        TileProduct<true>(z.cols, z.ldv / N, s.pt, z.ldq, 1, z.rows, s.do_rows, z.ldv, dv, z.ldv);
+        TileProduct<true>(z.cols, z.ldd / N, s.dpt, z.ldq, 1, z.rows, s.q_rows, z.ldd, dk, z.ldd);
+      }
+    }
+  }
+  float* dk = bp.dk + b * bp.dk_stride[0] + kv_h * bp.dk_stride[1] + j_begin * bp.dk_stride[2];
+  float* dv = bp.dv + b * bp.dv_stride[0] + kv_h * bp.dv_stride[1] + j_begin * bp.dv_stride[2];
+  for (size_t c = 0; c < chunk.cols; ++c) {
+    std::copy(s.dk_block + c * chunk.ldd, s.dk_block + c * chunk.ldd + chunk.d,
+              dk + static_cast<int64_t>(c) * bp.dk_stride[2]);
+    std::copy(s.dv_block + c * chunk.ldv, s.dv_block + c * chunk.ldv + chunk.dv,
+              dv + static_cast<int64_t>(c) * bp.dv_stride[2]);
+  }
+}
+
+// Loop order (c), second pass: the dQ rows of query block [q0, q0 + kQueryBlock) of head h.
+void FlashBackwardQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
+                             float* scratch) {
+  const FlashProblem& p = bp.forward;
+  QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), false,
+             CarveScratch(p, scratch));
 }
 
 }  // namespace HWY_NAMESPACE
@@ -211,6 +300,8 @@ HWY_AFTER_NAMESPACE();
 namespace attn::kernels {
 
 HWY_EXPORT(FlashBackwardHead);
+HWY_EXPORT(FlashBackwardKeyChunk);
+HWY_EXPORT(FlashBackwardQueryBlock);
 
 BackwardScratchLayout backward_scratch_layout(const FlashProblem& p) {
   // Sized for the widest vectors any target may use (64 lanes), so every target fits; each
@@ -232,6 +323,8 @@ BackwardScratchLayout backward_scratch_layout(const FlashProblem& p) {
   take(at.k_rows, kKeyBlock * ldd);
   take(at.tile, kKeyBlock * std::max(ldd, ldv));
   take(at.dq, kQueryBlock * ldd);
+  take(at.dk_block, kKeyChunk * ldd);
+  take(at.dv_block, kKeyChunk * ldv);
   take(at.lse, kQueryBlockPadded);
   take(at.delta, kQueryBlockPadded);
   at.total = next;
@@ -242,6 +335,16 @@ size_t flash_backward_scratch_floats(const FlashProblem& p) { return backward_sc
 
 void flash_backward_head(const FlashBackwardProblem& p, int64_t b, int64_t kv_h, float* scratch) {
   HWY_DYNAMIC_DISPATCH(FlashBackwardHead)(p, b, kv_h, scratch);
+}
+
+void flash_backward_key_chunk(const FlashBackwardProblem& p, int64_t b, int64_t kv_h,
+                              int64_t j_begin, float* scratch) {
+  HWY_DYNAMIC_DISPATCH(FlashBackwardKeyChunk)(p, b, kv_h, j_begin, scratch);
+}
+
+void flash_backward_query_block(const FlashBackwardProblem& p, int64_t b, int64_t h, int64_t q0,
+                                float* scratch) {
+  HWY_DYNAMIC_DISPATCH(FlashBackwardQueryBlock)(p, b, h, q0, scratch);
 }
 
 }  // namespace attn::kernels

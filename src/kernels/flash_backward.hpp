@@ -26,7 +26,7 @@ struct FlashBackwardProblem {
 
 // Where each piece of one task's scratch starts, in floats; total = the floats it needs.
 struct BackwardScratchLayout {
-  size_t qt, dot, q_rows, do_rows, pt, dpt, k_rows, tile, dq, lse, delta, total;
+  size_t qt, dot, q_rows, do_rows, pt, dpt, k_rows, tile, dq, dk_block, dv_block, lse, delta, total;
 };
 BackwardScratchLayout backward_scratch_layout(const FlashProblem& p);
 
@@ -36,6 +36,18 @@ size_t flash_backward_scratch_floats(const FlashProblem& p);
 // The gradients of one K/V head of batch entry b: its dK and dV rows, and the dQ rows of the
 // query heads that share it. `scratch` holds flash_backward_scratch_floats floats, 64-byte
 // aligned.
+// Loop order (a) of DESIGN-NOTES §7: one task per K/V head, race-free.
 void flash_backward_head(const FlashBackwardProblem& p, int64_t b, int64_t kv_h, float* scratch);
+
+// Loop order (c), for when there are fewer K/V heads than cores: two passes with more tasks,
+// at the cost of computing S, P and dP twice (7 block products per pair instead of 5).
+// Pass 1: the dK, dV rows of keys [j_begin, j_begin + kKeyChunk) of K/V head kv_h (j_begin a
+// multiple of kKeyChunk).
+constexpr int64_t kKeyChunk = 4 * kKeyBlock;
+void flash_backward_key_chunk(const FlashBackwardProblem& p, int64_t b, int64_t kv_h,
+                              int64_t j_begin, float* scratch);
+// Pass 2: the dQ rows of query block [q0, q0 + kQueryBlock) of head h.
+void flash_backward_query_block(const FlashBackwardProblem& p, int64_t b, int64_t h, int64_t q0,
+                                float* scratch);
 
 }  // namespace attn::kernels
