@@ -4,9 +4,10 @@
 #   make build      build Release; the CLI is then build/release/attn
 #   make test-asan  the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #                   (~5 minutes: a separate build; CI runs it after make test)
-#   make bench      the forward tables (causal and not, 1 and 2 threads) and the decode tables
+#   make bench      the forward tables (causal and not, 1 and 2 threads), the backward table
+#                   and the decode tables
 #   make compare    attn next to PyTorch and numpy on the same shapes (installs python3-torch)
-#   make fixtures   regenerate tests/fixtures/*.npy with numpy (needs scripts/bootstrap --dev)
+#   make fixtures   regenerate tests/fixtures/*.npy with numpy and PyTorch (installs them)
 JOBS ?= $(shell nproc)
 
 .PHONY: run test build test-asan bench compare fixtures bootstrap clean
@@ -32,6 +33,7 @@ test-asan: bootstrap
 bench: build
 	build/release/attn bench forward --seq 256,512,1024,2048,4096,8192,16384 --threads 1,2 --causal
 	build/release/attn bench forward --seq 256,512,1024,2048,4096,8192,16384 --threads 1,2
+	build/release/attn bench backward --seq 512,1024,2048,4096,8192 --threads 1,2 --causal
 	build/release/attn bench decode --threads 1,2
 	build/release/attn bench decode --threads 2 --cache-dtype bf16
 
@@ -42,6 +44,7 @@ compare: build
 fixtures:
 	@scripts/bootstrap --dev
 	/usr/bin/python3 tests/fixtures/make_fixtures.py
+	/usr/bin/python3 tests/fixtures/make_backward_fixtures.py
 
 clean:
 	rm -rf build

@@ -21,6 +21,12 @@ int main() {
   // The readable reference path always returns the weights.
   attn::SdpaResult same = attn::reference::sdpa(q, k, v, options);
 
+  // Gradients for training: given dL/dO, dL/dQ, dL/dK and dL/dV. The fused backward recomputes
+  // the weights block by block from the forward's logsumexp; the reference one builds them.
+  attn::Tensor d_out = attn::rand_normal({2, 4, 5, 16}, 11);
+  attn::SdpaGradients grads = attn::sdpa_backward(q, k, v, r.output, r.logsumexp, d_out, options);
+  attn::SdpaGradients grads_ref = attn::reference::sdpa_backward(q, k, v, d_out, options);
+
   // Other masks: an explicit boolean mask (true = allowed) or an additive one, broadcast to
   // (…, Tq, Tk); a sliding window; grouped-query attention (K/V with 2 heads for Q's 4).
   options.mask = attn::Mask::allow(attn::causal_mask(5));
@@ -47,13 +53,15 @@ int main() {
   std::cout << attn::heatmap_ascii(y.weights.select(0).select(0));
   std::filesystem::remove(path);
 
-  std::printf("output %s, weights %s, gqa %s, mha %s, heads %s (shares storage: %s), read %s\n",
+  std::printf("output %s, weights %s, dq %s, gqa %s, mha %s, heads %s (shares storage: %s), read %s\n",
               r.output.shape_string().c_str(), r.weights.shape_string().c_str(),
+              grads.dq.shape_string().c_str(),
               g.output.shape_string().c_str(), y.output.shape_string().c_str(),
               heads.shape_string().c_str(), heads.shares_storage(x) ? "yes" : "no",
               w.values.shape_string().c_str());
   return heads.shares_storage(x) && w.values.shape() == y.weights.shape() &&
-                 same.weights.shape() == r.weights.shape()
+                 same.weights.shape() == r.weights.shape() && grads.dk.shape() == k.shape() &&
+                 grads_ref.dv.shape() == v.shape()
              ? 0
              : 1;
 }

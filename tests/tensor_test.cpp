@@ -130,3 +130,26 @@ TEST(Tensor, FullAndToVector) {
 
 }  // namespace
 }  // namespace attn
+
+namespace attn {
+namespace {
+
+TEST(TensorStorage, LargeBuffersAreAlignedAndColouredApart) {
+  // Two 32 MiB tensors (the huge-page path): rows start 64-byte aligned, zero-filled, and the
+  // two blocks do not start at the same offset within a 2 MiB page (their "colours" differ).
+  const int64_t rows = 8 << 10, cols = 1 << 10;  // 32 MiB
+  Tensor a({rows, cols}), b({rows, cols});
+  const auto address_a = reinterpret_cast<uintptr_t>(a.data());
+  const auto address_b = reinterpret_cast<uintptr_t>(b.data());
+  EXPECT_EQ(address_a % 64, 0u);
+  EXPECT_EQ(address_b % 64, 0u);
+  EXPECT_NE(address_a % (2u << 20), address_b % (2u << 20));
+  EXPECT_EQ(a.at({rows - 1, cols - 1}), 0.0f);
+  a.at({rows - 1, cols - 1}) = 3.0f;  // the last element is writable
+  EXPECT_EQ(a.at({rows - 1, cols - 1}), 3.0f);
+  const Tensor small({3, 5});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+}
+
+}  // namespace
+}  // namespace attn

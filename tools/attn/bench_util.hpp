@@ -27,11 +27,16 @@ struct AttentionBenchArgs {
 };
 void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
 
-// Median milliseconds of `runs` calls of fn, after one warm-up call (page faults, pool start,
-// caches).
+// Median milliseconds of `runs` calls of fn, after warming up: calls for at least 200 ms (at
+// least one) — page faults, pool start, caches, and the clock of a core that was idle: on this
+// VM a fresh process's first ~50 ms ran up to 1.5× slower, which a single warm-up call of a
+// short kernel did not cover.
 template <typename Fn>
 double median_ms(int runs, Fn&& fn) {
-  fn();
+  const auto warm_up_start = std::chrono::steady_clock::now();
+  do {
+    fn();
+  } while (std::chrono::steady_clock::now() - warm_up_start < std::chrono::milliseconds(200));
   std::vector<double> ms;
   for (int r = 0; r < runs; ++r) {
     const auto start = std::chrono::steady_clock::now();
