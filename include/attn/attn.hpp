@@ -14,5 +14,6 @@
 #include "attn/sdpa_backward.hpp"
 #include "attn/tensor.hpp"
 #include "attn/threads.hpp"
+#include "attn/tokenizer.hpp"
 #include "attn/viz.hpp"
 #include "attn/walkthrough.hpp"

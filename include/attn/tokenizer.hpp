@@ -1,0 +1,133 @@
+// From text to token ids: a byte-pair-encoding tokenizer trained on a corpus, and a
+// one-token-per-character tokenizer for character-level models.
+//
+// Words. Text is first cut into words, and merges never cross a word: a word is a run of
+// whitespace (possibly empty) followed by one run of letters (ASCII letters and every byte
+// ≥ 0x80, so a UTF-8 character is never cut), of digits, or of other symbols; whitespace at
+// the very end is a word of its own. So the whitespace before a word travels with it — the
+// tokens " the" and "\n\nFirst" exist — and decode(encode(text)) gives back every byte,
+// runs of spaces and newlines included.
+//
+// Ids: the special tokens first (in the order given; in character mode "<unk>" is added
+// when absent), then the base alphabet — the 256 bytes (byte_level), or the distinct
+// characters of the corpus sorted by code point — then one id per merge, in the order learnt.
+//
+// Training merges, one at a time, the adjacent pair of tokens that occurs most often in the
+// corpus's words (each word weighted by its count); ties go to the pair whose left token has
+// the smaller id, then the right. It stops at vocab_size tokens, or when no pair occurs
+// min_frequency times. Deterministic: the same corpus and options give the same tokenizer on
+// every machine and thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace attn {
+
+// Calls emit(word) for each word of text, in order (see the header comment); the words
+// concatenate back to text.
+void split_words(std::string_view text, const std::function<void(std::string_view)>& emit);
+
+struct BpeOptions {
+  int64_t vocab_size = 512;   // specials + base alphabet + merges, at most
+  int64_t min_frequency = 2;  // a pair seen fewer times is never merged
+  bool byte_level = false;    // base alphabet: the 256 bytes (nothing is ever unknown)
+  std::vector<std::string> special_tokens;  // never split, never merged, e.g. "<|endoftext|>"
+};
+
+class BpeTokenizer {
+ public:
+  // merges_done of merges_total (= vocab_size − base), called now and then while training.
+  using Progress = std::function<void(int64_t merges_done, int64_t merges_total)>;
+
+  // Learns the merges from corpus. Throws attn::Error for a vocab_size smaller than the
+  // specials and the base alphabet, min_frequency < 1, or an empty special token.
+  static BpeTokenizer train(std::string_view corpus, const BpeOptions& options,
+                            const Progress& progress = {});
+
+  // Ids of text. Special tokens found in text become their ids whole. In character mode a
+  // character the corpus never had becomes "<unk>" (so that text does not round-trip); in
+  // byte mode that cannot happen. The split of each distinct word is computed once per call.
+  std::vector<int64_t> encode(std::string_view text) const;
+  // Each text on its own, spread over the library's threads.
+  std::vector<std::vector<int64_t>> encode_batch(const std::vector<std::string>& texts) const;
+  // Encodes one long text using the threads: cut at word boundaries into pieces encoded in
+  // parallel; the ids equal encode(text).
+  std::vector<int64_t> encode_parallel(std::string_view text) const;
+  // The bytes of the tokens, concatenated. Throws attn::Error for an id out of range.
+  std::string decode(std::span<const int64_t> ids) const;
+
+  int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
+  // The exact bytes of token `id` (throws for an id out of range).
+  const std::string& id_to_token(int64_t id) const;
+  // The id of the token with exactly these bytes, if there is one.
+  std::optional<int64_t> token_to_id(std::string_view token) const;
+  // A token made visible for people: byte mode writes each byte as GPT-2 does (a space is
+  // "Ġ", a newline "Ċ"); character mode shows a space as "▁" and a newline as "↵".
+  std::string display(int64_t id) const;
+
+  const BpeOptions& options() const { return options_; }
+  // The merges in the order learnt: merge i made id first_merge_id() + i from (left, right).
+  const std::vector<std::pair<int64_t, int64_t>>& merges() const { return merges_; }
+  int64_t first_merge_id() const { return first_merge_id_; }
+  int64_t unk_id() const { return unk_id_; }  // −1 in byte mode
+
+  // A JSON file (format "attn-bpe", version 1; docs in README): the options, the alphabet
+  // (character mode), the merges as id pairs in order, and every token in display form.
+  // Written to a temporary file, then renamed over `path`.
+  void save(const std::string& path) const;
+  // Reads and checks such a file: the format and version, every id in range, each merge
+  // built from earlier tokens, the vocabulary consistent with the merges, no duplicates.
+  // A broken file gives attn::Error naming the problem.
+  static BpeTokenizer load(const std::string& path);
+  static BpeTokenizer from_json(std::string_view json);
+  std::string to_json() const;
+
+ private:
+  BpeTokenizer() = default;
+  // The specials (and "<unk>" in character mode) and the base alphabet, no merges yet.
+  static BpeTokenizer with_base(const BpeOptions& options, const std::vector<std::string>& alphabet);
+
+  void add_token(std::string bytes);
+  void add_merge(int64_t left, int64_t right);
+  void encode_word(std::string_view word, std::vector<int64_t>& out) const;
+  void encode_plain(std::string_view text, std::vector<int64_t>& out) const;
+
+  BpeOptions options_;
+  std::vector<std::string> tokens_;                     // id -> bytes
+  std::unordered_map<std::string, int64_t> ids_;        // bytes -> id
+  std::vector<std::pair<int64_t, int64_t>> merges_;     // in order
+  std::unordered_map<uint64_t, int64_t> merge_rank_;    // (left, right) -> merge index
+  std::unordered_map<std::string, int64_t> base_ids_;   // character mode: character -> id
+  int64_t first_base_id_ = 0;
+  int64_t first_merge_id_ = 0;
+  int64_t unk_id_ = -1;
+};
+
+// One token per distinct character (UTF-8 code point) of the corpus, ids by code point: the
+// tokenizer of character-level language models. Encoding a character the corpus did not
+// have throws attn::Error naming it.
+class CharTokenizer {
+ public:
+  static CharTokenizer train(std::string_view corpus);
+  // The characters, in id order (each a UTF-8 string).
+  static CharTokenizer from_characters(std::vector<std::string> characters);
+
+  std::vector<int64_t> encode(std::string_view text) const;
+  std::string decode(std::span<const int64_t> ids) const;
+  int64_t vocab_size() const { return static_cast<int64_t>(characters_.size()); }
+  const std::vector<std::string>& characters() const { return characters_; }
+
+ private:
+  std::vector<std::string> characters_;
+  std::unordered_map<std::string, int64_t> ids_;
+};
+
+}  // namespace attn

@@ -1,0 +1,201 @@
+// BpeTokenizer: the vocabulary, encoding (the learnt merges applied to each word in the order
+// they were learnt) and decoding. Training is in bpe_train.cpp, the file format in bpe_json.cpp.
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+
+#include "attn/error.hpp"
+#include "attn/threads.hpp"
+#include "attn/tokenizer.hpp"
+#include "src/tokenizer/text.hpp"
+
+namespace attn {
+namespace {
+
+constexpr const char* kUnknown = "<unk>";
+
+uint64_t pair_key(int64_t left, int64_t right) {
+  return (static_cast<uint64_t>(left) << 32) | static_cast<uint64_t>(right);
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::with_base(const BpeOptions& options,
+                                     const std::vector<std::string>& alphabet) {
+  BpeTokenizer t;
+  t.options_ = options;
+  for (const std::string& special : options.special_tokens) {
+    ATTN_CHECK(!special.empty(), "bpe: a special token must not be empty");
+    ATTN_CHECK(!t.ids_.contains(special), "bpe: special token \"", special, "\" given twice");
+    t.add_token(special);
+  }
+  if (!options.byte_level) {
+    if (!t.ids_.contains(kUnknown)) {
+      t.options_.special_tokens.push_back(kUnknown);
+      t.add_token(kUnknown);
+    }
+    t.unk_id_ = t.ids_.at(kUnknown);
+  }
+  t.first_base_id_ = t.vocab_size();
+  if (options.byte_level) {
+    for (int b = 0; b < 256; ++b) t.add_token(std::string(1, static_cast<char>(b)));
+  } else {
+    for (const std::string& c : alphabet) {
+      ATTN_CHECK(t.base_ids_.emplace(c, t.vocab_size()).second, "bpe: character \"", c,
+                 "\" is twice in the alphabet");
+      t.add_token(c);
+    }
+  }
+  t.first_merge_id_ = t.vocab_size();
+  return t;
+}
+
+void BpeTokenizer::add_token(std::string bytes) {
+  const auto id = static_cast<int64_t>(tokens_.size());
+  ids_.emplace(bytes, id);  // keeps the first id if the bytes repeat
+  tokens_.push_back(std::move(bytes));
+}
+
+void BpeTokenizer::add_merge(int64_t left, int64_t right) {
+  merge_rank_.emplace(pair_key(left, right), static_cast<int64_t>(merges_.size()));
+  merges_.emplace_back(left, right);
+  add_token(tokens_[static_cast<size_t>(left)] + tokens_[static_cast<size_t>(right)]);
+}
+
+const std::string& BpeTokenizer::id_to_token(int64_t id) const {
+  ATTN_CHECK(id >= 0 && id < vocab_size(), "bpe: token id ", id, " outside [0, ", vocab_size(), ")");
+  return tokens_[static_cast<size_t>(id)];
+}
+
+std::optional<int64_t> BpeTokenizer::token_to_id(std::string_view token) const {
+  const auto it = ids_.find(std::string(token));
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string BpeTokenizer::display(int64_t id) const {
+  const std::string& bytes = id_to_token(id);
+  std::string shown;
+  if (options_.byte_level && id >= first_base_id_) {
+    for (unsigned char b : bytes) shown += detail::byte_display(b);
+    return shown;
+  }
+  for (char c : bytes) {
+    if (c == ' ') {
+      shown += "\u2581";  // ▁
+    } else if (c == '\n') {
+      shown += "\u21B5";  // ↵
+    } else {
+      shown += c;
+    }
+  }
+  return shown;
+}
+
+// One word: its base tokens, then the learnt merges applied in the order learnt (each time
+// the adjacent pair with the earliest merge, every occurrence left to right).
+void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out) const {
+  std::vector<int64_t> symbols;
+  for (size_t i = 0; i < word.size();) {
+    if (options_.byte_level) {
+      symbols.push_back(first_base_id_ + static_cast<unsigned char>(word[i++]));
+      continue;
+    }
+    const size_t length = detail::utf8_length(word, i);
+    const auto it = base_ids_.find(std::string(word.substr(i, length)));
+    symbols.push_back(it != base_ids_.end() ? it->second : unk_id_);
+    i += length;
+  }
+  for (;;) {
+    int64_t best_rank = std::numeric_limits<int64_t>::max();
+    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+      const auto it = merge_rank_.find(pair_key(symbols[i], symbols[i + 1]));
+      if (it != merge_rank_.end()) best_rank = std::min(best_rank, it->second);
+    }
+    if (best_rank == std::numeric_limits<int64_t>::max()) break;
+    const auto [left, right] = merges_[static_cast<size_t>(best_rank)];
+    const int64_t merged = first_merge_id_ + best_rank;
+    size_t kept = 0;
+    for (size_t i = 0; i < symbols.size(); ++i) {
+      if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
+        symbols[kept++] = merged;
+        ++i;
+      } else {
+        symbols[kept++] = symbols[i];
+      }
+    }
+    symbols.resize(kept);
+  }
+  out.insert(out.end(), symbols.begin(), symbols.end());
+}
+
+// Text without special tokens: word by word, each distinct word's split computed once.
+void BpeTokenizer::encode_plain(std::string_view text, std::vector<int64_t>& out) const {
+  std::unordered_map<std::string_view, std::pair<size_t, size_t>> seen;  // word -> ids in out
+  split_words(text, [&](std::string_view word) {
+    const auto it = seen.find(word);
+    if (it != seen.end()) {
+      const auto [begin, count] = it->second;
+      for (size_t i = 0; i < count; ++i) out.push_back(out[begin + i]);
+      return;
+    }
+    const size_t begin = out.size();
+    encode_word(word, out);
+    seen.emplace(word, std::make_pair(begin, out.size() - begin));
+  });
+}
+
+std::vector<int64_t> BpeTokenizer::encode(std::string_view text) const {
+  std::vector<int64_t> ids;
+  ids.reserve(text.size() / 3);
+  detail::split_on_specials(text, options_.special_tokens, [&](std::string_view piece, int64_t special) {
+    if (special >= 0) {
+      ids.push_back(ids_.at(std::string(piece)));
+    } else {
+      encode_plain(piece, ids);
+    }
+  });
+  return ids;
+}
+
+std::vector<std::vector<int64_t>> BpeTokenizer::encode_batch(const std::vector<std::string>& texts) const {
+  std::vector<std::vector<int64_t>> ids(texts.size());
+  parallel_for(static_cast<int64_t>(texts.size()),
+               [&](int64_t i) { ids[static_cast<size_t>(i)] = encode(texts[static_cast<size_t>(i)]); });
+  return ids;
+}
+
+std::vector<int64_t> BpeTokenizer::encode_parallel(std::string_view text) const {
+  // Special tokens first (they may hold spaces), then each plain piece cut at word starts.
+  std::vector<std::pair<std::string_view, int64_t>> pieces;
+  detail::split_on_specials(text, options_.special_tokens, [&](std::string_view piece, int64_t special) {
+    if (special >= 0) {
+      pieces.emplace_back(piece, special);
+      return;
+    }
+    const int parts = static_cast<int>(std::min<size_t>(4 * static_cast<size_t>(num_threads()),
+                                                        piece.size() / 65536 + 1));
+    for (std::string_view part : detail::cut_at_word_starts(piece, parts)) pieces.emplace_back(part, -1);
+  });
+  std::vector<std::vector<int64_t>> encoded(pieces.size());
+  parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t p) {
+    const auto& [piece, special] = pieces[static_cast<size_t>(p)];
+    auto& out = encoded[static_cast<size_t>(p)];
+    if (special >= 0) {
+      out.push_back(ids_.at(std::string(piece)));
+    } else {
+      encode_plain(piece, out);
+    }
+  });
+  std::vector<int64_t> ids;
+  for (const auto& part : encoded) ids.insert(ids.end(), part.begin(), part.end());
+  return ids;
+}
+
+std::string BpeTokenizer::decode(std::span<const int64_t> ids) const {
+  std::string text;
+  for (int64_t id : ids) text += id_to_token(id);
+  return text;
+}
+
+}  // namespace attn

@@ -1,0 +1,43 @@
+// Text helpers the tokenizers share: UTF-8 characters and the visible forms of bytes.
+// Internal to the library.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attn::detail {
+
+// The largest vocabulary a tokenizer may have (ids are packed two to a 64-bit key).
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+
+// Calls emit(piece, −1) for the text between special tokens and emit(special, index) for each
+// special token found (the longest one when several start at the same place).
+void split_on_specials(std::string_view text, const std::vector<std::string>& specials,
+                       const std::function<void(std::string_view, int64_t)>& emit);
+
+// text cut into up to `parts` consecutive pieces, each cut where a word starts (after a
+// non-space, before a space), so that splitting the pieces into words gives text's words.
+std::vector<std::string_view> cut_at_word_starts(std::string_view text, int parts);
+
+// Bytes in the character starting at s[pos]: 1–4 for a well-formed UTF-8 sequence, 1 for a
+// byte that does not start one (each such byte is then a "character" of its own).
+size_t utf8_length(std::string_view s, size_t pos);
+
+// Whether s is well-formed UTF-8 throughout.
+bool is_utf8(std::string_view s);
+
+// The UTF-8 encoding of code point cp.
+std::string utf8_encode(char32_t cp);
+
+// GPT-2's printable stand-in for a byte: printable Latin-1 bytes are themselves, the others
+// (controls, space, …) map to U+0100 onwards in order, so a space is "Ġ" and a newline "Ċ".
+// A bijection, which makes byte-level tokens valid, readable UTF-8 (and JSON) strings.
+const std::string& byte_display(unsigned char byte);
+// The inverse of byte_display over a whole string; false if a character is not one of them.
+bool parse_byte_display(std::string_view shown, std::string& bytes);
+
+}  // namespace attn::detail
