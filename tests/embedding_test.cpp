@@ -1,10 +1,12 @@
-// Sinusoidal positional encoding: the formula at known points, odd widths, the errors.
+// Embeddings: the sinusoidal formula at known points, odd widths, token and position tables
+// with their gradients, the errors.
 #include "attn/embedding.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "attn/random.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -43,6 +45,62 @@ TEST(AddPositional, AddsTheTableToEveryBatchEntry) {
       },
       "pe must be (max_len, 5)"));
   EXPECT_TRUE(testing::ThrowsWith([] { sinusoidal_encoding(0, 4); }, "must be >= 1"));
+}
+
+TEST(TokenEmbedding, LooksUpRowsForSequencesAndBatches) {
+  TokenEmbedding e(10, 4, 3);
+  const std::vector<int64_t> ids = {7, 0, 7, 9, 2, 2};
+  const Tensor x = e.forward(ids);
+  ASSERT_EQ(x.shape(), (Shape{6, 4}));
+  for (int64_t i = 0; i < 6; ++i) {
+    for (int64_t c = 0; c < 4; ++c) EXPECT_EQ(x.at({i, c}), e.weight.at({ids[static_cast<size_t>(i)], c}));
+  }
+  const Tensor xb = e.forward(ids, 2);
+  ASSERT_EQ(xb.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(xb.at({1, 0, 3}), e.weight.at({9, 3}));
+  EXPECT_TRUE(testing::ThrowsWith([&] { e.forward(std::vector<int64_t>{1, 10}); }, "id 10 at position 1 outside [0, 10)"));
+  EXPECT_TRUE(testing::ThrowsWith([&] { e.forward(std::vector<int64_t>{-1}); }, "id -1"));
+  EXPECT_TRUE(testing::ThrowsWith([&] { e.forward(ids, 4); }, "6 ids do not split into a batch of 4"));
+}
+
+TEST(TokenEmbedding, BackwardSumsTheRowsOfRepeatedIds) {
+  TokenEmbedding e(5, 3, 1);
+  const std::vector<int64_t> ids = {4, 1, 4, 4};
+  const Tensor d_out = rand_normal({2, 2, 3}, 2);
+  e.backward(ids, d_out);
+  e.backward(ids, d_out);  // accumulates
+  for (int64_t c = 0; c < 3; ++c) {
+    const float four = d_out.at({0, 0, c}) + d_out.at({1, 0, c}) + d_out.at({1, 1, c});
+    EXPECT_FLOAT_EQ(e.grad.at({4, c}), 2 * four);
+    EXPECT_FLOAT_EQ(e.grad.at({1, c}), 2 * d_out.at({0, 1, c}));
+    EXPECT_EQ(e.grad.at({0, c}), 0.0f);
+  }
+  e.zero_grad();
+  EXPECT_EQ(e.grad.at({4, 0}), 0.0f);
+  EXPECT_TRUE(testing::ThrowsWith([&] { e.backward(ids, rand_normal({3, 3}, 3)); }, "4 ids but d_out holds 3 rows"));
+}
+
+TEST(PositionalEncoding, IsTheSinusoidalTableWithALengthLimit) {
+  const PositionalEncoding pe(50, 7);  // odd width
+  EXPECT_TRUE(testing::BitwiseEqual(pe.forward(50), sinusoidal_encoding(50, 7)));
+  EXPECT_EQ(pe.forward(3).shape(), (Shape{3, 7}));
+  EXPECT_NEAR(pe.forward(50).at({49, 6}), std::sin(49.0 / std::pow(10000.0, 6.0 / 7)), 1e-6);
+  EXPECT_TRUE(testing::ThrowsWith([&] { pe.forward(51); }, "length 51 outside [1, max_len = 50]"));
+  const Tensor x = rand_normal({2, 4, 7}, 1);
+  EXPECT_TRUE(testing::BitwiseEqual(pe.add_to(x), add_positional(x, pe.table())));
+  EXPECT_TRUE(testing::ThrowsWith([&] { pe.add_to(rand_normal({60, 7}, 1)); }, "exceeds max_len 50"));
+}
+
+TEST(LearnedPositionalEmbedding, AddsRowsAndSumsTheirGradientOverTheBatch) {
+  LearnedPositionalEmbedding p(8, 3, 4);
+  const Tensor x = rand_normal({2, 5, 3}, 5);
+  const Tensor y = p.forward(x);
+  EXPECT_FLOAT_EQ(y.at({1, 4, 2}), x.at({1, 4, 2}) + p.weight.at({4, 2}));
+  const Tensor d_out = rand_normal({2, 5, 3}, 6);
+  p.backward(d_out);
+  EXPECT_FLOAT_EQ(p.grad.at({4, 2}), d_out.at({0, 4, 2}) + d_out.at({1, 4, 2}));
+  EXPECT_EQ(p.grad.at({5, 0}), 0.0f);  // positions past T get nothing
+  EXPECT_TRUE(testing::ThrowsWith([&] { p.forward(rand_normal({9, 3}, 1)); }, "exceeds max_len 8"));
 }
 
 }  // namespace
