@@ -14,4 +14,11 @@ MatchingKeyExample matching_key_example() {
   return e;
 }
 
+const char* tutorial_corpus() {
+  return "the quick brown fox jumps over the lazy dog\n"
+         "the quick brown fox sleeps while the lazy dog barks\n"
+         "a quick brown dog jumps over the quick brown fox\n"
+         "the fox and the dog are quick and brown\n";
+}
+
 }  // namespace attn

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <algorithm>
+#include <random>
 #include <string>
 
 #include "attn/io.hpp"
@@ -72,10 +74,56 @@ TEST_F(Cli, HelpOnEveryCommand) {
 TEST_F(Cli, DemoRunsAndPassesItsChecks) {
   const CliResult r = run("demo --threads 2");
   EXPECT_EQ(r.status, 0) << r.err;
-  for (const char* expected : {"(1, 11, 16)", "(1, 4, 11, 11)", "bitwise identical", "0.8024",
+  for (const char* expected : {"9 tokens: the(", "\u2581quick(", "decode gives the text back: yes",
+                               "(1, 9, 16)", "(1, 4, 9, 9)", "bitwise identical", "0.8024",
                                "80.09", "all checks passed", "█"}) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected;
   }
+}
+
+TEST_F(Cli, BpeTrainEncodeDecodeRoundTripsAFile) {
+  {
+    std::ofstream corpus(path("corpus.txt"), std::ios::binary);
+    for (int i = 0; i < 50; ++i) corpus << "the quick brown fox, number " << i << "\n\n  jumps\t";
+  }
+  const CliResult train = run("bpe train --corpus " + path("corpus.txt") + " --vocab-size 300 "
+                              "--byte-level --special '<|endoftext|>' --out " + path("tok.json"));
+  EXPECT_EQ(train.status, 0) << train.err;
+  EXPECT_NE(train.out.find("trained 290 tokens (33 merges, 1 special)"), std::string::npos) << train.out;
+  const CliResult stats = run("bpe encode --tokenizer " + path("tok.json") + " " + path("corpus.txt") + " --stats");
+  EXPECT_NE(stats.out.find("bytes per token"), std::string::npos) << stats.out;
+  // Random bytes through encode | decode come back byte for byte.
+  {
+    std::ofstream bytes(path("random.bin"), std::ios::binary);
+    std::mt19937 gen(5);
+    for (int i = 0; i < 2000; ++i) bytes.put(static_cast<char>(gen() % 256));
+  }
+  const CliResult ids = run("bpe encode --tokenizer " + path("tok.json") + " " + path("random.bin"));
+  EXPECT_EQ(ids.status, 0) << ids.err;
+  EXPECT_EQ(ids.out.find_first_not_of("0123456789 \n"), std::string::npos);  // ids and spaces only
+  {
+    std::ofstream out(path("ids.txt"), std::ios::binary);
+    out << ids.out;
+  }
+  const CliResult back = run("bpe decode --tokenizer " + path("tok.json") + " " + path("ids.txt"));
+  EXPECT_EQ(back.status, 0) << back.err;
+  EXPECT_EQ(back.out, slurp(path("random.bin")));
+}
+
+TEST_F(Cli, BpeErrorsAreOneLine) {
+  const CliResult missing = run("bpe encode --tokenizer " + path("none.json") + " -");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("cannot read"), std::string::npos) << missing.err;
+  {
+    std::ofstream broken(path("broken.json"));
+    broken << "{\"format\": \"attn-bpe\", \"version\": 2}";
+  }
+  const CliResult version = run("bpe decode --tokenizer " + path("broken.json") + " -");
+  EXPECT_EQ(version.status, 1);
+  EXPECT_NE(version.err.find("unsupported version 2"), std::string::npos) << version.err;
+  EXPECT_EQ(std::count(version.err.begin(), version.err.end(), '\n'), 1) << version.err;
+  const CliResult no_vocab = run("bpe train --corpus " + path("none.txt") + " --out " + path("t.json"));
+  EXPECT_EQ(no_vocab.status, 2);  // a required option is missing
 }
 
 TEST_F(Cli, SdpaWritesWhatTheLibraryComputes) {

@@ -21,4 +21,10 @@ struct MatchingKeyExample {
 };
 MatchingKeyExample matching_key_example();
 
+// The tutorial trains its tokenizer with train_bpe(corpus, vocab_size=80, min_frequency=2) on
+// a four-line corpus whose text it does not give. This one is ours: four lines in which "the",
+// "quick", "brown" and "fox" recur, so that those settings learn them as single tokens and
+// "the quick brown fox" encodes as 4 tokens (a test checks it).
+const char* tutorial_corpus();
+
 }  // namespace attn

@@ -93,8 +93,10 @@ std::string BpeTokenizer::display(int64_t id) const {
 }
 
 // One word: its base tokens, then the learnt merges applied in the order learnt (each time
-// the adjacent pair with the earliest merge, every occurrence left to right).
+// the adjacent pair with the earliest merge, every occurrence left to right). Each adjacent
+// pair's rank is looked up once and again only when a merge changes one of its two tokens.
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out) const {
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   std::vector<int64_t> symbols;
   for (size_t i = 0; i < word.size();) {
     if (options_.byte_level) {
@@ -106,25 +108,38 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
     symbols.push_back(it != base_ids_.end() ? it->second : unk_id_);
     i += length;
   }
+  auto rank_of = [&](int64_t left, int64_t right) {
+    const auto it = merge_rank_.find(pair_key(left, right));
+    return it == merge_rank_.end() ? kNone : it->second;
+  };
+  std::vector<int64_t> ranks(symbols.empty() ? 0 : symbols.size() - 1);
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = rank_of(symbols[i], symbols[i + 1]);
+  std::vector<int64_t> next_symbols, next_ranks;
+  std::vector<size_t> from;  // next_symbols[k] came from symbols[from[k]]
   for (;;) {
-    int64_t best_rank = std::numeric_limits<int64_t>::max();
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const auto it = merge_rank_.find(pair_key(symbols[i], symbols[i + 1]));
-      if (it != merge_rank_.end()) best_rank = std::min(best_rank, it->second);
-    }
-    if (best_rank == std::numeric_limits<int64_t>::max()) break;
-    const auto [left, right] = merges_[static_cast<size_t>(best_rank)];
-    const int64_t merged = first_merge_id_ + best_rank;
-    size_t kept = 0;
+    const auto best = std::min_element(ranks.begin(), ranks.end());
+    if (best == ranks.end() || *best == kNone) break;
+    const int64_t rank = *best;
+    const auto [left, right] = merges_[static_cast<size_t>(rank)];
+    const int64_t merged = first_merge_id_ + rank;
+    next_symbols.clear();
+    from.clear();
     for (size_t i = 0; i < symbols.size(); ++i) {
-      if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
-        symbols[kept++] = merged;
+      from.push_back(i);
+      if (i + 1 < symbols.size() && ranks[i] == rank && symbols[i] == left && symbols[i + 1] == right) {
+        next_symbols.push_back(merged);
         ++i;
       } else {
-        symbols[kept++] = symbols[i];
+        next_symbols.push_back(symbols[i]);
       }
     }
-    symbols.resize(kept);
+    next_ranks.assign(next_symbols.empty() ? 0 : next_symbols.size() - 1, kNone);
+    for (size_t k = 0; k < next_ranks.size(); ++k) {
+      const bool unchanged = next_symbols[k] != merged && next_symbols[k + 1] != merged;
+      next_ranks[k] = unchanged ? ranks[from[k]] : rank_of(next_symbols[k], next_symbols[k + 1]);
+    }
+    symbols.swap(next_symbols);
+    ranks.swap(next_ranks);
   }
   out.insert(out.end(), symbols.begin(), symbols.end());
 }
@@ -165,29 +180,60 @@ std::vector<std::vector<int64_t>> BpeTokenizer::encode_batch(const std::vector<s
   return ids;
 }
 
+// Three parallel passes over pieces cut at word starts: collect each piece's distinct words;
+// split every distinct word once (the costly part: per-piece caches would split each common
+// word once per piece); then look the words up in order. Pieces are ~64 KiB, at most four per
+// thread.
 std::vector<int64_t> BpeTokenizer::encode_parallel(std::string_view text) const {
-  // Special tokens first (they may hold spaces), then each plain piece cut at word starts.
-  std::vector<std::pair<std::string_view, int64_t>> pieces;
+  std::vector<std::pair<std::string_view, int64_t>> pieces;  // (text, special id or −1)
   detail::split_on_specials(text, options_.special_tokens, [&](std::string_view piece, int64_t special) {
     if (special >= 0) {
-      pieces.emplace_back(piece, special);
+      pieces.emplace_back(piece, ids_.at(std::string(piece)));
       return;
     }
     const int parts = static_cast<int>(std::min<size_t>(4 * static_cast<size_t>(num_threads()),
                                                         piece.size() / 65536 + 1));
     for (std::string_view part : detail::cut_at_word_starts(piece, parts)) pieces.emplace_back(part, -1);
   });
+  const auto n = static_cast<int64_t>(pieces.size());
+
+  std::vector<std::vector<std::string_view>> distinct(pieces.size());
+  parallel_for(n, [&](int64_t p) {
+    if (pieces[static_cast<size_t>(p)].second >= 0) return;
+    std::unordered_map<std::string_view, bool> seen;
+    split_words(pieces[static_cast<size_t>(p)].first, [&](std::string_view w) {
+      if (seen.emplace(w, true).second) distinct[static_cast<size_t>(p)].push_back(w);
+    });
+  });
+  std::unordered_map<std::string_view, size_t> index;  // word -> its slot in `splits`
+  std::vector<std::string_view> words;
+  for (const auto& list : distinct) {
+    for (std::string_view w : list) {
+      if (index.emplace(w, words.size()).second) words.push_back(w);
+    }
+  }
+  std::vector<std::vector<int64_t>> splits(words.size());
+  parallel_for(static_cast<int64_t>(words.size()), [&](int64_t i) {
+    encode_word(words[static_cast<size_t>(i)], splits[static_cast<size_t>(i)]);
+  });
+
   std::vector<std::vector<int64_t>> encoded(pieces.size());
-  parallel_for(static_cast<int64_t>(pieces.size()), [&](int64_t p) {
+  parallel_for(n, [&](int64_t p) {
     const auto& [piece, special] = pieces[static_cast<size_t>(p)];
     auto& out = encoded[static_cast<size_t>(p)];
     if (special >= 0) {
-      out.push_back(ids_.at(std::string(piece)));
-    } else {
-      encode_plain(piece, out);
+      out.push_back(special);
+      return;
     }
+    split_words(piece, [&](std::string_view w) {
+      const auto& ids = splits[index.at(w)];
+      out.insert(out.end(), ids.begin(), ids.end());
+    });
   });
   std::vector<int64_t> ids;
+  size_t total = 0;
+  for (const auto& part : encoded) total += part.size();
+  ids.reserve(total);
   for (const auto& part : encoded) ids.insert(ids.end(), part.begin(), part.end());
   return ids;
 }

@@ -1,11 +1,9 @@
 // attn demo: the whole walk-through on a built-in corpus, no files needed.
-//   words -> ids -> seeded embeddings + sinusoidal positions -> causal multi-head attention
+//   text -> BPE ids -> token embeddings + sinusoidal positions -> causal multi-head attention
 //   -> shapes, the head-0 heat map, and the checks that prove it works.
 // Any failed check makes the command exit non-zero.
 #include <cmath>
 #include <cstdio>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +11,7 @@
 #include "attn/error.hpp"
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
+#include "attn/tokenizer.hpp"
 #include "attn/viz.hpp"
 #include "attn/walkthrough.hpp"
 #include "commands.hpp"
@@ -21,43 +20,32 @@
 namespace attn::cli {
 namespace {
 
-constexpr const char* kCorpus = "the cat sat on the mat because the cat was tired";
+constexpr const char* kText = "the quick brown fox jumps over the lazy dog";
 
 struct DemoArgs {
-  std::string text = kCorpus, impl = "fused";
+  std::string text = kText, impl = "fused";
   int64_t d_model = 16, heads = 4;
   uint64_t seed = 7;
   int threads = 0;
 };
 
-// Whitespace-separated words and their ids (in order of first appearance).
+// The tutorial's tokenizer: BPE with vocab_size 80 and min_frequency 2, trained on its corpus
+// plus the text (so that every character of the text is known).
 struct Tokens {
-  std::vector<std::string> words;
+  BpeTokenizer tokenizer;
   std::vector<int64_t> ids;
-  int64_t vocab_size = 0;
+  std::vector<std::string> shown;  // each token made visible, for the heat map
 };
 
-Tokens tokenize_words(const std::string& text) {
-  Tokens t;
-  std::map<std::string, int64_t> vocab;
-  std::istringstream in(text);
-  for (std::string w; in >> w;) {
-    auto [it, inserted] = vocab.emplace(w, static_cast<int64_t>(vocab.size()));
-    t.words.push_back(w);
-    t.ids.push_back(it->second);
-  }
-  t.vocab_size = static_cast<int64_t>(vocab.size());
-  ATTN_CHECK(!t.words.empty(), "demo: --text holds no words");
+Tokens tokenize(const std::string& text) {
+  ATTN_CHECK(!text.empty(), "demo: --text is empty");
+  BpeOptions options;
+  options.vocab_size = 80;
+  options.min_frequency = 2;
+  Tokens t{BpeTokenizer::train(std::string(tutorial_corpus()) + text, options), {}, {}};
+  t.ids = t.tokenizer.encode(text);
+  for (int64_t id : t.ids) t.shown.push_back(t.tokenizer.display(id));
   return t;
-}
-
-// X[0, t] = table[id_t] + PE[t]: (1, T, d_model).
-Tensor embed(const Tokens& tokens, const Tensor& table) {
-  const auto t_len = static_cast<int64_t>(tokens.ids.size());
-  const int64_t d = table.dim(1);
-  Tensor x({1, t_len, d});
-  for (int64_t t = 0; t < t_len; ++t) x.select(0).select(t).copy_from(table.select(tokens.ids[t]));
-  return add_positional(x, sinusoidal_encoding(t_len, d));
 }
 
 void section(const char* title) { std::printf("\n== %s\n", title); }
@@ -129,16 +117,24 @@ void run_demo(const DemoArgs& args) {
   apply_threads(args.threads);
   std::printf("attn demo: causal multi-head attention, step by step\n");
 
-  section("1. tokens (whitespace-separated words)");
-  const Tokens tokens = tokenize_words(args.text);
-  std::printf("corpus: \"%s\"\n%zu tokens, vocabulary of %lld words\n", args.text.c_str(),
-              tokens.words.size(), static_cast<long long>(tokens.vocab_size));
+  section("1. tokens: BPE trained on the tutorial's corpus (vocab_size 80, min_frequency 2)");
+  const Tokens tokens = tokenize(args.text);
+  std::printf("text: \"%s\"\n%zu tokens:", args.text.c_str(), tokens.ids.size());
+  for (size_t i = 0; i < tokens.ids.size(); ++i) {
+    std::printf(" %s(%lld)", tokens.shown[i].c_str(), static_cast<long long>(tokens.ids[i]));
+  }
+  std::printf("\nvocabulary of %lld tokens (\u2581 marks a space); decode gives the text back: %s\n",
+              static_cast<long long>(tokens.tokenizer.vocab_size()),
+              tokens.tokenizer.decode(tokens.ids) == args.text ? "yes" : "NO");
+  ATTN_CHECK(tokens.tokenizer.decode(tokens.ids) == args.text, "demo: decode(encode(text)) differs");
 
-  section("2. embeddings + sinusoidal positions");
-  const Tensor table = rand_normal({tokens.vocab_size, args.d_model}, args.seed);
-  const Tensor x = embed(tokens, table);
-  std::printf("token table %s, X = table[ids] + PE  %s\n", table.shape_string().c_str(),
-              x.shape_string().c_str());
+  section("2. token embeddings + sinusoidal positions");
+  const TokenEmbedding embedding(tokens.tokenizer.vocab_size(), args.d_model, args.seed);
+  const auto t_len = static_cast<int64_t>(tokens.ids.size());
+  const PositionalEncoding positions(t_len, args.d_model);
+  const Tensor x = positions.add_to(embedding.forward(tokens.ids, /*batch=*/1));
+  std::printf("TokenEmbedding %s, X = embedding[ids] + PE[0:T]  %s\n",
+              embedding.weight.shape_string().c_str(), x.shape_string().c_str());
 
   section("3. causal multi-head attention");
   const float init = 1.0f / std::sqrt(static_cast<float>(args.d_model));
@@ -159,8 +155,8 @@ void run_demo(const DemoArgs& args) {
 
   section("4. head 0 attention weights (rows = queries, columns = keys)");
   HeatmapOptions map;
-  map.row_labels = tokens.words;
-  map.column_labels = tokens.words;
+  map.row_labels = tokens.shown;
+  map.column_labels = tokens.shown;
   std::fputs(heatmap_ascii(r.weights.select(0).select(0), map).c_str(), stdout);
 
   section("5. checks");
@@ -178,9 +174,12 @@ void add_demo_command(CLI::App& app) {
   auto args = std::make_shared<DemoArgs>();
   CLI::App* cmd = app.add_subcommand(
       "demo",
-      "The walk-through on a built-in sentence: tokens, embeddings, positions, causal\n"
-      "multi-head attention, a heat map and the checks. No files needed.");
-  cmd->add_option("--text", args->text, "the sentence to use")->capture_default_str();
+      "The walk-through on a built-in sentence: a BPE tokenizer trained on the tutorial's\n"
+      "corpus, token embeddings, positions, causal multi-head attention, a heat map and the\n"
+      "checks. No files needed.");
+  cmd->add_option("--text", args->text,
+                  "the sentence to use (the tokenizer also trains on it, so no character is unknown)")
+      ->capture_default_str();
   cmd->add_option("--d-model", args->d_model, "model width")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -1,0 +1,200 @@
+// attn bpe train | encode | decode: the BPE tokenizer on files.
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/threads.hpp"
+#include "attn/tokenizer.hpp"
+#include "commands.hpp"
+
+namespace attn::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The whole of a file, or of standard input for "-".
+std::string read_input(const std::string& path) {
+  std::ostringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+    return text.str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  ATTN_CHECK(in.good(), "cannot read ", path);
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_stdout(const std::string& bytes) {
+  ATTN_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size() && std::fflush(stdout) == 0,
+             "cannot write to standard output");
+}
+
+struct TrainArgs {
+  std::string corpus, out;
+  BpeOptions options;
+  int threads = 0;
+};
+
+// "[##########----------] 1920/3840 merges  0.06 s  32000 merges/s" on a terminal's stderr.
+class ProgressBar {
+ public:
+  ProgressBar() : shown_(::isatty(STDERR_FILENO) == 1), start_(Clock::now()) {}
+  void update(int64_t done, int64_t total) {
+    if (!shown_ || total <= 0) return;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done / total);
+    const double elapsed = seconds_since(start_);
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld merges  %.2f s  %.0f merges/s ",
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(kWidth - filled), '-').c_str(),
+                 static_cast<long long>(done), static_cast<long long>(total), elapsed,
+                 elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0);
+  }
+  void finish() {
+    if (shown_) std::fputs("\n", stderr);
+  }
+
+ private:
+  bool shown_;
+  Clock::time_point start_;
+};
+
+void run_train(TrainArgs& args) {
+  if (args.threads > 0) set_num_threads(args.threads);
+  const std::string corpus = read_input(args.corpus);
+  ProgressBar bar;
+  const Clock::time_point start = Clock::now();
+  const BpeTokenizer t = BpeTokenizer::train(
+      corpus, args.options, [&](int64_t done, int64_t total) { bar.update(done, total); });
+  const double seconds = seconds_since(start);
+  bar.finish();
+  t.save(args.out);
+  std::printf("trained %lld tokens (%zu merges, %zu special) on %.2f MB in %.2f s; wrote %s\n",
+              static_cast<long long>(t.vocab_size()), t.merges().size(),
+              t.options().special_tokens.size(), static_cast<double>(corpus.size()) / 1e6, seconds,
+              args.out.c_str());
+}
+
+struct CodecArgs {
+  std::string tokenizer, input = "-";
+  int threads = 0;
+  bool stats = false;
+};
+
+void run_encode(const CodecArgs& args) {
+  if (args.threads > 0) set_num_threads(args.threads);
+  const BpeTokenizer t = BpeTokenizer::load(args.tokenizer);
+  const std::string text = read_input(args.input);
+  const Clock::time_point start = Clock::now();
+  const std::vector<int64_t> ids = t.encode_parallel(text);
+  const double seconds = seconds_since(start);
+  if (args.stats) {
+    std::printf("%zu tokens, %zu bytes, %.3f bytes per token, %.1f MB/s (%d threads)\n", ids.size(),
+                text.size(), ids.empty() ? 0.0 : static_cast<double>(text.size()) / ids.size(),
+                seconds > 0 ? static_cast<double>(text.size()) / seconds / 1e6 : 0.0, num_threads());
+    return;
+  }
+  std::string out;
+  out.reserve(ids.size() * 5);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ' ';
+    out += std::to_string(ids[i]);
+  }
+  if (!ids.empty()) out += '\n';
+  write_stdout(out);
+}
+
+// Whitespace-separated decimal ids; anything else is an error naming where it is.
+std::vector<int64_t> parse_ids(const std::string& text) {
+  std::vector<int64_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == text.size()) break;
+    const size_t start = i;
+    int64_t value = 0;
+    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i]))) {
+      const char c = text[i];
+      ATTN_CHECK(c >= '0' && c <= '9' && value <= (int64_t{1} << 40), "bpe decode: \"",
+                 text.substr(start, std::min<size_t>(20, text.size() - start)),
+                 "\" at byte ", start, " is not a token id");
+      value = value * 10 + (c - '0');
+      ++i;
+    }
+    ids.push_back(value);
+  }
+  return ids;
+}
+
+void run_decode(const CodecArgs& args) {
+  const BpeTokenizer t = BpeTokenizer::load(args.tokenizer);
+  write_stdout(t.decode(parse_ids(read_input(args.input))));
+}
+
+}  // namespace
+
+void add_bpe_command(CLI::App& app) {
+  CLI::App* bpe = app.add_subcommand(
+      "bpe", "The BPE tokenizer: attn bpe train --help, attn bpe encode --help, attn bpe decode --help");
+  bpe->require_subcommand(1);
+
+  auto train = std::make_shared<TrainArgs>();
+  CLI::App* tr = bpe->add_subcommand(
+      "train",
+      "Learn a BPE tokenizer from a text file and write it as JSON. A progress bar on a\n"
+      "terminal, then one summary line.");
+  tr->add_option("--corpus", train->corpus, "the text to learn from (- for standard input)")->required();
+  tr->add_option("--vocab-size", train->options.vocab_size,
+                 "tokens at most: special tokens + base alphabet + merges")
+      ->required()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  tr->add_option("--min-frequency", train->options.min_frequency,
+                 "stop when no pair occurs this often")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tr->add_flag("--byte-level", train->options.byte_level,
+               "base alphabet of the 256 bytes (nothing is ever unknown); default: the corpus's "
+               "characters, unseen ones become <unk>");
+  tr->add_option("--special", train->options.special_tokens,
+                 "special tokens, never split (e.g. --special '<|endoftext|>')");
+  tr->add_option("--out", train->out, "where to write the tokenizer (JSON)")->required();
+  tr->add_option("--threads", train->threads, "threads for counting words (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  tr->footer("Example: attn bpe train --corpus input.txt --vocab-size 4096 --byte-level --out tok.json");
+  tr->callback([train] { run_train(*train); });
+
+  auto enc = std::make_shared<CodecArgs>();
+  CLI::App* en = bpe->add_subcommand(
+      "encode",
+      "Write the token ids of a file (or standard input) as decimal integers separated by single\n"
+      "spaces, or with --stats the token count, bytes per token and MB/s.");
+  en->add_option("--tokenizer", enc->tokenizer, "a tokenizer file from attn bpe train")->required();
+  en->add_option("input", enc->input, "the text (- or nothing: standard input)");
+  en->add_option("--threads", enc->threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
+  en->add_flag("--stats", enc->stats, "print statistics instead of the ids");
+  en->footer("Example: attn bpe encode --tokenizer tok.json input.txt | attn bpe decode --tokenizer tok.json -");
+  en->callback([enc] { run_encode(*enc); });
+
+  auto dec = std::make_shared<CodecArgs>();
+  CLI::App* de = bpe->add_subcommand(
+      "decode", "Read token ids separated by any whitespace; write the exact bytes they stand for.");
+  de->add_option("--tokenizer", dec->tokenizer, "a tokenizer file from attn bpe train")->required();
+  de->add_option("input", dec->input, "the ids (- or nothing: standard input)");
+  de->callback([dec] { run_decode(*dec); });
+}
+
+}  // namespace attn::cli
