@@ -6,7 +6,8 @@
 #                   (~5 minutes: a separate build; CI runs it after make test)
 #   make bench      the forward tables (causal and not, 1 and 2 threads), the backward table
 #                   and the decode tables
-#   make compare    attn next to PyTorch and numpy on the same shapes (installs python3-torch)
+#   make compare    attn next to PyTorch and numpy on the same shapes, and its tokenizer next to
+#                   sentencepiece (installs python3-torch, sentencepiece)
 #   make fixtures   regenerate tests/fixtures/*.npy with numpy and PyTorch (installs them)
 JOBS ?= $(shell nproc)
 
@@ -40,6 +41,7 @@ bench: build
 compare: build
 	@scripts/bootstrap --bench
 	/usr/bin/python3 bench/compare.py --causal
+	bench/compare_tokenizer.sh
 
 fixtures:
 	@scripts/bootstrap --dev

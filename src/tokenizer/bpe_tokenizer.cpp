@@ -8,6 +8,7 @@
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"
 #include "src/tokenizer/text.hpp"
+#include "src/tokenizer/word_table.hpp"
 
 namespace attn {
 namespace {
@@ -180,9 +181,10 @@ std::vector<std::vector<int64_t>> BpeTokenizer::encode_batch(const std::vector<s
   return ids;
 }
 
-// Three parallel passes over pieces cut at word starts: collect each piece's distinct words;
-// split every distinct word once (the costly part: per-piece caches would split each common
-// word once per piece); then look the words up in order. Pieces are ~64 KiB, at most four per
+// Three parallel passes over pieces cut at word starts: collect each piece's distinct words
+// (and each word's index among them); split every distinct word of the text once (the costly
+// part: per-piece caches would split each common word once per piece); then write each
+// piece's ids in order. Pieces are ~64 KiB, at most four per
 // thread.
 std::vector<int64_t> BpeTokenizer::encode_parallel(std::string_view text) const {
   std::vector<std::pair<std::string_view, int64_t>> pieces;  // (text, special id or −1)
@@ -197,26 +199,40 @@ std::vector<int64_t> BpeTokenizer::encode_parallel(std::string_view text) const 
   });
   const auto n = static_cast<int64_t>(pieces.size());
 
-  std::vector<std::vector<std::string_view>> distinct(pieces.size());
+  // Pass 1, per piece: its distinct words, and for each word in order its local index.
+  struct PieceWords {
+    std::vector<std::string_view> distinct;
+    std::vector<uint32_t> order;
+  };
+  std::vector<PieceWords> local(pieces.size());
   parallel_for(n, [&](int64_t p) {
     if (pieces[static_cast<size_t>(p)].second >= 0) return;
-    std::unordered_map<std::string_view, bool> seen;
-    split_words(pieces[static_cast<size_t>(p)].first, [&](std::string_view w) {
-      if (seen.emplace(w, true).second) distinct[static_cast<size_t>(p)].push_back(w);
+    PieceWords& pw = local[static_cast<size_t>(p)];
+    detail::WordTable seen;
+    detail::for_each_word(pieces[static_cast<size_t>(p)].first, [&](std::string_view w) {
+      bool inserted = false;
+      const uint32_t at = seen.find_or_insert(w, static_cast<uint32_t>(pw.distinct.size()), inserted);
+      if (inserted) pw.distinct.push_back(w);
+      pw.order.push_back(at);
     });
   });
-  std::unordered_map<std::string_view, size_t> index;  // word -> its slot in `splits`
+  // The distinct words of the whole text, and each piece's local index -> global index.
+  detail::WordTable index;
   std::vector<std::string_view> words;
-  for (const auto& list : distinct) {
-    for (std::string_view w : list) {
-      if (index.emplace(w, words.size()).second) words.push_back(w);
+  std::vector<std::vector<uint32_t>> global(pieces.size());
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    for (std::string_view w : local[p].distinct) {
+      bool inserted = false;
+      global[p].push_back(index.find_or_insert(w, static_cast<uint32_t>(words.size()), inserted));
+      if (inserted) words.push_back(w);
     }
   }
+  // Pass 2: split each distinct word once.
   std::vector<std::vector<int64_t>> splits(words.size());
   parallel_for(static_cast<int64_t>(words.size()), [&](int64_t i) {
     encode_word(words[static_cast<size_t>(i)], splits[static_cast<size_t>(i)]);
   });
-
+  // Pass 3, per piece: the words' ids in order.
   std::vector<std::vector<int64_t>> encoded(pieces.size());
   parallel_for(n, [&](int64_t p) {
     const auto& [piece, special] = pieces[static_cast<size_t>(p)];
@@ -225,10 +241,10 @@ std::vector<int64_t> BpeTokenizer::encode_parallel(std::string_view text) const 
       out.push_back(special);
       return;
     }
-    split_words(piece, [&](std::string_view w) {
-      const auto& ids = splits[index.at(w)];
+    for (uint32_t local_index : local[static_cast<size_t>(p)].order) {
+      const auto& ids = splits[global[static_cast<size_t>(p)][local_index]];
       out.insert(out.end(), ids.begin(), ids.end());
-    });
+    }
   });
   std::vector<int64_t> ids;
   size_t total = 0;

@@ -7,31 +7,9 @@
 #include "attn/tokenizer.hpp"
 
 namespace attn {
-namespace {
-
-enum class CharClass { kSpace, kLetter, kDigit, kOther };
-
-CharClass class_of(unsigned char c) {
-  if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') return CharClass::kSpace;
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) return CharClass::kLetter;
-  if (c >= '0' && c <= '9') return CharClass::kDigit;
-  return CharClass::kOther;
-}
-
-}  // namespace
 
 void split_words(std::string_view text, const std::function<void(std::string_view)>& emit) {
-  size_t start = 0, i = 0;
-  const size_t n = text.size();
-  while (i < n) {
-    while (i < n && class_of(static_cast<unsigned char>(text[i])) == CharClass::kSpace) ++i;
-    if (i < n) {  // the run after the whitespace
-      const CharClass run = class_of(static_cast<unsigned char>(text[i]));
-      while (i < n && class_of(static_cast<unsigned char>(text[i])) == run) ++i;
-    }
-    emit(text.substr(start, i - start));
-    start = i;
-  }
+  detail::for_each_word(text, emit);
 }
 
 namespace detail {
@@ -64,8 +42,8 @@ std::vector<std::string_view> cut_at_word_starts(std::string_view text, int part
   for (int p = 1; p < parts; ++p) {
     size_t cut = std::max(start, text.size() * static_cast<size_t>(p) / static_cast<size_t>(parts));
     // Move forward to a space that follows a non-space: a word starts there.
-    while (cut < text.size() && !(class_of(static_cast<unsigned char>(text[cut])) == CharClass::kSpace &&
-                                  cut > 0 && class_of(static_cast<unsigned char>(text[cut - 1])) != CharClass::kSpace)) {
+    while (cut < text.size() && !(detail::class_of(static_cast<unsigned char>(text[cut])) == detail::CharClass::kSpace &&
+                                  cut > 0 && detail::class_of(static_cast<unsigned char>(text[cut - 1])) != detail::CharClass::kSpace)) {
       ++cut;
     }
     if (cut >= text.size()) break;
@@ -138,14 +116,16 @@ namespace {
 
 struct ByteDisplay {
   std::array<std::string, 256> shown;
-  std::unordered_map<std::string, unsigned char> bytes;
+  std::array<int16_t, 512> byte_of;  // code point -> byte, −1 if it stands for none
 
   ByteDisplay() {
+    byte_of.fill(-1);
     char32_t next = 256;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-      shown[static_cast<size_t>(b)] = utf8_encode(printable ? static_cast<char32_t>(b) : next++);
-      bytes.emplace(shown[static_cast<size_t>(b)], static_cast<unsigned char>(b));
+      const char32_t cp = printable ? static_cast<char32_t>(b) : next++;
+      shown[static_cast<size_t>(b)] = utf8_encode(cp);
+      byte_of[cp] = static_cast<int16_t>(b);
     }
   }
 };
@@ -162,11 +142,20 @@ const std::string& byte_display(unsigned char byte) { return byte_table().shown[
 bool parse_byte_display(std::string_view shown, std::string& bytes) {
   bytes.clear();
   for (size_t i = 0; i < shown.size();) {
-    const size_t length = utf8_length(shown, i);
-    const auto it = byte_table().bytes.find(std::string(shown.substr(i, length)));
-    if (it == byte_table().bytes.end()) return false;
-    bytes += static_cast<char>(it->second);
-    i += length;
+    // Every stand-in is below U+0200: one byte (ASCII) or two (U+0080..U+01FF).
+    const auto c0 = static_cast<unsigned char>(shown[i]);
+    char32_t cp = 0;
+    if (c0 < 0x80) {
+      cp = c0;
+      i += 1;
+    } else if (utf8_length(shown, i) == 2) {
+      cp = (static_cast<char32_t>(c0 & 0x1F) << 6) | (static_cast<unsigned char>(shown[i + 1]) & 0x3F);
+      i += 2;
+    } else {
+      return false;
+    }
+    if (cp >= 512 || byte_table().byte_of[cp] < 0) return false;
+    bytes += static_cast<char>(byte_table().byte_of[cp]);
   }
   return true;
 }

@@ -11,6 +11,32 @@
 
 namespace attn::detail {
 
+// The character classes of split_words (attn/tokenizer.hpp), on bytes.
+enum class CharClass : uint8_t { kSpace, kLetter, kDigit, kOther };
+
+inline CharClass class_of(unsigned char c) {
+  if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') return CharClass::kSpace;
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) return CharClass::kLetter;
+  if (c >= '0' && c <= '9') return CharClass::kDigit;
+  return CharClass::kOther;
+}
+
+// split_words as a template, so that the per-word call inlines in the encoder's hot loops.
+template <typename Emit>
+void for_each_word(std::string_view text, Emit&& emit) {
+  size_t start = 0, i = 0;
+  const size_t n = text.size();
+  while (i < n) {
+    while (i < n && class_of(static_cast<unsigned char>(text[i])) == CharClass::kSpace) ++i;
+    if (i < n) {  // the run after the whitespace
+      const CharClass run = class_of(static_cast<unsigned char>(text[i]));
+      while (i < n && class_of(static_cast<unsigned char>(text[i])) == run) ++i;
+    }
+    emit(text.substr(start, i - start));
+    start = i;
+  }
+}
+
 // The largest vocabulary a tokenizer may have (ids are packed two to a 64-bit key).
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attn/error.hpp"
@@ -38,7 +40,7 @@ std::string read_input(const std::string& path) {
   return text.str();
 }
 
-void write_stdout(const std::string& bytes) {
+void write_stdout(std::string_view bytes) {
   ATTN_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size() && std::fflush(stdout) == 0,
              "cannot write to standard output");
 }
@@ -108,14 +110,19 @@ void run_encode(const CodecArgs& args) {
                 seconds > 0 ? static_cast<double>(text.size()) / seconds / 1e6 : 0.0, num_threads());
     return;
   }
-  std::string out;
-  out.reserve(ids.size() * 5);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i > 0) out += ' ';
-    out += std::to_string(ids[i]);
+  // Formatted and written 64 Ki ids at a time: a buffer of every id's digits would take
+  // more memory than the ids themselves.
+  constexpr size_t kChunk = size_t{1} << 16;
+  std::string out(kChunk * 21 + 1, '\0');  // an int64 is at most 20 digits, then a space
+  for (size_t begin = 0; begin < ids.size(); begin += kChunk) {
+    char* at = out.data();
+    for (size_t i = begin; i < std::min(ids.size(), begin + kChunk); ++i) {
+      if (i > 0) *at++ = ' ';
+      at = std::to_chars(at, out.data() + out.size(), ids[i]).ptr;
+    }
+    if (begin + kChunk >= ids.size()) *at++ = '\n';
+    write_stdout(std::string_view(out.data(), static_cast<size_t>(at - out.data())));
   }
-  if (!ids.empty()) out += '\n';
-  write_stdout(out);
 }
 
 // Whitespace-separated decimal ids; anything else is an error naming where it is.
