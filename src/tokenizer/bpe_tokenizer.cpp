@@ -98,7 +98,10 @@ std::string BpeTokenizer::display(int64_t id) const {
 // pair's rank is looked up once and again only when a merge changes one of its two tokens.
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out) const {
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-  std::vector<int64_t> symbols;
+  // Scratch kept per thread: five fresh vectors per word made malloc a fifth of encoding.
+  thread_local std::vector<int64_t> symbols, ranks, next_symbols, next_ranks;
+  thread_local std::vector<size_t> from;  // next_symbols[k] came from symbols[from[k]]
+  symbols.clear();
   for (size_t i = 0; i < word.size();) {
     if (options_.byte_level) {
       symbols.push_back(first_base_id_ + static_cast<unsigned char>(word[i++]));
@@ -113,10 +116,8 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
     const auto it = merge_rank_.find(pair_key(left, right));
     return it == merge_rank_.end() ? kNone : it->second;
   };
-  std::vector<int64_t> ranks(symbols.empty() ? 0 : symbols.size() - 1);
+  ranks.assign(symbols.empty() ? 0 : symbols.size() - 1, kNone);
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = rank_of(symbols[i], symbols[i + 1]);
-  std::vector<int64_t> next_symbols, next_ranks;
-  std::vector<size_t> from;  // next_symbols[k] came from symbols[from[k]]
   for (;;) {
     const auto best = std::min_element(ranks.begin(), ranks.end());
     if (best == ranks.end() || *best == kNone) break;
@@ -232,25 +233,33 @@ std::vector<int64_t> BpeTokenizer::encode_parallel(std::string_view text) const 
   parallel_for(static_cast<int64_t>(words.size()), [&](int64_t i) {
     encode_word(words[static_cast<size_t>(i)], splits[static_cast<size_t>(i)]);
   });
-  // Pass 3, per piece: the words' ids in order.
-  std::vector<std::vector<int64_t>> encoded(pieces.size());
+  // Pass 3, per piece: how many ids it makes; then each piece writes its ids straight into
+  // its range of the result (one allocation: fresh pages cost ~11 µs each to fault on this VM,
+  // and per-piece vectors concatenated afterwards took a quarter of the encoding time).
+  std::vector<size_t> offsets(pieces.size() + 1, 0);
   parallel_for(n, [&](int64_t p) {
-    const auto& [piece, special] = pieces[static_cast<size_t>(p)];
-    auto& out = encoded[static_cast<size_t>(p)];
-    if (special >= 0) {
-      out.push_back(special);
+    size_t count = 1;  // a special token
+    if (pieces[static_cast<size_t>(p)].second < 0) {
+      count = 0;
+      for (uint32_t local_index : local[static_cast<size_t>(p)].order) {
+        count += splits[global[static_cast<size_t>(p)][local_index]].size();
+      }
+    }
+    offsets[static_cast<size_t>(p) + 1] = count;
+  });
+  for (size_t p = 0; p < pieces.size(); ++p) offsets[p + 1] += offsets[p];
+  std::vector<int64_t> ids(offsets.back());
+  parallel_for(n, [&](int64_t p) {
+    int64_t* out = ids.data() + offsets[static_cast<size_t>(p)];
+    if (pieces[static_cast<size_t>(p)].second >= 0) {
+      *out = pieces[static_cast<size_t>(p)].second;
       return;
     }
     for (uint32_t local_index : local[static_cast<size_t>(p)].order) {
-      const auto& ids = splits[global[static_cast<size_t>(p)][local_index]];
-      out.insert(out.end(), ids.begin(), ids.end());
+      const auto& split = splits[global[static_cast<size_t>(p)][local_index]];
+      out = std::copy(split.begin(), split.end(), out);
     }
   });
-  std::vector<int64_t> ids;
-  size_t total = 0;
-  for (const auto& part : encoded) total += part.size();
-  ids.reserve(total);
-  for (const auto& part : encoded) ids.insert(ids.end(), part.begin(), part.end());
   return ids;
 }
 

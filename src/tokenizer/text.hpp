@@ -14,12 +14,23 @@ namespace attn::detail {
 // The character classes of split_words (attn/tokenizer.hpp), on bytes.
 enum class CharClass : uint8_t { kSpace, kLetter, kDigit, kOther };
 
-inline CharClass class_of(unsigned char c) {
+constexpr CharClass classify(unsigned char c) {
   if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') return CharClass::kSpace;
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) return CharClass::kLetter;
   if (c >= '0' && c <= '9') return CharClass::kDigit;
   return CharClass::kOther;
 }
+
+// A table lookup per byte instead of the comparisons: the word splitter's inner loop.
+struct CharClasses {
+  CharClass of[256];
+  constexpr CharClasses() : of() {
+    for (int c = 0; c < 256; ++c) of[c] = classify(static_cast<unsigned char>(c));
+  }
+};
+inline constexpr CharClasses kCharClasses{};
+
+inline CharClass class_of(unsigned char c) { return kCharClasses.of[c]; }
 
 // split_words as a template, so that the per-word call inlines in the encoder's hot loops.
 template <typename Emit>
