@@ -6,6 +6,7 @@
 #include <hwy/aligned_allocator.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -87,7 +88,8 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
   std::vector<float> partials(static_cast<size_t>(groups * chunks) * partial_floats);
   const size_t scratch_floats = kernels::decode_scratch_floats(p);
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
-  parallel_for_workers(groups * chunks, [&](int64_t task, int worker) {
+  const int64_t tasks = groups * chunks;
+  auto run = [&](int64_t task, int worker) {
     auto& buffer = scratch[static_cast<size_t>(worker)];
     if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
     const int64_t group = task / chunks, chunk = chunk0 + task % chunks;
@@ -95,6 +97,21 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
     const int64_t p1 = std::min(p.position, (chunk + 1) * kernels::kDecodeChunk);
     kernels::decode_chunk(p, group / p.kv_heads, group % p.kv_heads, p0, p1,
                           partials.data() + static_cast<size_t>(task) * partial_floats, buffer.get());
+  };
+  // Each worker first takes the tasks of its own slice of the cache, so that from one step to
+  // the next a core re-reads the same heads and positions and finds them in its own L2, then
+  // helps with the other slices (a busy core elsewhere must not leave its slice undone). With
+  // tasks handed out first come, first served, the slices wandered between the cores: bf16,
+  // L = 1k, 2 threads took 63 µs per step; with slices, 50.
+  const int64_t slices = std::min<int64_t>(num_threads(), tasks);
+  std::vector<std::atomic<int64_t>> cursor(static_cast<size_t>(slices));
+  for (int64_t s = 0; s < slices; ++s) cursor[static_cast<size_t>(s)] = s * tasks / slices;
+  parallel_for_workers(slices, [&](int64_t, int worker) {
+    for (int64_t k = 0; k < slices; ++k) {
+      const int64_t s = (worker + k) % slices, end = (s + 1) * tasks / slices;
+      auto& next = cursor[static_cast<size_t>(s)];
+      for (int64_t task = next.fetch_add(1); task < end; task = next.fetch_add(1)) run(task, worker);
+    }
   });
 
   // Merge each row's partials in chunk order.
