@@ -161,10 +161,13 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
 
   // Offset of the cached row at absolute position j0 + c, without a division per key (a 64-bit
   // `%` per key cost ~40 cycles, more than the rest of the key's work).
-  std::vector<size_t> offsets(kDecodeKeyBlock);
+  // (Both lists are kept per thread, so that a task allocates nothing.)
+  thread_local std::vector<size_t> offsets;
+  offsets.resize(kDecodeKeyBlock);
   // Absolute position of each row's query: row r is new token r mod Tq (computed once: an
   // integer % per key and row cost more than the key's arithmetic).
-  std::vector<int64_t> row_position(rows);
+  thread_local std::vector<int64_t> row_position;
+  row_position.resize(rows);
   for (size_t r = 0; r < rows; ++r) row_position[r] = first_query + static_cast<int64_t>(r) % p.tq;
   for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
     const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
