@@ -81,17 +81,9 @@ void run_forward(const AttentionBenchArgs& a) {
       const double gflops = square / ms / 1e6, useful_gflops = useful / ms / 1e6;
       const double rss = peak_rss_mib();
       if (a.json) {
-        std::printf(
-            "{\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
-            "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.3f, \"gflops\": %.2f, "
-            "\"useful_gflops\": %.2f, \"peak_gflops\": %.2f, \"reference_ms\": %s, "
-            "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f}\n",
-            static_cast<long long>(t_len), static_cast<long long>(a.batch),
-            static_cast<long long>(a.heads), static_cast<long long>(kv_heads),
-            static_cast<long long>(a.head_dim), a.causal ? "true" : "false", threads,
-            a.impl.c_str(), ms, gflops, useful_gflops, peak[threads],
-            reference_ms < 0 ? "null" : std::to_string(reference_ms).c_str(),
-            a.block ? "true" : "false", a.compete ? "true" : "false", rss);
+        const AttentionBenchRow row{t_len, kv_heads, threads, ms, gflops, useful_gflops,
+                                    peak[threads], reference_ms, rss};
+        std::printf("{%s}\n", attention_json_fields(a, row).c_str());
       } else {
         const std::string vs_ref = reference_ms < 0 ? "-" : detail::concat(int(reference_ms / ms), "x");
         std::printf("%7lld %7d %10.2f %9.1f %9.1f %6.0f%% %10s %9.0f\n",

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include "attn/error.hpp"
@@ -36,6 +38,22 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
                    "its GFLOP/s add the projections' FLOPs");
   command.add_flag("--compete", a.compete, "keep one core busy with another process meanwhile");
   command.add_flag("--json", a.json, "one JSON object per line");
+}
+
+std::string attention_json_fields(const AttentionBenchArgs& a, const AttentionBenchRow& r) {
+  char fields[1024];
+  std::snprintf(
+      fields, sizeof(fields),
+      "\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+      "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.3f, \"gflops\": %.2f, "
+      "\"useful_gflops\": %.2f, \"peak_gflops\": %.2f, \"reference_ms\": %s, "
+      "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f",
+      static_cast<long long>(r.seq), static_cast<long long>(a.batch), static_cast<long long>(a.heads),
+      static_cast<long long>(r.kv_heads), static_cast<long long>(a.head_dim),
+      a.causal ? "true" : "false", r.threads, a.impl.c_str(), r.ms, r.gflops, r.useful_gflops,
+      r.peak_gflops, r.reference_ms < 0 ? "null" : std::to_string(r.reference_ms).c_str(),
+      a.block ? "true" : "false", a.compete ? "true" : "false", r.rss_mib);
+  return fields;
 }
 
 double peak_rss_mib() {

@@ -27,6 +27,17 @@ struct AttentionBenchArgs {
 };
 void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
 
+// One measured row of `attn bench forward` or `backward`.
+struct AttentionBenchRow {
+  int64_t seq, kv_heads;
+  int threads;
+  double ms, gflops, useful_gflops, peak_gflops;
+  double reference_ms;  // < 0: not measured
+  double rss_mib;
+};
+// The JSON fields both benches print, comma-separated, without braces: each bench adds its own.
+std::string attention_json_fields(const AttentionBenchArgs& args, const AttentionBenchRow& row);
+
 // Median milliseconds of `runs` calls of fn, after warming up: calls for at least 200 ms (at
 // least one) — page faults, pool start, caches, and the clock of a core that was idle: on this
 // VM a fresh process's first ~50 ms ran up to 1.5× slower, which a single warm-up call of a
