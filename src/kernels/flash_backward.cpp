@@ -39,15 +39,6 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-// `rows` rows of `width` floats (src, stride apart) into dst rows ld apart, zero-padded.
-void PackRows(const float* src, int64_t stride, size_t rows, size_t width, float* dst, size_t ld) {
-  for (size_t r = 0; r < rows; ++r) {
-    const float* row = src + static_cast<int64_t>(r) * stride;
-    std::copy(row, row + width, dst + r * ld);
-    std::fill(dst + r * ld + width, dst + (r + 1) * ld, 0.0f);
-  }
-}
-
 // dst[e·ld + r] = factor·src[r][e]: the transpose of `rows` rows of `width`, lanes past `rows`
 // zero.
 void PackTransposed(const float* src, int64_t stride, size_t rows, size_t width, float factor,

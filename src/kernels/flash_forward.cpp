@@ -53,16 +53,6 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-// Values [j0, j0 + cols) into vp (rows of ldv floats, zero-padded past dv).
-void PackValues(const float* v, int64_t v_row_stride, int64_t j0, size_t cols, size_t dv,
-                float* vp, size_t ldv) {
-  for (size_t j = 0; j < cols; ++j) {
-    const float* row = v + (j0 + static_cast<int64_t>(j)) * v_row_stride;
-    std::copy(row, row + dv, vp + j * ldv);
-    std::fill(vp + j * ldv + dv, vp + (j + 1) * ldv, 0.0f);
-  }
-}
-
 // The online-softmax step, vectorised across query rows (one vector = N queries): scores ->
 // probabilities in place, m and l updated, alpha = e^(m_old − m_new) for rescaling o.
 void SoftmaxUpdate(float* st, size_t ldq, size_t cols, float* m, float* l, float* alpha) {
@@ -150,7 +140,7 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
     const float* vrows = v + j0 * p.v_stride[2];
     size_t ldv = static_cast<size_t>(p.v_stride[2]);
     if (pack_v) {
-      PackValues(v, p.v_stride[2], j0, cols, dv, vp, ldo);
+      PackRows(v + j0 * p.v_stride[2], p.v_stride[2], cols, dv, vp, ldo);
       vrows = vp;
       ldv = ldo;
     }

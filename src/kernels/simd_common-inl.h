@@ -8,7 +8,9 @@
 #define ATTN_KERNELS_SIMD_COMMON_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 #include "hwy/contrib/math/math-inl.h"
@@ -25,6 +27,17 @@ using VF = hn::Vec<DF>;
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// `rows` rows of `width` floats (src, stride apart) into dst rows ld apart, zero-padded: rows
+// the register tiles can read as whole vectors.
+inline void PackRows(const float* src, int64_t stride, size_t rows, size_t width, float* dst,
+                     size_t ld) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = src + static_cast<int64_t>(r) * stride;
+    std::copy(row, row + width, dst + r * ld);
+    std::fill(dst + r * ld + width, dst + (r + 1) * ld, 0.0f);
+  }
+}
 
 // exp(x) for x ≤ 0, flushed to 0 below x = −64 (e^−64 ≈ 1.6e−28). A probability that small is
 // worth nothing next to the row's largest, 1, but when it, or its product with a value, is
