@@ -108,9 +108,7 @@ void print_header(const AttentionBenchArgs& a, int64_t kv_heads, const std::map<
 }
 
 void run_backward(const AttentionBenchArgs& a) {
-  const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
-  ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (",
-             a.heads, ")");
+  const int64_t kv_heads = resolved_kv_heads(a);
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   std::map<int, double> peak;

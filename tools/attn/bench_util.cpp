@@ -40,6 +40,13 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
   command.add_flag("--json", a.json, "one JSON object per line");
 }
 
+int64_t resolved_kv_heads(const AttentionBenchArgs& a) {
+  const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (",
+             a.heads, ")");
+  return kv_heads;
+}
+
 std::string attention_json_fields(const AttentionBenchArgs& a, const AttentionBenchRow& r) {
   char fields[1024];
   std::snprintf(

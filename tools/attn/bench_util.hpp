@@ -26,6 +26,8 @@ struct AttentionBenchArgs {
   int64_t reference_max_seq = 1024;
 };
 void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
+// --kv-heads, or --heads when it is not given; checked to divide --heads.
+int64_t resolved_kv_heads(const AttentionBenchArgs& args);
 
 // One measured row of `attn bench forward` or `backward`.
 struct AttentionBenchRow {
