@@ -22,6 +22,7 @@ namespace attn {
 namespace {
 
 using testing::BitwiseEqual;
+using testing::RelativelyClose;
 using testing::ThrowsWith;
 
 double largest_magnitude(const Tensor& t) {
@@ -44,16 +45,6 @@ double largest_magnitude(const Tensor& t) {
     if (!result) return result << " [" << name << " of " << what << ", largest gradient " << scale << "]";
   }
   return ::testing::AssertionSuccess();
-}
-
-// max |a − b| ≤ tolerance · max |b| (relative to the tensor's largest expected value), with
-// the worst element in the message.
-::testing::AssertionResult RelativelyClose(const Tensor& a, const Tensor& b, double tolerance,
-                                           const std::string& what) {
-  const double largest = largest_magnitude(b);
-  auto result = testing::AllClose(a, b, tolerance * std::max(largest, 1e-30));
-  if (!result) result << " [" << what << ", max |expected| = " << largest << "]";
-  return result;
 }
 
 // Forces the fused backward's loop order for its lifetime (src/sdpa_common.hpp): one task per

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -38,6 +39,17 @@ inline ::testing::AssertionResult AllClose(const Tensor& a, const Tensor& b, dou
          << "max |a - b| = " << worst << " > " << tolerance << " at flat index " << worst_at
          << " (a = " << x[worst_at] << ", b = " << y[worst_at] << ") for shape "
          << a.shape_string();
+}
+
+// max |a − b| ≤ tolerance · max |b| (relative to the tensor's largest expected value), the
+// worst element and `what` in the message.
+inline ::testing::AssertionResult RelativelyClose(const Tensor& a, const Tensor& b,
+                                                  double tolerance, const std::string& what) {
+  double largest = 0.0;
+  for (float x : b.to_vector()) largest = std::max(largest, std::fabs(double{x}));
+  auto result = AllClose(a, b, tolerance * std::max(largest, 1e-30));
+  if (!result) result << " [" << what << ", max |expected| = " << largest << "]";
+  return result;
 }
 
 // Every element bitwise equal.
