@@ -98,7 +98,9 @@ class BpeTokenizer {
   void add_token(std::string bytes);
   void add_merge(int64_t left, int64_t right);
   void encode_word(std::string_view word, std::vector<int64_t>& out) const;
-  void encode_plain(std::string_view text, std::vector<int64_t>& out) const;
+  // encode and encode_parallel: plain text cut into at most max_parts pieces per run between
+  // special tokens (see bpe_tokenizer.cpp).
+  std::vector<int64_t> encode_pieces(std::string_view text, int max_parts) const;
 
   BpeOptions options_;
   std::vector<std::string> tokens_;                     // id -> bytes

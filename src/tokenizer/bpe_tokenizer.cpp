@@ -146,33 +146,8 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
   out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
-// Text without special tokens: word by word, each distinct word's split computed once.
-void BpeTokenizer::encode_plain(std::string_view text, std::vector<int64_t>& out) const {
-  std::unordered_map<std::string_view, std::pair<size_t, size_t>> seen;  // word -> ids in out
-  split_words(text, [&](std::string_view word) {
-    const auto it = seen.find(word);
-    if (it != seen.end()) {
-      const auto [begin, count] = it->second;
-      for (size_t i = 0; i < count; ++i) out.push_back(out[begin + i]);
-      return;
-    }
-    const size_t begin = out.size();
-    encode_word(word, out);
-    seen.emplace(word, std::make_pair(begin, out.size() - begin));
-  });
-}
-
 std::vector<int64_t> BpeTokenizer::encode(std::string_view text) const {
-  std::vector<int64_t> ids;
-  ids.reserve(text.size() / 3);
-  detail::split_on_specials(text, options_.special_tokens, [&](std::string_view piece, int64_t special) {
-    if (special >= 0) {
-      ids.push_back(ids_.at(std::string(piece)));
-    } else {
-      encode_plain(piece, ids);
-    }
-  });
-  return ids;
+  return encode_pieces(text, 1);
 }
 
 std::vector<std::vector<int64_t>> BpeTokenizer::encode_batch(const std::vector<std::string>& texts) const {
@@ -182,19 +157,22 @@ std::vector<std::vector<int64_t>> BpeTokenizer::encode_batch(const std::vector<s
   return ids;
 }
 
+std::vector<int64_t> BpeTokenizer::encode_parallel(std::string_view text) const {
+  return encode_pieces(text, 4 * num_threads());
+}
+
 // Three parallel passes over pieces cut at word starts: collect each piece's distinct words
 // (and each word's index among them); split every distinct word of the text once (the costly
 // part: per-piece caches would split each common word once per piece); then write each
-// piece's ids in order. Pieces are ~64 KiB, at most four per
-// thread.
-std::vector<int64_t> BpeTokenizer::encode_parallel(std::string_view text) const {
+// piece's ids in order. Pieces are ~64 KiB, at most max_parts per run of plain text.
+std::vector<int64_t> BpeTokenizer::encode_pieces(std::string_view text, int max_parts) const {
   std::vector<std::pair<std::string_view, int64_t>> pieces;  // (text, special id or −1)
   detail::split_on_specials(text, options_.special_tokens, [&](std::string_view piece, int64_t special) {
     if (special >= 0) {
       pieces.emplace_back(piece, ids_.at(std::string(piece)));
       return;
     }
-    const int parts = static_cast<int>(std::min<size_t>(4 * static_cast<size_t>(num_threads()),
+    const int parts = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_parts),
                                                         piece.size() / 65536 + 1));
     for (std::string_view part : detail::cut_at_word_starts(piece, parts)) pieces.emplace_back(part, -1);
   });
