@@ -5,12 +5,17 @@
 // Threads: Debian's oneDNN uses OpenMP, whose default spin-wait collapses when the other core
 // is busy. So the rows of C are split over the library's own blocking pool, and each worker
 // calls sgemm with OpenMP limited to one thread (the worker's previous setting is restored).
+// The split depends on the shape and the machine's core count, never on set_num_threads:
+// oneDNN's blocking (and so its rounding) changes with the size of the block it is given
+// (seen on an AVX2 machine), so the same blocks are computed whatever the thread count and
+// the results are bitwise the same for 1 and 2 threads.
 #include "attn/gemm.hpp"
 
 #include <dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
@@ -49,7 +54,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
              " for m=", m, " n=", n, " k=", k);
   if (m == 0 || n == 0) return;
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-  const int64_t blocks = std::min<int64_t>(num_threads(), (m + kRowGrain - 1) / kRowGrain);
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t blocks =
+      std::min<int64_t>(cores, (std::max(m, n) + kRowGrain - 1) / kRowGrain);
   if (m * n * k < kParallelThreshold || blocks <= 1) {
     sgemm_one_thread(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
