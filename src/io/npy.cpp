@@ -17,6 +17,7 @@
 
 #include "attn/error.hpp"
 #include "attn/io.hpp"
+#include "src/io/files.hpp"
 
 namespace attn {
 namespace {
@@ -201,26 +202,6 @@ std::string header_text(const char* descr, const Shape& shape) {
   return text + '\n';
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(temp.c_str());
-      throw Error(path + ": write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::remove(temp.c_str());
-    throw Error(path + ": cannot rename the written file into place: " + ec.message());
-  }
-}
-
 std::string npy_image(const Tensor& t, NpyDtype dtype) {
   ATTN_CHECK(t.defined(), "write_npy: undefined tensor");
   const std::string text = header_text(dtype == NpyDtype::kBool ? "|b1" : "<f4", t.shape());
@@ -291,23 +272,15 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
 }
 
 NpyArray read_npy(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(path + ": is a directory, not a .npy file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) throw Error(path + ": read failed");
-  return parse_npy(contents.str(), path);
+  return parse_npy(detail::read_whole_file(path), path);
 }
 
 void write_npy(const std::string& path, const Tensor& t) {
-  write_file_atomically(path, npy_image(t, NpyDtype::kFloat32));
+  detail::write_file_atomically(path, npy_image(t, NpyDtype::kFloat32));
 }
 
 void write_npy_bool(const std::string& path, const Tensor& t) {
-  write_file_atomically(path, npy_image(t, NpyDtype::kBool));
+  detail::write_file_atomically(path, npy_image(t, NpyDtype::kBool));
 }
 
 }  // namespace attn

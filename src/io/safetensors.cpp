@@ -1,0 +1,234 @@
+// safetensors reading and writing (format in include/attn/io.hpp). The header is parsed with
+// nlohmann-json; every number in it is checked before it is used as a size or an offset.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "attn/error.hpp"
+#include "attn/io.hpp"
+#include "src/io/files.hpp"
+
+namespace attn {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
+
+using json = nlohmann::json;
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
+constexpr char kMetadataKey[] = "__metadata__";
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal
+  } else if (exponent == 31) {
+    magnitude = mantissa == 0 ? std::numeric_limits<float>::infinity()
+                              : std::numeric_limits<float>::quiet_NaN();
+  } else {
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
+  }
+  return sign ? -magnitude : magnitude;
+}
+
+float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+// Bytes per element of a dtype this reader converts, or 0 for one it does not.
+int64_t element_size(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "F64") return 8;
+  if (dtype == "F16" || dtype == "BF16") return 2;
+  return 0;
+}
+
+void convert(const char* src, const std::string& dtype, int64_t count, float* out) {
+  if (dtype == "F32") {
+    std::memcpy(out, src, static_cast<size_t>(count) * 4);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    if (dtype == "F64") {
+      double d;
+      std::memcpy(&d, src + 8 * i, 8);
+      out[i] = static_cast<float>(d);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      out[i] = dtype == "F16" ? half_to_float(h) : bf16_to_float(h);
+    }
+  }
+}
+
+uint64_t read_u64(const std::string& bytes) {
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  return n;
+}
+
+// A non-negative integer from the header, or an error naming where it was.
+uint64_t header_count(const json& value, const std::string& where) {
+  ATTN_CHECK(value.is_number_unsigned() ||
+                 (value.is_number_integer() && value.get<int64_t>() >= 0),
+             where, " must be a non-negative integer, got ", value.dump());
+  return value.get<uint64_t>();
+}
+
+// One tensor entry of the header, checked against the size of the data section.
+struct Entry {
+  std::string name, dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+Entry parse_entry(const std::string& name, const json& value, uint64_t data_bytes,
+                  const std::string& file) {
+  const std::string where = file + ": tensor \"" + name + "\"";
+  ATTN_CHECK(value.is_object() && value.contains("dtype") && value.contains("shape") &&
+                 value.contains("data_offsets"),
+             where, " needs dtype, shape and data_offsets");
+  Entry e{name, "", {}, 0, 0};
+  ATTN_CHECK(value["dtype"].is_string(), where, ": dtype must be a string");
+  e.dtype = value["dtype"].get<std::string>();
+  const int64_t size = element_size(e.dtype);
+  ATTN_CHECK(size > 0, where, " has dtype ", e.dtype, "; this reader takes F32, F64, F16, BF16");
+  const json& shape = value["shape"];
+  ATTN_CHECK(shape.is_array() && !shape.empty() && shape.size() <= Tensor::kMaxRank, where,
+             " has shape ", shape.dump(), "; attn tensors have rank 1..4");
+  uint64_t numel = 1;
+  for (const json& d : shape) {
+    const uint64_t dim = header_count(d, where + " shape");
+    ATTN_CHECK(dim >= 1, where, " has an empty dim in shape ", shape.dump());
+    ATTN_CHECK(dim <= data_bytes && numel <= data_bytes / dim, where, " shape ", shape.dump(),
+               " is larger than the file");
+    numel *= dim;
+    e.shape.push_back(static_cast<int64_t>(dim));
+  }
+  const json& offsets = value["data_offsets"];
+  ATTN_CHECK(offsets.is_array() && offsets.size() == 2, where, ": data_offsets must be [begin, end]");
+  e.begin = header_count(offsets[0], where + " data_offsets");
+  e.end = header_count(offsets[1], where + " data_offsets");
+  ATTN_CHECK(e.begin <= e.end && e.end <= data_bytes, where, " data_offsets [", e.begin, ", ",
+             e.end, "] fall outside the ", data_bytes, " data bytes");
+  ATTN_CHECK(e.end - e.begin == numel * static_cast<uint64_t>(size), where, " holds ",
+             e.end - e.begin, " bytes but shape ", shape.dump(), " of ", e.dtype, " needs ",
+             numel * static_cast<uint64_t>(size));
+  return e;
+}
+
+std::map<std::string, std::string> parse_metadata(const json& value, const std::string& file) {
+  ATTN_CHECK(value.is_object(), file, ": __metadata__ must be an object of strings");
+  std::map<std::string, std::string> metadata;
+  for (const auto& [key, v] : value.items()) {
+    ATTN_CHECK(v.is_string(), file, ": __metadata__ entry \"", key, "\" is not a string");
+    metadata[key] = v.get<std::string>();
+  }
+  return metadata;
+}
+
+}  // namespace
+
+const Tensor& Safetensors::at(const std::string& name) const {
+  for (const auto& [n, t] : tensors) {
+    if (n == name) return t;
+  }
+  throw Error("safetensors: no tensor named \"" + name + "\"");
+}
+
+bool Safetensors::contains(const std::string& name) const {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& e) { return e.first == name; });
+}
+
+Safetensors parse_safetensors(const std::string& bytes, const std::string& name) {
+  ATTN_CHECK(bytes.size() >= 8, name, ": too short for a safetensors file (", bytes.size(), " bytes)");
+  const uint64_t header_bytes = read_u64(bytes);
+  ATTN_CHECK(header_bytes <= kMaxHeaderBytes && header_bytes <= bytes.size() - 8, name,
+             ": header length ", header_bytes, " does not fit the ", bytes.size(), "-byte file");
+  json header;
+  try {
+    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_bytes));
+  } catch (const json::exception& e) {
+    throw Error(name + ": the header is not JSON: " + e.what());
+  }
+  ATTN_CHECK(header.is_object(), name, ": the header must be a JSON object");
+  const uint64_t data_bytes = bytes.size() - 8 - header_bytes;
+  const char* data = bytes.data() + 8 + header_bytes;
+
+  Safetensors result;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey) {
+      result.metadata = parse_metadata(value, name);
+    } else {
+      entries.push_back(parse_entry(key, value, data_bytes, name));
+    }
+  }
+  // The tensors must tile the data section: sorted by offset, each begins where the last ended.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t covered = 0;
+  for (const Entry& e : entries) {
+    ATTN_CHECK(e.begin == covered, name, ": tensor \"", e.name, "\" starts at byte ", e.begin,
+               e.begin < covered ? ", overlapping the tensor before it" : ", leaving a gap",
+               " (expected ", covered, ")");
+    covered = e.end;
+  }
+  ATTN_CHECK(covered == data_bytes, name, ": the tensors cover ", covered, " of the ", data_bytes,
+             " data bytes");
+  for (const Entry& e : entries) {
+    Tensor t(e.shape);
+    convert(data + e.begin, e.dtype, t.numel(), t.data());
+    result.tensors.emplace_back(e.name, std::move(t));
+  }
+  return result;
+}
+
+Safetensors read_safetensors(const std::string& path) {
+  return parse_safetensors(detail::read_whole_file(path), path);
+}
+
+std::string safetensors_image(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  json header = json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    ATTN_CHECK(!name.empty() && name != kMetadataKey, "write_safetensors: bad tensor name \"",
+               name, "\"");
+    ATTN_CHECK(!header.contains(name), "write_safetensors: tensor \"", name, "\" given twice");
+    ATTN_CHECK(t.defined(), "write_safetensors: tensor \"", name, "\" is undefined");
+    const uint64_t end = offset + static_cast<uint64_t>(t.numel()) * 4;
+    header[name] = {{"dtype", "F32"}, {"shape", t.shape()}, {"data_offsets", {offset, end}}};
+    offset = end;
+  }
+  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception& e) {  // e.g. a name or metadata value that is not UTF-8
+    throw Error(std::string("write_safetensors: ") + e.what());
+  }
+  while (text.size() % 8 != 0) text += ' ';  // so the data starts 8-byte aligned
+  std::string bytes(8, '\0');
+  const uint64_t length = text.size();
+  std::memcpy(bytes.data(), &length, 8);
+  bytes += text;
+  bytes.reserve(bytes.size() + offset);
+  for (const auto& [name, t] : tensors) {
+    const Tensor c = t.contiguous();
+    bytes.append(reinterpret_cast<const char*>(c.data()), static_cast<size_t>(c.numel()) * 4);
+  }
+  return bytes;
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  detail::write_file_atomically(path, safetensors_image(tensors, metadata));
+}
+
+}  // namespace attn
