@@ -1,0 +1,173 @@
+// A decoder-only transformer in the GPT-2 layout, trained end to end on the CPU:
+//
+//   x = wte[ids] + positions                                   (B, T, C)   C = n_embd
+//   for each of n_layer blocks:
+//     x = x + Wo·attention(LayerNorm₁(x))        causal, n_head heads (n_kv_head K/V heads)
+//     x = x + W₂·gelu(W₁·LayerNorm₂(x))          W₁ (C, 4C), W₂ (4C, C)
+//   logits = LayerNorm_f(x)·wteᵀ                               (B, T, vocab)  (tied head)
+//
+// Weights follow the rest of the library: a linear layer is y = x·W + b with W (in, out).
+// All parameters live in one contiguous buffer (parameters()) and their gradients in another
+// of the same layout (gradients()); parameter_table() names the pieces.
+//
+// Training: forward(ids, targets) keeps every activation (allocated once per batch shape and
+// reused), backward() adds dLoss/dθ into gradients(). Attention runs the fused kernels, forward
+// and backward; every product runs on oneDNN. Results are bitwise the same for every thread
+// count (each reduction has a fixed order).
+// Decoding: a GptCache holds one KVCache per layer; decode() feeds new tokens only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attn/kv_cache.hpp"
+#include "attn/mha.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn {
+
+// How positions enter: a learned table added to the token vectors (GPT-2), the fixed
+// sinusoidal table added the same way, or rotary embeddings applied to Q and K in every layer.
+enum class PositionKind { kLearned, kSinusoidal, kRotary };
+
+struct GptConfig {
+  int64_t vocab_size = 65;
+  int64_t block_size = 64;  // the longest sequence the model sees
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_kv_head = 0;  // 0 = n_head; fewer: grouped-query attention (must divide n_head)
+  int64_t n_embd = 128;   // must divide by n_head
+  float dropout = 0.0f;   // on the embeddings and on both residual branches, while training
+  bool bias = true;       // biases in the linear layers and the LayerNorms
+  PositionKind positions = PositionKind::kLearned;
+};
+
+// Throws attn::Error naming the first field that is out of range.
+void validate(const GptConfig& config);
+std::string to_json(const GptConfig& config);
+// Parses and validates what to_json wrote; attn::Error for anything missing or out of range.
+GptConfig gpt_config_from_json(std::string_view json);
+std::string to_string(PositionKind kind);           // "learned", "sinusoidal", "rotary"
+PositionKind position_kind_from_string(std::string_view name);
+
+// One named tensor inside the parameter buffer.
+struct GptParameter {
+  std::string name;  // e.g. "wte", "h.0.attn.wqkv", "ln_f.weight"
+  int64_t offset;    // in floats, into parameters()
+  Shape shape;
+  bool decay;  // AdamW weight decay applies: the matrices of the blocks, not the embeddings,
+               // biases or LayerNorm parameters
+};
+
+class GptCache;
+namespace nn {
+struct Activations;  // src/nn/gpt_internal.hpp
+struct LayerOffsets;
+}  // namespace nn
+
+class Gpt {
+ public:
+  // Initialised as GPT-2: every matrix and embedding ~ N(0, 0.02²), the two projections back
+  // into the residual stream ~ N(0, (0.02/√(2·n_layer))²), biases 0, LayerNorm weights 1.
+  explicit Gpt(const GptConfig& config, uint64_t seed = 0);
+  Gpt(Gpt&&) noexcept;
+  Gpt& operator=(Gpt&&) noexcept;
+  Gpt(const Gpt&) = delete;  // the attention layers view the parameter buffer
+  Gpt& operator=(const Gpt&) = delete;
+  ~Gpt();
+
+  const GptConfig& config() const { return config_; }
+  int64_t num_parameters() const { return parameters_.numel(); }
+  Tensor& parameters() { return parameters_; }
+  const Tensor& parameters() const { return parameters_; }
+  Tensor& gradients() { return gradients_; }
+  const Tensor& gradients() const { return gradients_; }
+  const std::vector<GptParameter>& parameter_table() const { return table_; }
+  // A view of one parameter (or its gradient) by name; attn::Error for an unknown name.
+  Tensor parameter(const std::string& name) const;
+  Tensor gradient(const std::string& name) const;
+
+  // Training step, first half: ids and targets are (batch, T) row-major, 1 ≤ T ≤ block_size.
+  // Returns the mean cross-entropy and keeps the activations for backward(). Dropout (when
+  // configured) draws its masks from dropout_seed.
+  float forward(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch,
+                uint64_t dropout_seed = 0);
+  // Second half: gradients() += loss_scale · dLoss/dθ for the last forward (loss_scale < 1
+  // averages accumulated micro-batches).
+  void backward(float loss_scale = 1.0f);
+  void zero_grad();
+
+  // Inference (no dropout): logits (batch, T, vocab) for ids (batch, T).
+  Tensor logits(std::span<const int64_t> ids, int64_t batch) const;
+
+  // Decoding: a cache of block_size positions per layer.
+  GptCache make_cache(int64_t batch, CacheDtype dtype = CacheDtype::kFloat32) const;
+  // Feeds new tokens (batch, T_new) at positions cache.position() …; returns their logits
+  // (batch, T_new, vocab). More than block_size positions in all is an attn::Error.
+  Tensor decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache) const;
+
+ private:
+  struct Layer;
+  struct Offsets {  // of the tensors outside the blocks; −1 when absent
+    int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
+  };
+  void check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const;
+  void embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t position,
+             float* x) const;
+  void forward_logits(std::span<const int64_t> ids, nn::Activations& a) const;
+
+  GptConfig config_;
+  Tensor parameters_, gradients_;
+  std::vector<GptParameter> table_;
+  std::vector<Layer> layers_;
+  Tensor sinusoids_;  // (block_size, C) when positions are sinusoidal
+  Offsets global_;
+  std::unique_ptr<nn::Activations> acts_;
+};
+
+// One KVCache per layer, all at the same position.
+class GptCache {
+ public:
+  int64_t position() const { return layers.empty() ? 0 : layers.front().position(); }
+  void reset() {
+    for (KVCache& c : layers) c.reset();
+  }
+  std::vector<KVCache> layers;
+};
+
+// How the next token is drawn from the logits.
+struct SamplingOptions {
+  float temperature = 1.0f;  // 0: greedy (argmax, the lower id on ties)
+  int64_t top_k = 0;         // > 0: only the k most likely tokens can be drawn
+};
+
+// Draws one token from a row of logits. The uniform draw is (rng() >> 11)·2⁻⁵³, so a seed
+// gives the same tokens on every machine. Throws attn::Error for non-finite logits.
+int64_t sample_token(std::span<const float> logits, const SamplingOptions& options,
+                     std::mt19937_64& rng);
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 200;
+  SamplingOptions sampling;
+  uint64_t seed = 0;
+  // true: one token per step through the KV cache; false: the whole window is re-run for every
+  // token (the slow path, kept to test the fast one).
+  bool use_cache = true;
+};
+
+// Continues `prompt` (at least one token) and returns the new tokens, calling on_token for each
+// as it comes. The model sees at most block_size tokens: when the context would grow past that,
+// it restarts from the last block_size/2 tokens (with the cache: one prefill every
+// block_size/2 tokens, not one per token). Both paths follow this rule, so they give the same
+// tokens.
+std::vector<int64_t> generate(const Gpt& model, std::vector<int64_t> prompt,
+                              const GenerateOptions& options,
+                              const std::function<void(int64_t)>& on_token = {});
+
+}  // namespace attn

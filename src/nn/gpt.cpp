@@ -1,0 +1,252 @@
+// Gpt: the parameter layout, initialisation, and the training forward and backward passes
+// (llm.c's pattern: each layer a forward/backward pair over preallocated buffers). Decoding
+// and sampling are in gpt_decode.cpp, the config's JSON in gpt_config.cpp.
+#include "attn/gpt.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "attn/embedding.hpp"
+#include "attn/error.hpp"
+#include "attn/gemm.hpp"
+#include "attn/random.hpp"
+#include "src/nn/cross_entropy.hpp"
+#include "src/nn/gelu.hpp"
+#include "src/nn/gpt_internal.hpp"
+#include "src/nn/layer_norm.hpp"
+#include "src/nn/linear.hpp"
+#include "src/nn/row_parallel.hpp"
+#include "src/sdpa_common.hpp"
+
+namespace attn {
+
+using nn::Activations;
+using nn::LayerOffsets;
+using nn::at_or_null;
+
+namespace {
+
+// Appends a parameter to the table; returns its offset.
+int64_t add(std::vector<GptParameter>& table, int64_t& size, std::string name, Shape shape,
+            bool decay) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  table.push_back({std::move(name), size, std::move(shape), decay});
+  size += numel;
+  return table.back().offset;
+}
+
+}  // namespace
+
+Gpt::Gpt(const GptConfig& config, uint64_t seed) : config_(config) {
+  validate(config_);
+  if (config_.n_kv_head == 0) config_.n_kv_head = config_.n_head;
+  const int64_t c = config_.n_embd, v = config_.vocab_size, width = nn::qkv_width(config_);
+  const int64_t no_bias = -1;
+  int64_t size = 0;
+  Offsets global;
+  global.wte = add(table_, size, "wte", {v, c}, false);
+  if (config_.positions == PositionKind::kLearned) {
+    global.wpe = add(table_, size, "wpe", {config_.block_size, c}, false);
+  }
+  std::vector<LayerOffsets> offsets(static_cast<size_t>(config_.n_layer));
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    LayerOffsets& o = offsets[static_cast<size_t>(l)];
+    const bool b = config_.bias;
+    o.ln1_w = add(table_, size, p + "ln_1.weight", {c}, false);
+    o.ln1_b = b ? add(table_, size, p + "ln_1.bias", {c}, false) : no_bias;
+    o.wqkv = add(table_, size, p + "attn.wqkv", {c, width}, true);
+    o.bqkv = b ? add(table_, size, p + "attn.bqkv", {width}, false) : no_bias;
+    o.wo = add(table_, size, p + "attn.wo", {c, c}, true);
+    o.bo = b ? add(table_, size, p + "attn.bo", {c}, false) : no_bias;
+    o.ln2_w = add(table_, size, p + "ln_2.weight", {c}, false);
+    o.ln2_b = b ? add(table_, size, p + "ln_2.bias", {c}, false) : no_bias;
+    o.wfc = add(table_, size, p + "mlp.wfc", {c, 4 * c}, true);
+    o.bfc = b ? add(table_, size, p + "mlp.bfc", {4 * c}, false) : no_bias;
+    o.wproj = add(table_, size, p + "mlp.wproj", {4 * c, c}, true);
+    o.bproj = b ? add(table_, size, p + "mlp.bproj", {c}, false) : no_bias;
+  }
+  global.lnf_w = add(table_, size, "ln_f.weight", {c}, false);
+  global.lnf_b = config_.bias ? add(table_, size, "ln_f.bias", {c}, false) : no_bias;
+  parameters_ = Tensor({size});
+  gradients_ = Tensor({size});
+  global_ = global;
+
+  // GPT-2's initialisation, one seed per tensor so that adding a tensor moves no other.
+  const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
+  for (size_t i = 0; i < table_.size(); ++i) {
+    const GptParameter& p = table_[i];
+    Tensor view = parameter(p.name);
+    const bool is_weight = p.name.ends_with("weight"), is_bias = p.name.find(".b") != std::string::npos &&
+                                                                 p.shape.size() == 1 && !is_weight;
+    if (p.name.find("ln_") != std::string::npos) {
+      if (is_weight) fill_uniform(view, 0, 1.0f, 1.0f);  // ones
+    } else if (!is_bias) {
+      const bool projection = p.name.ends_with("attn.wo") || p.name.ends_with("mlp.wproj");
+      fill_normal(view, seed * 1000003 + i, 0.0f, projection ? residual_std : 0.02f);
+    }
+  }
+  if (config_.positions == PositionKind::kSinusoidal) {
+    sinusoids_ = sinusoidal_encoding(config_.block_size, c);
+  }
+
+  // The attention layers that decoding runs, their weights viewing the buffer.
+  for (const LayerOffsets& o : offsets) {
+    MhaConfig m;
+    m.d_model = c;
+    m.n_heads = config_.n_head;
+    m.n_kv_heads = config_.n_kv_head;
+    m.bias = config_.bias;
+    m.rope = config_.positions == PositionKind::kRotary;
+    MultiHeadAttention attention(m);
+    attention.wqkv = parameters_.as_strided({c, width}, {width, 1}, o.wqkv);
+    attention.wo = parameters_.as_strided({c, c}, {c, 1}, o.wo);
+    if (config_.bias) {
+      attention.bqkv = parameters_.as_strided({width}, {1}, o.bqkv);
+      attention.bo = parameters_.as_strided({c}, {1}, o.bo);
+    }
+    layers_.push_back({o, std::move(attention)});
+  }
+}
+
+Gpt::Gpt(Gpt&&) noexcept = default;
+Gpt& Gpt::operator=(Gpt&&) noexcept = default;
+Gpt::~Gpt() = default;
+
+Tensor Gpt::parameter(const std::string& name) const {
+  for (const GptParameter& p : table_) {
+    if (p.name == name) return parameters_.as_strided(p.shape, contiguous_strides(p.shape), p.offset);
+  }
+  throw Error("Gpt: no parameter named \"" + name + "\"");
+}
+
+Tensor Gpt::gradient(const std::string& name) const {
+  for (const GptParameter& p : table_) {
+    if (p.name == name) return gradients_.as_strided(p.shape, contiguous_strides(p.shape), p.offset);
+  }
+  throw Error("Gpt: no parameter named \"" + name + "\"");
+}
+
+void Gpt::zero_grad() {
+  float* g = gradients_.data();
+  std::fill(g, g + gradients_.numel(), 0.0f);
+}
+
+void Gpt::check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const {
+  ATTN_CHECK(batch >= 1 && !ids.empty() && static_cast<int64_t>(ids.size()) % batch == 0, "Gpt::",
+             what, ": ", ids.size(), " ids do not split into ", batch, " rows");
+  const int64_t t = static_cast<int64_t>(ids.size()) / batch;
+  ATTN_CHECK(t <= config_.block_size, "Gpt::", what, ": sequences of ", t,
+             " tokens exceed block_size ", config_.block_size);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ATTN_CHECK(ids[i] >= 0 && ids[i] < config_.vocab_size, "Gpt::", what, ": token id ", ids[i],
+               " at index ", i, " outside [0, ", config_.vocab_size, ")");
+  }
+}
+
+// x (batch·t, C) = wte[ids] + the positions position … position + t − 1 (learned or sinusoidal).
+void Gpt::embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t position,
+                float* x) const {
+  const int64_t c = config_.n_embd;
+  const float* wte = parameters_.data() + global_.wte;
+  const float* table = config_.positions == PositionKind::kLearned      ? parameters_.data() + global_.wpe
+                       : config_.positions == PositionKind::kSinusoidal ? sinusoids_.data()
+                                                                        : nullptr;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t row = b * t + i;
+      const float* token = wte + ids[static_cast<size_t>(row)] * c;
+      float* out = x + row * c;
+      for (int64_t e = 0; e < c; ++e) out[e] = token[e] + (table ? table[(position + i) * c + e] : 0.0f);
+    }
+  }
+}
+
+// Embeddings, blocks, final LayerNorm and the tied head into a.probs (the logits, for now).
+void Gpt::forward_logits(std::span<const int64_t> ids, nn::Activations& a) const {
+  embed(ids, a.batch, a.t, 0, a.encoded.data());
+  a.dropout.apply(a.encoded.data(), a.rows * config_.n_embd, nn::DropoutSite::kEmbedding, 0);
+  const float* params = parameters_.data();
+  const float* x = a.encoded.data();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    nn::block_forward(config_, layers_[l].at, params, x, a.layers[l], a, static_cast<int64_t>(l));
+    x = a.layers[l].residual3.data();
+  }
+  const int64_t c = config_.n_embd, v = config_.vocab_size;
+  nn::layer_norm_forward(x, params + global_.lnf_w, at_or_null(params, global_.lnf_b), a.rows, c,
+                         a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data());
+  gemm(false, true, a.rows, v, c, 1.0f, a.lnf.data(), c, params + global_.wte, c, 0.0f,
+       a.probs.data(), v);
+}
+
+float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch,
+                   uint64_t dropout_seed) {
+  check_ids(ids, batch, "forward");
+  ATTN_CHECK(targets.size() == ids.size(), "Gpt::forward: ", targets.size(), " targets for ",
+             ids.size(), " ids");
+  const int64_t t = static_cast<int64_t>(ids.size()) / batch;
+  if (!acts_ || acts_->batch != batch || acts_->t != t) {
+    acts_ = std::make_unique<Activations>(config_, batch, t);
+  }
+  Activations& a = *acts_;
+  a.targets.assign(targets.begin(), targets.end());
+  a.ids.assign(ids.begin(), ids.end());
+  a.dropout.seed(config_.dropout, dropout_seed);
+  forward_logits(ids, a);
+  const double total =
+      nn::cross_entropy_forward(a.probs.data(), a.targets.data(), a.rows, config_.vocab_size);
+  a.has_forward = true;
+  return static_cast<float>(total / static_cast<double>(a.rows));
+}
+
+Tensor Gpt::logits(std::span<const int64_t> ids, int64_t batch) const {
+  check_ids(ids, batch, "logits");
+  const int64_t t = static_cast<int64_t>(ids.size()) / batch;
+  Activations a(config_, batch, t);  // dropout off
+  forward_logits(ids, a);
+  return a.probs.reshape({batch, t, config_.vocab_size});
+}
+
+void Gpt::backward(float loss_scale) {
+  ATTN_CHECK(acts_ && acts_->has_forward, "Gpt::backward: call forward(ids, targets) first");
+  Activations& a = *acts_;
+  a.has_forward = false;  // the probabilities become dlogits below
+  const int64_t c = config_.n_embd, v = config_.vocab_size;
+  const float* params = parameters_.data();
+  float* grads = gradients_.data();
+  nn::cross_entropy_backward(a.probs.data(), a.targets.data(), a.rows, v,
+                             loss_scale / static_cast<float>(a.rows));
+  // Tied head: logits = lnf·wteᵀ, so d_lnf = dlogits·wte and d_wte += dlogitsᵀ·lnf.
+  const float* dlogits = a.probs.data();
+  gemm(false, false, a.rows, c, v, 1.0f, dlogits, v, params + global_.wte, c, 0.0f,
+       a.d_ln.data(), c);
+  gemm(true, false, v, c, a.rows, 1.0f, dlogits, v, a.lnf.data(), c, 1.0f, grads + global_.wte, c);
+  const float* x_final = layers_.empty() ? a.encoded.data() : a.layers.back().residual3.data();
+  std::fill(a.d_residual.data(), a.d_residual.data() + a.rows * c, 0.0f);
+  nn::layer_norm_backward(a.d_ln.data(), x_final, params + global_.lnf_w, a.lnf_mean.data(),
+                          a.lnf_rstd.data(), a.rows, c, a.d_residual.data(), grads + global_.lnf_w,
+                          at_or_null(grads, global_.lnf_b));
+  for (int64_t l = static_cast<int64_t>(layers_.size()) - 1; l >= 0; --l) {
+    const float* x = l == 0 ? a.encoded.data() : a.layers[static_cast<size_t>(l) - 1].residual3.data();
+    nn::block_backward(config_, layers_[static_cast<size_t>(l)].at, params, grads, x,
+                       a.layers[static_cast<size_t>(l)], a, l);
+  }
+  // Embeddings: the dropout mask, then the rows back to the tables, in row order.
+  float* d_x = a.d_residual.data();
+  a.dropout.apply(d_x, a.rows * c, nn::DropoutSite::kEmbedding, 0);
+  float* d_wte = grads + global_.wte;
+  for (int64_t r = 0; r < a.rows; ++r) {
+    float* row = d_wte + a.ids[static_cast<size_t>(r)] * c;
+    for (int64_t e = 0; e < c; ++e) row[e] += d_x[r * c + e];
+  }
+  if (config_.positions == PositionKind::kLearned) {
+    float* d_wpe = grads + global_.wpe;
+    for (int64_t r = 0; r < a.rows; ++r) {
+      float* row = d_wpe + (r % a.t) * c;
+      for (int64_t e = 0; e < c; ++e) row[e] += d_x[r * c + e];
+    }
+  }
+}
+
+}  // namespace attn

@@ -1,0 +1,180 @@
+// One transformer block, forward and backward, over the buffers of nn::Activations:
+//
+//   forward                                   backward (in reverse)
+//   ln1  = LayerNorm₁(x)                      dx  += LayerNorm₁ᵀ(d_ln1)
+//   qkv  = ln1·Wqkv + bqkv  (RoPE on Q, K)    d_ln1 = d_qkv·Wqkvᵀ, dWqkv += ln1ᵀ·d_qkv
+//   att  = attention(Q, K, V)  (fused)        d_qkv = fused attention backward(d_att)
+//   r2   = x + drop(att·Wo + bo)              d_att = drop(d_r2)·Woᵀ, dWo += attᵀ·drop(d_r2)
+//   ln2  = LayerNorm₂(r2)                     d_r2 += LayerNorm₂ᵀ(d_ln2)
+//   fch  = ln2·Wfc + bfc,  g = gelu(fch)      d_ln2 = d_fch·Wfcᵀ, d_fch = gelu'·(d_g)
+//   r3   = r2 + drop(g·Wproj + bproj)         d_g = drop(d_r3)·Wprojᵀ
+// The residual gradient flows straight through both additions (d_r2 starts as d_r3).
+#include <algorithm>
+#include <cstring>
+
+#include "attn/embedding.hpp"
+#include "attn/sdpa.hpp"
+#include "src/nn/gelu.hpp"
+#include "src/nn/gpt_internal.hpp"
+#include "src/nn/layer_norm.hpp"
+#include "src/nn/linear.hpp"
+#include "src/nn/row_parallel.hpp"
+#include "src/sdpa_common.hpp"
+
+namespace attn::nn {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The Q, K and V parts of a (B, T, width) projection as (B, heads, T, d_head) views.
+struct QkvViews {
+  Tensor q, k, v;
+};
+
+QkvViews qkv_views(const GptConfig& config, const Tensor& qkv) {
+  const int64_t b = qkv.dim(0), t = qkv.dim(1), width = qkv.dim(2);
+  const int64_t h = config.n_head, h_kv = config.n_kv_head, dh = config.n_embd / h;
+  return {qkv.as_strided({b, h, t, dh}, {t * width, dh, width, 1}, 0),
+          qkv.as_strided({b, h_kv, t, dh}, {t * width, dh, width, 1}, h * dh),
+          qkv.as_strided({b, h_kv, t, dh}, {t * width, dh, width, 1}, (h + h_kv) * dh)};
+}
+
+SdpaOptions causal() {
+  SdpaOptions options;
+  options.causal = true;
+  return options;
+}
+
+void add_into(const float* a, const float* b, int64_t n, float* out) {
+  parallel_ranges(n, 16384, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) out[i] = a[i] + b[i];
+  });
+}
+
+}  // namespace
+
+void Dropout::apply(float* x, int64_t n, DropoutSite site, int64_t layer) const {
+  if (p_ <= 0.0f) return;
+  const float keep_scale = 1.0f / (1.0f - p_);
+  // An element is dropped when its 24-bit hash falls below p·2²⁴.
+  const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p_) * 16777216.0);
+  const uint64_t stream = splitmix64(seed_ ^ (static_cast<uint64_t>(site) << 56) ^
+                                     (static_cast<uint64_t>(layer) << 40));
+  parallel_ranges(n, 16384, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const bool drop = (splitmix64(stream + static_cast<uint64_t>(i)) >> 40) < threshold;
+      x[i] = drop ? 0.0f : x[i] * keep_scale;
+    }
+  });
+}
+
+Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_)
+    : batch(batch_), t(t_), rows(batch_ * t_) {
+  const int64_t c = config.n_embd, width = qkv_width(config), h = config.n_head;
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    LayerActivations la;
+    la.ln1 = Tensor({rows, c});
+    la.ln1_mean = Tensor({rows});
+    la.ln1_rstd = Tensor({rows});
+    la.qkv = Tensor({batch, t, width});
+    la.att = Tensor({batch, t, h, c / h});
+    la.lse = Tensor({batch, h, t});
+    la.residual2 = Tensor({rows, c});
+    la.ln2 = Tensor({rows, c});
+    la.ln2_mean = Tensor({rows});
+    la.ln2_rstd = Tensor({rows});
+    la.fch = Tensor({rows, 4 * c});
+    la.fch_gelu = Tensor({rows, 4 * c});
+    la.residual3 = Tensor({rows, c});
+    layers.push_back(std::move(la));
+  }
+  encoded = Tensor({rows, c});
+  lnf = Tensor({rows, c});
+  lnf_mean = Tensor({rows});
+  lnf_rstd = Tensor({rows});
+  probs = Tensor({rows, config.vocab_size});
+  d_residual = Tensor({rows, c});
+  d_branch = Tensor({rows, c});
+  d_ln = Tensor({rows, c});
+  d_att = Tensor({batch, t, h, c / h});
+  d_qkv = Tensor({batch, t, width});
+  d_fch = Tensor({rows, 4 * c});
+  scratch = Tensor({rows, c});
+}
+
+void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
+                   const float* x, LayerActivations& la, Activations& a, int64_t layer) {
+  const int64_t rows = a.rows, c = config.n_embd, width = qkv_width(config);
+  layer_norm_forward(x, params + at.ln1_w, at_or_null(params, at.ln1_b), rows, c, la.ln1.data(),
+                     la.ln1_mean.data(), la.ln1_rstd.data());
+  linear_forward(la.ln1.data(), params + at.wqkv, at_or_null(params, at.bqkv), rows, c, width,
+                 la.qkv.data());
+  QkvViews v = qkv_views(config, la.qkv);
+  if (config.positions == PositionKind::kRotary) {
+    apply_rope(v.q, 0);
+    apply_rope(v.k, 0);
+  }
+  const SdpaOptions options = causal();
+  detail::sdpa_into(detail::check_attention(v.q, v.k, v.v, options), v.q, v.k, v.v, options,
+                    la.att.permute({0, 2, 1, 3}), la.lse.data());
+  float* branch = a.scratch.data();
+  linear_forward(la.att.data(), params + at.wo, at_or_null(params, at.bo), rows, c, c, branch);
+  a.dropout.apply(branch, rows * c, DropoutSite::kAttention, layer);
+  add_into(x, branch, rows * c, la.residual2.data());
+
+  layer_norm_forward(la.residual2.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,
+                     la.ln2.data(), la.ln2_mean.data(), la.ln2_rstd.data());
+  linear_forward(la.ln2.data(), params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c,
+                 la.fch.data());
+  gelu_forward(la.fch.data(), rows * 4 * c, la.fch_gelu.data());
+  linear_forward(la.fch_gelu.data(), params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c,
+                 c, branch);
+  a.dropout.apply(branch, rows * c, DropoutSite::kMlp, layer);
+  add_into(la.residual2.data(), branch, rows * c, la.residual3.data());
+}
+
+void block_backward(const GptConfig& config, const LayerOffsets& at, const float* params,
+                    float* grads, const float* x, LayerActivations& la, Activations& a,
+                    int64_t layer) {
+  const int64_t rows = a.rows, c = config.n_embd, width = qkv_width(config);
+  float* d_branch = a.d_branch.data();
+
+  // MLP branch.
+  std::memcpy(d_branch, a.d_residual.data(), sizeof(float) * static_cast<size_t>(rows * c));
+  a.dropout.apply(d_branch, rows * c, DropoutSite::kMlp, layer);
+  linear_backward(d_branch, la.fch_gelu.data(), params + at.wproj, rows, 4 * c, c, a.d_fch.data(),
+                  false, grads + at.wproj, at_or_null(grads, at.bproj));
+  gelu_backward(a.d_fch.data(), la.fch.data(), rows * 4 * c, a.d_fch.data());
+  linear_backward(a.d_fch.data(), la.ln2.data(), params + at.wfc, rows, c, 4 * c, a.d_ln.data(),
+                  false, grads + at.wfc, at_or_null(grads, at.bfc));
+  layer_norm_backward(a.d_ln.data(), la.residual2.data(), params + at.ln2_w, la.ln2_mean.data(),
+                      la.ln2_rstd.data(), rows, c, a.d_residual.data(), grads + at.ln2_w,
+                      at_or_null(grads, at.ln2_b));
+
+  // Attention branch.
+  std::memcpy(d_branch, a.d_residual.data(), sizeof(float) * static_cast<size_t>(rows * c));
+  a.dropout.apply(d_branch, rows * c, DropoutSite::kAttention, layer);
+  linear_backward(d_branch, la.att.data(), params + at.wo, rows, c, c, a.d_att.data(), false,
+                  grads + at.wo, at_or_null(grads, at.bo));
+  const QkvViews v = qkv_views(config, la.qkv);
+  QkvViews d = qkv_views(config, a.d_qkv);
+  const SdpaOptions options = causal();
+  detail::sdpa_backward_into(detail::check_attention(v.q, v.k, v.v, options), v.q, v.k, v.v,
+                             la.att.permute({0, 2, 1, 3}), la.lse.data(),
+                             a.d_att.permute({0, 2, 1, 3}), options, d.q, d.k, d.v);
+  if (config.positions == PositionKind::kRotary) {
+    apply_rope_inverse(d.q, 0);
+    apply_rope_inverse(d.k, 0);
+  }
+  linear_backward(a.d_qkv.data(), la.ln1.data(), params + at.wqkv, rows, c, width, a.d_ln.data(),
+                  false, grads + at.wqkv, at_or_null(grads, at.bqkv));
+  layer_norm_backward(a.d_ln.data(), x, params + at.ln1_w, la.ln1_mean.data(), la.ln1_rstd.data(),
+                      rows, c, a.d_residual.data(), grads + at.ln1_w, at_or_null(grads, at.ln1_b));
+}
+
+}  // namespace attn::nn

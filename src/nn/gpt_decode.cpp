@@ -1,0 +1,142 @@
+// Gpt decoding: new tokens through one KVCache per layer, sampling, and the generation loop.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "attn/error.hpp"
+#include "attn/gemm.hpp"
+#include "attn/gpt.hpp"
+#include "src/nn/gelu.hpp"
+#include "src/nn/gpt_internal.hpp"
+#include "src/nn/layer_norm.hpp"
+#include "src/nn/linear.hpp"
+
+namespace attn {
+
+using nn::at_or_null;
+
+GptCache Gpt::make_cache(int64_t batch, CacheDtype dtype) const {
+  ATTN_CHECK(batch >= 1, "Gpt::make_cache: batch must be >= 1, got ", batch);
+  GptCache cache;
+  for (const Layer& layer : layers_) {
+    cache.layers.push_back(layer.attention.make_cache(batch, config_.block_size, dtype));
+  }
+  return cache;
+}
+
+Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache) const {
+  check_ids(ids, batch, "decode");
+  const int64_t t = static_cast<int64_t>(ids.size()) / batch, rows = batch * t;
+  const int64_t c = config_.n_embd, position = cache.position();
+  ATTN_CHECK(cache.layers.size() == layers_.size(), "Gpt::decode: the cache has ",
+             cache.layers.size(), " layers, the model ", layers_.size());
+  ATTN_CHECK(position + t <= config_.block_size, "Gpt::decode: ", position, " cached + ", t,
+             " new tokens exceed block_size ", config_.block_size);
+  const float* params = parameters_.data();
+  Tensor x({batch, t, c}), ln({batch, t, c}), hidden({rows, 4 * c}), activated({rows, 4 * c});
+  Tensor branch({rows, c});
+  std::vector<float> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+  embed(ids, batch, t, position, x.data());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const nn::LayerOffsets& at = layers_[l].at;
+    nn::layer_norm_forward(x.data(), params + at.ln1_w, at_or_null(params, at.ln1_b), rows, c,
+                           ln.data(), mean.data(), rstd.data());
+    const Tensor attended = layers_[l].attention.forward(ln, cache.layers[l]);  // with Wo, bo
+    const float* a = attended.data();
+    float* xs = x.data();
+    for (int64_t i = 0; i < rows * c; ++i) xs[i] += a[i];
+    nn::layer_norm_forward(x.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,
+                           ln.data(), mean.data(), rstd.data());
+    nn::linear_forward(ln.data(), params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c,
+                       hidden.data());
+    nn::gelu_forward(hidden.data(), rows * 4 * c, activated.data());
+    nn::linear_forward(activated.data(), params + at.wproj, at_or_null(params, at.bproj), rows,
+                       4 * c, c, branch.data());
+    const float* m = branch.data();
+    for (int64_t i = 0; i < rows * c; ++i) xs[i] += m[i];
+  }
+  nn::layer_norm_forward(x.data(), params + global_.lnf_w, at_or_null(params, global_.lnf_b), rows,
+                         c, ln.data(), mean.data(), rstd.data());
+  Tensor logits({batch, t, config_.vocab_size});
+  gemm(false, true, rows, config_.vocab_size, c, 1.0f, ln.data(), c, params + global_.wte, c, 0.0f,
+       logits.data(), config_.vocab_size);
+  return logits;
+}
+
+int64_t sample_token(std::span<const float> logits, const SamplingOptions& options,
+                     std::mt19937_64& rng) {
+  const int64_t n = static_cast<int64_t>(logits.size());
+  ATTN_CHECK(n >= 1, "sample_token: no logits");
+  ATTN_CHECK(options.temperature >= 0.0f && std::isfinite(options.temperature),
+             "sample_token: temperature must be >= 0, got ", options.temperature);
+  ATTN_CHECK(options.top_k >= 0, "sample_token: top_k must be >= 0, got ", options.top_k);
+  for (int64_t i = 0; i < n; ++i) {
+    ATTN_CHECK(std::isfinite(logits[static_cast<size_t>(i)]), "sample_token: logit ", i, " is ",
+               logits[static_cast<size_t>(i)]);
+  }
+  // Candidates by decreasing logit, the lower id first on ties.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t k = options.top_k > 0 ? std::min(options.top_k, n) : n;
+  auto by_logit = [&](int64_t a, int64_t b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la != lb ? la > lb : a < b;
+  };
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), by_logit);
+  if (options.temperature == 0.0f) return order[0];
+  // Softmax of logits / T over the k candidates, in double, then one uniform draw.
+  const double max = logits[static_cast<size_t>(order[0])];
+  std::vector<double> weights(static_cast<size_t>(k));
+  double sum = 0.0;
+  for (int64_t i = 0; i < k; ++i) {
+    weights[static_cast<size_t>(i)] =
+        std::exp((logits[static_cast<size_t>(order[static_cast<size_t>(i)])] - max) / options.temperature);
+    sum += weights[static_cast<size_t>(i)];
+  }
+  const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * sum;
+  double cumulative = 0.0;
+  for (int64_t i = 0; i < k; ++i) {
+    cumulative += weights[static_cast<size_t>(i)];
+    if (u < cumulative) return order[static_cast<size_t>(i)];
+  }
+  return order[static_cast<size_t>(k - 1)];  // u rounded up to the sum
+}
+
+std::vector<int64_t> generate(const Gpt& model, std::vector<int64_t> tokens,
+                              const GenerateOptions& options,
+                              const std::function<void(int64_t)>& on_token) {
+  ATTN_CHECK(!tokens.empty(), "generate: the prompt needs at least one token");
+  ATTN_CHECK(options.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got ",
+             options.max_new_tokens);
+  const int64_t block = model.config().block_size, vocab = model.config().vocab_size;
+  const int64_t keep = std::max<int64_t>(1, block / 2);
+  std::mt19937_64 rng(options.seed);
+  GptCache cache;
+  if (options.use_cache) cache = model.make_cache(1);
+  // The model sees tokens[start, end); the cache (if used) holds tokens[start, start + position).
+  size_t start = tokens.size() > static_cast<size_t>(block) ? tokens.size() - static_cast<size_t>(block) : 0;
+  std::vector<int64_t> generated;
+  for (int64_t step = 0; step < options.max_new_tokens; ++step) {
+    if (tokens.size() - start > static_cast<size_t>(block)) {
+      start = tokens.size() - static_cast<size_t>(keep);
+      cache.reset();
+    }
+    const std::span<const int64_t> context(tokens.data() + start, tokens.size() - start);
+    Tensor logits;
+    if (options.use_cache) {
+      const std::span<const int64_t> fresh = context.subspan(static_cast<size_t>(cache.position()));
+      logits = model.decode(fresh, 1, cache);
+    } else {
+      logits = model.logits(context, 1);
+    }
+    const int64_t rows = logits.dim(1);
+    const std::span<const float> last(logits.data() + (rows - 1) * vocab, static_cast<size_t>(vocab));
+    const int64_t next = sample_token(last, options.sampling, rng);
+    tokens.push_back(next);
+    generated.push_back(next);
+    if (on_token) on_token(next);
+  }
+  return generated;
+}
+
+}  // namespace attn

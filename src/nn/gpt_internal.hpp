@@ -1,0 +1,91 @@
+// What the GPT's source files share: where each block's tensors sit in the parameter buffer,
+// the activations kept for the backward pass, dropout, and one block's forward and backward.
+// Internal to the library.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attn/gpt.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn::nn {
+
+// Columns of the fused Q, K, V projection: (H + 2·H_kv)·d_head.
+inline int64_t qkv_width(const GptConfig& c) {
+  return (c.n_head + 2 * c.n_kv_head) * (c.n_embd / c.n_head);
+}
+
+inline const float* at_or_null(const float* base, int64_t offset) {
+  return offset >= 0 ? base + offset : nullptr;
+}
+inline float* at_or_null(float* base, int64_t offset) {
+  return offset >= 0 ? base + offset : nullptr;
+}
+
+// Offsets (in floats) of one block's tensors in the parameter buffer; −1 for an absent bias.
+struct LayerOffsets {
+  int64_t ln1_w, ln1_b, wqkv, bqkv, wo, bo, ln2_w, ln2_b, wfc, bfc, wproj, bproj;
+};
+
+enum class DropoutSite : uint64_t { kEmbedding = 1, kAttention = 2, kMlp = 3 };
+
+// Inverted dropout whose mask is a hash of (seed, site, layer, element): the backward
+// regenerates the forward's mask instead of storing it, and the mask does not depend on the
+// thread count. Kept elements are scaled by 1/(1 − p).
+class Dropout {
+ public:
+  void seed(float p, uint64_t seed) {
+    p_ = p;
+    seed_ = seed;
+  }
+  // x[i] *= mask[i] for i in [0, n); nothing when p = 0.
+  void apply(float* x, int64_t n, DropoutSite site, int64_t layer) const;
+
+ private:
+  float p_ = 0.0f;
+  uint64_t seed_ = 0;
+};
+
+// One block's activations, all (rows = B·T, ·) row-major.
+struct LayerActivations {
+  Tensor ln1, ln1_mean, ln1_rstd;  // LayerNorm₁(x) and its row statistics
+  Tensor qkv;                      // (B, T, width): projections, Q and K rotated when rotary
+  Tensor att;                      // (B, T, H, d_head): attention output, heads merged
+  Tensor lse;                      // (B, H, T): the attention's log-sum-exp
+  Tensor residual2;                // x + attention branch
+  Tensor ln2, ln2_mean, ln2_rstd;
+  Tensor fch, fch_gelu;            // (rows, 4C): before and after GELU
+  Tensor residual3;                // the block's output
+};
+
+// Everything the training forward keeps for the backward, allocated once per (B, T).
+struct Activations {
+  Activations(const GptConfig& config, int64_t batch, int64_t t);
+  int64_t batch, t, rows;
+  std::vector<LayerActivations> layers;
+  Tensor encoded;                  // token + position vectors (rows, C)
+  Tensor lnf, lnf_mean, lnf_rstd;  // the final LayerNorm
+  Tensor probs;                    // (rows, vocab): softmax of the logits, then dlogits
+  // Backward scratch, shared by the layers.
+  Tensor d_residual, d_branch, d_ln, d_att, d_qkv, d_fch, scratch;
+  std::vector<int64_t> ids, targets;
+  Dropout dropout;
+  bool has_forward = false;
+};
+
+void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
+                   const float* x, LayerActivations& la, Activations& a, int64_t layer);
+// a.d_residual holds dL/d(block output) and becomes dL/d(block input) = dL/dx.
+void block_backward(const GptConfig& config, const LayerOffsets& at, const float* params,
+                    float* grads, const float* x, LayerActivations& la, Activations& a,
+                    int64_t layer);
+
+}  // namespace attn::nn
+
+// The pieces of the parameter buffer that belong to one block, and the attention layer that
+// decoding runs (its weights are views of the buffer).
+struct attn::Gpt::Layer {
+  nn::LayerOffsets at;
+  MultiHeadAttention attention;
+};

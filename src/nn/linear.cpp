@@ -1,0 +1,36 @@
+// See linear.hpp.
+#include "src/nn/linear.hpp"
+
+#include <algorithm>
+
+#include "attn/gemm.hpp"
+#include "src/nn/row_parallel.hpp"
+
+namespace attn::nn {
+
+void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums) {
+  parallel_ranges(cols, 64, [&](int64_t first, int64_t last) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = m + r * cols;
+      for (int64_t c = first; c < last; ++c) sums[c] += row[c];
+    }
+  });
+}
+
+void linear_forward(const float* x, const float* w, const float* bias, int64_t rows, int64_t in,
+                    int64_t out, float* y) {
+  // The bias is written first and the product added to it (beta = 1): one pass fewer.
+  if (bias) {
+    for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
+  }
+  gemm(false, false, rows, out, in, 1.0f, x, in, w, out, bias ? 1.0f : 0.0f, y, out);
+}
+
+void linear_backward(const float* dy, const float* x, const float* w, int64_t rows, int64_t in,
+                     int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias) {
+  if (dx) gemm(false, true, rows, in, out, 1.0f, dy, out, w, out, accumulate_dx ? 1.0f : 0.0f, dx, in);
+  gemm(true, false, in, out, rows, 1.0f, x, in, dy, out, 1.0f, dw, out);
+  if (d_bias) add_column_sums(dy, rows, out, d_bias);
+}
+
+}  // namespace attn::nn

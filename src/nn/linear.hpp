@@ -1,0 +1,18 @@
+// A fully connected layer on contiguous row-major matrices, y = x·W + b with W (in, out), and
+// its backward. Every product goes through attn::gemm (oneDNN).
+#pragma once
+
+#include <cstdint>
+
+namespace attn::nn {
+
+// y (rows, out) = x (rows, in) · w (in, out) + bias (out; may be null).
+void linear_forward(const float* x, const float* w, const float* bias, int64_t rows, int64_t in,
+                    int64_t out, float* y);
+
+// dx = dy·Wᵀ (overwritten, or added to when accumulate_dx; dx may be null to skip it),
+// dw += xᵀ·dy, d_bias += Σ_rows dy (d_bias may be null).
+void linear_backward(const float* dy, const float* x, const float* w, int64_t rows, int64_t in,
+                     int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias);
+
+}  // namespace attn::nn

@@ -1,0 +1,27 @@
+// Parallel loops over the rows or columns of a (rows, cols) matrix, in fixed chunks, so a
+// result never depends on the thread count: each row (or column) is computed by one thread,
+// and sums over rows always run in row order.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "attn/threads.hpp"
+
+namespace attn::nn {
+
+// body(first, last) for consecutive ranges of about `grain` indices covering [0, n).
+template <class Body>
+void parallel_ranges(int64_t n, int64_t grain, const Body& body) {
+  const int64_t chunks = (n + grain - 1) / grain;
+  if (chunks <= 1) {
+    if (n > 0) body(int64_t{0}, n);
+    return;
+  }
+  parallel_for(chunks, [&](int64_t c) { body(c * grain, std::min(n, (c + 1) * grain)); });
+}
+
+// sums[c] += Σ_r m[r·cols + c] over the rows in order: a bias gradient.
+void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums);
+
+}  // namespace attn::nn

@@ -1,0 +1,282 @@
+// The GPT: its loss against a double-precision forward written from the formulas, every
+// parameter gradient against central differences of that forward, for each position kind,
+// GQA, no biases and dropout; thread-count independence; KV-cache decoding against the full
+// forward; generation with and without the cache; and the argument errors.
+#include "attn/gpt.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "attn/threads.hpp"
+#include "gpt_reference.hpp"
+#include "src/nn/gpt_internal.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::ThrowsWith;
+
+GptConfig tiny(PositionKind positions = PositionKind::kLearned) {
+  GptConfig c;
+  c.vocab_size = 7;
+  c.block_size = 6;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.positions = positions;
+  return c;
+}
+
+struct Batch {
+  std::vector<int64_t> ids, targets;
+};
+
+Batch random_batch(int64_t batch, int64_t t, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Batch b;
+  for (int64_t i = 0; i < batch * t; ++i) {
+    b.ids.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab)));
+    b.targets.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab)));
+  }
+  return b;
+}
+
+// The model's biases and LayerNorm parameters start at 0 and 1; perturb everything so that
+// every gradient path is exercised.
+void perturb(Gpt& model, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  float* p = model.parameters().data();
+  for (int64_t i = 0; i < model.num_parameters(); ++i) {
+    p[i] += 0.1f * (static_cast<float>(rng() >> 40) / 16777216.0f - 0.5f);
+  }
+}
+
+// Checks the loss and every gradient of `model` on a (2, 5) batch against the double forward.
+void check_gradients(Gpt& model, float dropout_seed = 0) {
+  const Batch b = random_batch(2, 5, model.config().vocab_size, 11);
+  model.zero_grad();
+  const float loss = model.forward(b.ids, b.targets, 2, static_cast<uint64_t>(dropout_seed));
+  model.backward();
+  testing::DoubleGpt reference(model);
+  // Dropout masks, read off the model's own Dropout by applying it to ones.
+  std::vector<std::vector<float>> masks;
+  if (model.config().dropout > 0.0f) {
+    nn::Dropout dropout;
+    dropout.seed(model.config().dropout, static_cast<uint64_t>(dropout_seed));
+    const int64_t n = 10 * model.config().n_embd;
+    for (int site = 1; site <= 3; ++site) {
+      for (int64_t l = 0; l < model.config().n_layer; ++l) {
+        std::vector<float> m(static_cast<size_t>(n), 1.0f);
+        dropout.apply(m.data(), n, static_cast<nn::DropoutSite>(site), l);
+        masks.push_back(m);
+      }
+    }
+    const int64_t layers = model.config().n_layer;
+    reference.masks = [&masks, layers](int site, int64_t layer) {
+      return &masks[static_cast<size_t>((site - 1) * layers + layer)];
+    };
+  }
+  const double exact = reference.loss(b.ids, b.targets, 2);
+  EXPECT_NEAR(loss, exact, 1e-5 * std::abs(exact));
+  const std::vector<float> grads = model.gradients().to_vector();
+  for (const GptParameter& p : model.parameter_table()) {
+    int64_t numel = 1;
+    for (int64_t d : p.shape) numel *= d;
+    double worst = 0.0, largest = 0.0;
+    int64_t worst_at = 0;
+    for (int64_t i = 0; i < numel; ++i) {
+      double& w = reference.params()[static_cast<size_t>(p.offset + i)];
+      const double saved = w, h = 1e-5;
+      w = saved + h;
+      const double up = reference.loss(b.ids, b.targets, 2);
+      w = saved - h;
+      const double down = reference.loss(b.ids, b.targets, 2);
+      w = saved;
+      const double numeric = (up - down) / (2 * h);
+      const double error = std::abs(numeric - grads[static_cast<size_t>(p.offset + i)]);
+      largest = std::max(largest, std::abs(numeric));
+      if (error > worst) {
+        worst = error;
+        worst_at = i;
+      }
+    }
+    EXPECT_LE(worst, 1e-4 * std::max(largest, 1e-2))
+        << p.name << ": worst element " << worst_at << " off by " << worst << " (largest gradient "
+        << largest << ")";
+  }
+}
+
+TEST(Gpt, GradientsMatchFiniteDifferencesWithLearnedPositions) {
+  Gpt model(tiny(), 1);
+  perturb(model, 2);
+  check_gradients(model);
+}
+
+TEST(Gpt, GradientsMatchFiniteDifferencesWithSinusoidalPositions) {
+  Gpt model(tiny(PositionKind::kSinusoidal), 3);
+  perturb(model, 4);
+  check_gradients(model);
+}
+
+TEST(Gpt, GradientsMatchFiniteDifferencesWithRotaryPositionsAndGqa) {
+  GptConfig c = tiny(PositionKind::kRotary);
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 16;
+  Gpt model(c, 5);
+  perturb(model, 6);
+  check_gradients(model);
+}
+
+TEST(Gpt, GradientsMatchFiniteDifferencesWithoutBiases) {
+  GptConfig c = tiny();
+  c.bias = false;
+  Gpt model(c, 7);
+  perturb(model, 8);
+  EXPECT_TRUE(ThrowsWith([&] { model.parameter("h.0.attn.bqkv"); }, "no parameter named"));
+  check_gradients(model);
+}
+
+TEST(Gpt, GradientsMatchFiniteDifferencesWithDropout) {
+  GptConfig c = tiny();
+  c.dropout = 0.25f;
+  Gpt model(c, 9);
+  perturb(model, 10);
+  check_gradients(model, 77);
+}
+
+TEST(Gpt, ParameterTableTilesTheBufferAndDecaysOnlyBlockMatrices) {
+  Gpt model(tiny(), 1);
+  int64_t next = 0;
+  for (const GptParameter& p : model.parameter_table()) {
+    EXPECT_EQ(p.offset, next) << p.name;
+    int64_t numel = 1;
+    for (int64_t d : p.shape) numel *= d;
+    next += numel;
+    EXPECT_EQ(p.decay, p.shape.size() == 2 && p.name != "wte" && p.name != "wpe") << p.name;
+  }
+  EXPECT_EQ(next, model.num_parameters());
+  // 7·8 + 6·8 + 2·(12·8² + 13·8) + 2·8: the GPT-2 count for this size.
+  EXPECT_EQ(model.num_parameters(), 56 + 48 + 2 * (12 * 64 + 13 * 8) + 16);
+  EXPECT_EQ(model.parameter("ln_f.weight").to_vector(), std::vector<float>(8, 1.0f));
+}
+
+TEST(Gpt, ResultsDoNotDependOnTheThreadCount) {
+  GptConfig c = tiny();
+  c.n_embd = 64;
+  c.n_head = 4;
+  c.block_size = 64;
+  const Batch b = random_batch(4, 64, c.vocab_size, 3);
+  float losses[2];
+  Tensor grads[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Gpt model(c, 1);
+    losses[threads - 1] = model.forward(b.ids, b.targets, 4);
+    model.backward();
+    grads[threads - 1] = model.gradients().clone();
+  }
+  set_num_threads(0);
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_TRUE(testing::BitwiseEqual(grads[0], grads[1]));
+}
+
+TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {
+  for (PositionKind kind : {PositionKind::kLearned, PositionKind::kSinusoidal, PositionKind::kRotary}) {
+    GptConfig c = tiny(kind);
+    c.n_head = 4;
+    c.n_kv_head = 2;
+    c.n_embd = 16;
+    Gpt model(c, 2);
+    perturb(model, 3);
+    const Batch b = random_batch(2, 6, c.vocab_size, 4);
+    const Tensor full = model.logits(b.ids, 2);
+    GptCache cache = model.make_cache(2);
+    // A prefill of 2 tokens, then one at a time.
+    std::vector<Tensor> pieces;
+    auto feed = [&](int64_t from, int64_t count) {
+      std::vector<int64_t> ids;
+      for (int64_t r = 0; r < 2; ++r) {
+        for (int64_t i = from; i < from + count; ++i) ids.push_back(b.ids[static_cast<size_t>(r * 6 + i)]);
+      }
+      const Tensor logits = model.decode(ids, 2, cache);
+      for (int64_t r = 0; r < 2; ++r) {
+        for (int64_t i = 0; i < count; ++i) {
+          for (int64_t v = 0; v < c.vocab_size; ++v) {
+            EXPECT_NEAR(logits.at({r, i, v}), full.at({r, from + i, v}), 1e-5)
+                << to_string(kind) << " row " << r << " position " << from + i;
+          }
+        }
+      }
+    };
+    feed(0, 2);
+    for (int64_t i = 2; i < 6; ++i) feed(i, 1);
+    EXPECT_EQ(cache.position(), 6);
+    EXPECT_TRUE(ThrowsWith([&] { model.decode(std::vector<int64_t>{1, 1}, 2, cache); }, "exceed block_size"));
+  }
+}
+
+TEST(Gpt, GenerationWithTheCacheGivesTheTokensOfTheFullWindow) {
+  GptConfig c = tiny(PositionKind::kLearned);
+  c.block_size = 8;
+  c.n_embd = 16;
+  Gpt model(c, 5);
+  perturb(model, 6);
+  for (float temperature : {0.0f, 1.0f}) {
+    GenerateOptions options;
+    options.max_new_tokens = 30;  // past block_size: the context restarts several times
+    options.sampling.temperature = temperature;
+    options.sampling.top_k = temperature > 0 ? 5 : 0;
+    options.seed = 42;
+    std::vector<int64_t> streamed;
+    const std::vector<int64_t> fast =
+        generate(model, {1, 2, 3}, options, [&](int64_t t) { streamed.push_back(t); });
+    options.use_cache = false;
+    const std::vector<int64_t> slow = generate(model, {1, 2, 3}, options);
+    EXPECT_EQ(fast, slow) << "temperature " << temperature;
+    EXPECT_EQ(fast, streamed);
+    EXPECT_EQ(fast.size(), 30u);
+  }
+}
+
+TEST(Gpt, SamplingIsSeededAndRespectsTopK) {
+  const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 3.0f, -1.0f};
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(sample_token(logits, {0.0f, 0}, rng), 1);  // greedy: the lower id of a tie
+  std::vector<int> counts(5);
+  for (int i = 0; i < 4000; ++i) ++counts[static_cast<size_t>(sample_token(logits, {1.0f, 2}, rng))];
+  EXPECT_EQ(counts[0] + counts[2] + counts[4], 0);
+  EXPECT_NEAR(counts[1] / 4000.0, 0.5, 0.05);
+  std::mt19937_64 a(9), b(9);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(sample_token(logits, {0.8f, 0}, a), sample_token(logits, {0.8f, 0}, b));
+  const std::vector<float> bad = {0.0f, NAN};
+  EXPECT_TRUE(ThrowsWith([&] { sample_token(bad, {}, rng); }, "logit 1 is"));
+  EXPECT_TRUE(ThrowsWith([&] { sample_token(logits, {-1.0f, 0}, rng); }, "temperature"));
+}
+
+TEST(Gpt, Errors) {
+  GptConfig c = tiny();
+  c.n_embd = 9;
+  EXPECT_TRUE(ThrowsWith([&] { Gpt m(c); }, "must divide by n_head"));
+  c = tiny();
+  c.n_kv_head = 3;
+  EXPECT_TRUE(ThrowsWith([&] { Gpt m(c); }, "n_kv_head"));
+  c = tiny();
+  c.dropout = 1.0f;
+  EXPECT_TRUE(ThrowsWith([&] { Gpt m(c); }, "dropout"));
+  Gpt model(tiny(), 1);
+  const std::vector<int64_t> ok = {1, 2, 3}, bad = {1, 9, 3}, long_ids(7, 1);
+  EXPECT_TRUE(ThrowsWith([&] { model.forward(bad, ok, 1); }, "token id 9 at index 1"));
+  EXPECT_TRUE(ThrowsWith([&] { model.forward(ok, bad, 1); }, "target 9"));
+  EXPECT_TRUE(ThrowsWith([&] { model.forward(long_ids, long_ids, 1); }, "exceed block_size 6"));
+  EXPECT_TRUE(ThrowsWith([&] { model.forward(ok, ok, 2); }, "do not split into 2 rows"));
+  EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
+  EXPECT_TRUE(ThrowsWith([&] { generate(model, {}, {}); }, "at least one token"));
+  EXPECT_EQ(gpt_config_from_json(to_json(tiny(PositionKind::kRotary))).positions, PositionKind::kRotary);
+  EXPECT_TRUE(ThrowsWith([&] { gpt_config_from_json(R"({"vocab_size": 3})"); }, "GptConfig"));
+}
+
+}  // namespace
+}  // namespace attn
