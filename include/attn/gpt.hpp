@@ -15,6 +15,7 @@
 // and backward; every product runs on oneDNN. Results are bitwise the same for every thread
 // count (each reduction has a fixed order).
 // Decoding: a GptCache holds one KVCache per layer; decode() feeds new tokens only.
+// The const methods reuse internal buffers: one Gpt must not be used from two threads at once.
 #pragma once
 
 #include <cstdint>
@@ -105,6 +106,8 @@ class Gpt {
 
   // Inference (no dropout): logits (batch, T, vocab) for ids (batch, T).
   Tensor logits(std::span<const int64_t> ids, int64_t batch) const;
+  // The mean cross-entropy without dropout and without keeping anything (evaluation).
+  float loss(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch) const;
 
   // Decoding: a cache of block_size positions per layer.
   GptCache make_cache(int64_t batch, CacheDtype dtype = CacheDtype::kFloat32) const;
@@ -121,6 +124,7 @@ class Gpt {
   void embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t position,
              float* x) const;
   void forward_logits(std::span<const int64_t> ids, nn::Activations& a) const;
+  nn::Activations& inference_activations(int64_t batch, int64_t t) const;
 
   GptConfig config_;
   Tensor parameters_, gradients_;
@@ -128,7 +132,8 @@ class Gpt {
   std::vector<Layer> layers_;
   Tensor sinusoids_;  // (block_size, C) when positions are sinusoidal
   Offsets global_;
-  std::unique_ptr<nn::Activations> acts_;
+  std::unique_ptr<nn::Activations> acts_;            // training: forward() → backward()
+  mutable std::unique_ptr<nn::Activations> inference_acts_;  // loss() and logits()
 };
 
 // One KVCache per layer, all at the same position.

@@ -132,4 +132,24 @@ class CharTokenizer {
   std::unordered_map<std::string, int64_t> ids_;
 };
 
+// Either tokenizer behind one interface: what a GPT checkpoint stores and `attn train` uses.
+// JSON: the BPE file format ("attn-bpe"), or {"format": "attn-char", "version": 1,
+// "characters": [...]} for a CharTokenizer.
+class Tokenizer {
+ public:
+  Tokenizer(CharTokenizer t) : char_(std::move(t)) {}  // NOLINT: implicit by design
+  Tokenizer(BpeTokenizer t) : bpe_(std::move(t)) {}    // NOLINT
+  std::vector<int64_t> encode(std::string_view text) const;
+  std::string decode(std::span<const int64_t> ids) const;
+  int64_t vocab_size() const;
+  std::string kind() const { return bpe_ ? "bpe" : "char"; }
+  std::string to_json() const;
+  // Dispatches on "format"; attn::Error for anything else or a broken file.
+  static Tokenizer from_json(std::string_view json);
+
+ private:
+  std::optional<CharTokenizer> char_;
+  std::optional<BpeTokenizer> bpe_;
+};
+
 }  // namespace attn

@@ -200,12 +200,32 @@ float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> target
   return static_cast<float>(total / static_cast<double>(a.rows));
 }
 
+float Gpt::loss(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch) const {
+  check_ids(ids, batch, "loss");
+  ATTN_CHECK(targets.size() == ids.size(), "Gpt::loss: ", targets.size(), " targets for ",
+             ids.size(), " ids");
+  Activations& a = inference_activations(batch, static_cast<int64_t>(ids.size()) / batch);
+  forward_logits(ids, a);
+  const double total =
+      nn::cross_entropy_forward(a.probs.data(), targets.data(), a.rows, config_.vocab_size);
+  return static_cast<float>(total / static_cast<double>(a.rows));
+}
+
+// Buffers for loss() and logits(), kept while the shape repeats (evaluation runs the same
+// shape many times; a fresh allocation would cost its page faults every call). Dropout off.
+nn::Activations& Gpt::inference_activations(int64_t batch, int64_t t) const {
+  if (!inference_acts_ || inference_acts_->batch != batch || inference_acts_->t != t) {
+    inference_acts_ = std::make_unique<Activations>(config_, batch, t);
+  }
+  return *inference_acts_;
+}
+
 Tensor Gpt::logits(std::span<const int64_t> ids, int64_t batch) const {
   check_ids(ids, batch, "logits");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
-  Activations a(config_, batch, t);  // dropout off
+  Activations& a = inference_activations(batch, t);
   forward_logits(ids, a);
-  return a.probs.reshape({batch, t, config_.vocab_size});
+  return a.probs.clone().reshape({batch, t, config_.vocab_size});
 }
 
 void Gpt::backward(float loss_scale) {

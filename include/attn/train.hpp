@@ -1,0 +1,127 @@
+// Training a Gpt: AdamW, the learning-rate schedule, gradient clipping, the data windows, and
+// checkpoints that resume to the same loss curve.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attn/gpt.hpp"
+#include "attn/tokenizer.hpp"
+
+namespace attn {
+
+struct AdamWOptions {
+  float beta1 = 0.9f;
+  float beta2 = 0.99f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;  // decoupled; only on parameters whose table entry says decay
+};
+
+// AdamW (Loshchilov & Hutter), step for step as torch.optim.AdamW:
+//   θ ← θ·(1 − lr·λ)                       (decay-marked parameters only)
+//   m ← β₁m + (1 − β₁)g,  v ← β₂v + (1 − β₂)g²
+//   θ ← θ − lr/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + ε)
+class AdamW {
+ public:
+  AdamW(const Gpt& model, const AdamWOptions& options);
+  void step(Gpt& model, float lr);
+  const AdamWOptions& options() const { return options_; }
+  int64_t steps = 0;  // t
+  Tensor m, v;        // the moments, in the parameter buffer's layout
+
+ private:
+  AdamWOptions options_;
+  std::vector<uint8_t> decay_;  // per element of the buffer
+};
+
+// Scales the gradients so that their global L2 norm is at most max_norm (as
+// torch.nn.utils.clip_grad_norm_: by max_norm / (norm + 1e-6) when above it). Returns the norm
+// before clipping. max_norm ≤ 0 only measures.
+float clip_grad_norm(Gpt& model, float max_norm);
+
+// Linear warm-up over warmup_iters, then cosine decay from lr to min_lr at decay_iters, then
+// min_lr (nanoGPT's schedule): warm-up gives lr·(iter + 1)/(warmup_iters + 1).
+float learning_rate(int64_t iter, float lr, float min_lr, int64_t warmup_iters, int64_t decay_iters);
+
+struct TrainOptions {
+  int64_t batch_size = 12;
+  int64_t max_iters = 2000;
+  int64_t warmup_iters = 100;
+  int64_t lr_decay_iters = 0;  // 0: max_iters
+  float lr = 1e-3f;
+  float min_lr = 1e-4f;
+  float grad_clip = 1.0f;  // ≤ 0: off
+  int64_t grad_accum = 1;  // micro-batches per step, each of batch_size windows
+  int64_t eval_iters = 20;  // batches per loss estimate
+  AdamWOptions adamw;
+  uint64_t seed = 1337;
+  double val_fraction = 0.1;  // the last part of the tokens is the validation split
+};
+
+struct StepResult {
+  int64_t iter;  // the iteration just done (0-based)
+  float loss;    // mean over its micro-batches
+  float lr;
+  float grad_norm;  // before clipping
+};
+
+struct EvalResult {
+  float train_loss, val_loss;  // over the same fixed batches at every evaluation
+};
+
+class Trainer {
+ public:
+  // tokens: the whole corpus as ids; the first 1 − val_fraction is for training. Throws
+  // attn::Error when either split is shorter than block_size + 1.
+  Trainer(const GptConfig& config, const TrainOptions& options, std::vector<int64_t> tokens,
+          uint64_t init_seed = 0);
+
+  StepResult step();
+  EvalResult evaluate() const;
+  int64_t iteration() const { return iteration_; }  // steps done
+  bool done() const { return iteration_ >= options_.max_iters; }
+  Gpt& model() { return model_; }
+  const Gpt& model() const { return model_; }
+  const TrainOptions& options() const { return options_; }
+  // Extends the run (for --resume with a larger --max-iters).
+  void set_max_iters(int64_t n);
+
+  // One safetensors file: the parameters under their names, AdamW's moments under
+  // "optimizer.m.<name>" / "optimizer.v.<name>", and in the metadata the format and version,
+  // the model config, the training options, the iteration, the data sampler's state, a
+  // fingerprint of the tokens, and the tokenizer's JSON. Written to a temporary file and renamed.
+  void save(const std::string& path, const Tokenizer& tokenizer) const;
+  // Resumes from save(): the same tokens must be given (checked by the fingerprint); training
+  // then continues exactly as the uninterrupted run would have.
+  static Trainer resume(const std::string& path, std::vector<int64_t> tokens);
+
+ private:
+  struct Windows {
+    std::vector<int64_t> ids, targets;
+  };
+  Windows sample(const std::vector<int64_t>& split, int64_t batch, std::mt19937_64& rng) const;
+  float mean_loss(const std::vector<int64_t>& split, uint64_t seed) const;
+
+  GptConfig config_;
+  TrainOptions options_;
+  std::vector<int64_t> train_, val_;
+  uint64_t fingerprint_;
+  mutable Gpt model_;
+  AdamW optimizer_;
+  std::mt19937_64 data_rng_;
+  int64_t iteration_ = 0;
+};
+
+// A trained model as save() wrote it, for generation.
+struct Checkpoint {
+  Gpt model;
+  Tokenizer tokenizer;
+  int64_t iteration;
+};
+// Checks the format, version, every tensor's name and shape against the stored config; a
+// broken or foreign file is an attn::Error naming the file and what is wrong.
+Checkpoint load_checkpoint(const std::string& path);
+
+}  // namespace attn

@@ -1,0 +1,73 @@
+// AdamW, gradient clipping and the learning-rate schedule (include/attn/train.hpp).
+#include <cmath>
+
+#include "attn/error.hpp"
+#include "attn/train.hpp"
+#include "src/nn/row_parallel.hpp"
+
+namespace attn {
+
+AdamW::AdamW(const Gpt& model, const AdamWOptions& options)
+    : m(Tensor({model.num_parameters()})), v(Tensor({model.num_parameters()})), options_(options) {
+  ATTN_CHECK(options.beta1 >= 0.0f && options.beta1 < 1.0f && options.beta2 >= 0.0f &&
+                 options.beta2 < 1.0f,
+             "AdamW: betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
+  ATTN_CHECK(options.eps > 0.0f && options.weight_decay >= 0.0f,
+             "AdamW: eps must be > 0 and weight_decay >= 0");
+  decay_.assign(static_cast<size_t>(model.num_parameters()), 0);
+  for (const GptParameter& p : model.parameter_table()) {
+    int64_t numel = 1;
+    for (int64_t d : p.shape) numel *= d;
+    std::fill_n(decay_.begin() + p.offset, numel, p.decay ? 1 : 0);
+  }
+}
+
+void AdamW::step(Gpt& model, float lr) {
+  ATTN_CHECK(std::isfinite(lr) && lr >= 0.0f, "AdamW: learning rate must be finite and >= 0, got ", lr);
+  ++steps;
+  const AdamWOptions& o = options_;
+  const double t = static_cast<double>(steps);
+  const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
+  const float sqrt_bias2 = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
+  const float step_size = lr / bias1, shrink = 1.0f - lr * o.weight_decay;
+  float *p = model.parameters().data(), *mm = m.data(), *vv = v.data();
+  const float* g = model.gradients().data();
+  nn::parallel_ranges(model.num_parameters(), 65536, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      if (decay_[static_cast<size_t>(i)]) p[i] *= shrink;
+      mm[i] = o.beta1 * mm[i] + (1.0f - o.beta1) * g[i];
+      vv[i] = o.beta2 * vv[i] + (1.0f - o.beta2) * g[i] * g[i];
+      p[i] -= step_size * mm[i] / (std::sqrt(vv[i]) / sqrt_bias2 + o.eps);
+    }
+  });
+}
+
+float clip_grad_norm(Gpt& model, float max_norm) {
+  float* g = model.gradients().data();
+  const int64_t n = model.num_parameters();
+  double squares = 0.0;  // in order, in double: the same on every thread count
+  for (int64_t i = 0; i < n; ++i) squares += static_cast<double>(g[i]) * g[i];
+  const float norm = static_cast<float>(std::sqrt(squares));
+  ATTN_CHECK(std::isfinite(norm), "training diverged: the gradient norm is ", norm);
+  if (max_norm > 0.0f) {
+    const float scale = max_norm / (norm + 1e-6f);
+    if (scale < 1.0f) {
+      for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+    }
+  }
+  return norm;
+}
+
+float learning_rate(int64_t iter, float lr, float min_lr, int64_t warmup_iters, int64_t decay_iters) {
+  if (iter < warmup_iters) {
+    return lr * static_cast<float>(iter + 1) / static_cast<float>(warmup_iters + 1);
+  }
+  if (iter > decay_iters) return min_lr;
+  const double ratio = decay_iters > warmup_iters
+                           ? static_cast<double>(iter - warmup_iters) / static_cast<double>(decay_iters - warmup_iters)
+                           : 1.0;
+  const double coefficient = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  return static_cast<float>(min_lr + coefficient * (lr - min_lr));
+}
+
+}  // namespace attn

@@ -1,0 +1,170 @@
+// Checkpoints: one safetensors file holding the parameters, AdamW's moments and, in its
+// metadata, everything else a resumed run needs (format in include/attn/train.hpp).
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "attn/error.hpp"
+#include "attn/io.hpp"
+#include "attn/train.hpp"
+#include "src/train/train_internal.hpp"
+
+namespace attn {
+namespace {
+
+constexpr char kFormat[] = "attn-gpt-checkpoint";
+constexpr char kVersion[] = "1";
+
+std::string options_json(const TrainOptions& o) {
+  const nlohmann::json j = {
+      {"batch_size", o.batch_size},     {"max_iters", o.max_iters},
+      {"warmup_iters", o.warmup_iters}, {"lr_decay_iters", o.lr_decay_iters},
+      {"lr", o.lr},                     {"min_lr", o.min_lr},
+      {"grad_clip", o.grad_clip},       {"grad_accum", o.grad_accum},
+      {"eval_iters", o.eval_iters},     {"beta1", o.adamw.beta1},
+      {"beta2", o.adamw.beta2},         {"eps", o.adamw.eps},
+      {"weight_decay", o.adamw.weight_decay}, {"seed", o.seed},
+      {"val_fraction", o.val_fraction}};
+  return j.dump();
+}
+
+TrainOptions options_from_json(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  TrainOptions o;
+  o.batch_size = j.at("batch_size").get<int64_t>();
+  o.max_iters = j.at("max_iters").get<int64_t>();
+  o.warmup_iters = j.at("warmup_iters").get<int64_t>();
+  o.lr_decay_iters = j.at("lr_decay_iters").get<int64_t>();
+  o.lr = j.at("lr").get<float>();
+  o.min_lr = j.at("min_lr").get<float>();
+  o.grad_clip = j.at("grad_clip").get<float>();
+  o.grad_accum = j.at("grad_accum").get<int64_t>();
+  o.eval_iters = j.at("eval_iters").get<int64_t>();
+  o.adamw.beta1 = j.at("beta1").get<float>();
+  o.adamw.beta2 = j.at("beta2").get<float>();
+  o.adamw.eps = j.at("eps").get<float>();
+  o.adamw.weight_decay = j.at("weight_decay").get<float>();
+  o.seed = j.at("seed").get<uint64_t>();
+  o.val_fraction = j.at("val_fraction").get<double>();
+  detail::check_options(o);
+  return o;
+}
+
+const std::string& metadata(const Safetensors& file, const std::string& key) {
+  const auto it = file.metadata.find(key);
+  ATTN_CHECK(it != file.metadata.end(), "checkpoint: the metadata has no \"", key, "\"");
+  return it->second;
+}
+
+int64_t metadata_integer(const Safetensors& file, const std::string& key) {
+  const std::string& text = metadata(file, key);
+  size_t used = 0;
+  int64_t value = -1;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+  }
+  ATTN_CHECK(used == text.size() && value >= 0, "checkpoint: \"", key,
+             "\" must be a non-negative integer, got \"", text, "\"");
+  return value;
+}
+
+// Copies each named tensor of `file` (prefix + parameter name) into `buffer`, checking shapes.
+void restore(const Safetensors& file, const Gpt& model, const std::string& prefix, Tensor& buffer) {
+  for (const GptParameter& p : model.parameter_table()) {
+    const std::string name = prefix + p.name;
+    ATTN_CHECK(file.contains(name), "checkpoint: tensor \"", name, "\" is missing");
+    const Tensor& stored = file.at(name);
+    ATTN_CHECK(stored.shape() == p.shape, "checkpoint: tensor \"", name, "\" is ",
+               stored.shape_string(), ", the config needs ", to_string(p.shape));
+    buffer.as_strided(p.shape, contiguous_strides(p.shape), p.offset).copy_from(stored);
+  }
+}
+
+// The checkpoint's file, checked for format and version; errors name the path.
+Safetensors open_checkpoint(const std::string& path) {
+  Safetensors file = read_safetensors(path);
+  const auto format = file.metadata.find("format");
+  ATTN_CHECK(format != file.metadata.end() && format->second == kFormat, path,
+             ": not an attn GPT checkpoint (metadata \"format\" is not \"", kFormat, "\")");
+  ATTN_CHECK(metadata(file, "version") == kVersion, path, ": checkpoint version \"",
+             metadata(file, "version"), "\"; this build reads version ", kVersion);
+  return file;
+}
+
+// Runs `body`, prefixing an attn::Error (or a JSON error) with the path.
+template <class Body>
+auto with_path(const std::string& path, const Body& body) {
+  try {
+    return body();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": checkpoint metadata: " + e.what());
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;
+    throw Error(path + ": " + what);
+  }
+}
+
+}  // namespace
+
+void Trainer::save(const std::string& path, const Tokenizer& tokenizer) const {
+  ATTN_CHECK(tokenizer.vocab_size() == config_.vocab_size, "checkpoint: the tokenizer has ",
+             tokenizer.vocab_size(), " tokens, the model ", config_.vocab_size);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const GptParameter& p : model_.parameter_table()) tensors.emplace_back(p.name, model_.parameter(p.name));
+  for (const char* moment : {"m", "v"}) {
+    const Tensor& buffer = moment[0] == 'm' ? optimizer_.m : optimizer_.v;
+    for (const GptParameter& p : model_.parameter_table()) {
+      tensors.emplace_back(std::string("optimizer.") + moment + "." + p.name,
+                           buffer.as_strided(p.shape, contiguous_strides(p.shape), p.offset));
+    }
+  }
+  std::ostringstream rng_state;
+  rng_state << data_rng_;
+  const std::map<std::string, std::string> meta = {
+      {"format", kFormat},
+      {"version", kVersion},
+      {"config", to_json(config_)},
+      {"train_options", options_json(options_)},
+      {"iteration", std::to_string(iteration_)},
+      {"adam_steps", std::to_string(optimizer_.steps)},
+      {"data_rng", rng_state.str()},
+      {"tokens_fingerprint", std::to_string(fingerprint_)},
+      {"tokenizer", tokenizer.to_json()}};
+  write_safetensors(path, tensors, meta);
+}
+
+Trainer Trainer::resume(const std::string& path, std::vector<int64_t> tokens) {
+  return with_path(path, [&] {
+    const Safetensors file = open_checkpoint(path);
+    const GptConfig config = gpt_config_from_json(metadata(file, "config"));
+    const TrainOptions options = options_from_json(metadata(file, "train_options"));
+    const uint64_t fingerprint = detail::token_fingerprint(tokens);
+    ATTN_CHECK(metadata(file, "tokens_fingerprint") == std::to_string(fingerprint),
+               "the corpus differs from the one this run was trained on (token fingerprint)");
+    Trainer trainer(config, options, std::move(tokens));
+    restore(file, trainer.model_, "", trainer.model_.parameters());
+    restore(file, trainer.model_, "optimizer.m.", trainer.optimizer_.m);
+    restore(file, trainer.model_, "optimizer.v.", trainer.optimizer_.v);
+    trainer.iteration_ = metadata_integer(file, "iteration");
+    trainer.optimizer_.steps = metadata_integer(file, "adam_steps");
+    std::istringstream rng_state(metadata(file, "data_rng"));
+    rng_state >> trainer.data_rng_;
+    ATTN_CHECK(!rng_state.fail(), "the data sampler's state is unreadable");
+    return trainer;
+  });
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  return with_path(path, [&] {
+    const Safetensors file = open_checkpoint(path);
+    Gpt model(gpt_config_from_json(metadata(file, "config")));
+    restore(file, model, "", model.parameters());
+    Tokenizer tokenizer = Tokenizer::from_json(metadata(file, "tokenizer"));
+    ATTN_CHECK(tokenizer.vocab_size() == model.config().vocab_size, "the tokenizer has ",
+               tokenizer.vocab_size(), " tokens, the model ", model.config().vocab_size);
+    return Checkpoint{std::move(model), std::move(tokenizer), metadata_integer(file, "iteration")};
+  });
+}
+
+}  // namespace attn

@@ -1,0 +1,206 @@
+// Training: the schedule, AdamW against its formula, clipping, that a small model learns,
+// determinism, checkpoint round trips, resume = uninterrupted run, and broken checkpoints.
+#include "attn/train.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "attn/io.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::ThrowsWith;
+using Training = testing::TempDirTest;
+
+GptConfig small_config(int64_t vocab) {
+  GptConfig c;
+  c.vocab_size = vocab;
+  c.block_size = 16;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 32;
+  return c;
+}
+
+TrainOptions small_options() {
+  TrainOptions o;
+  o.batch_size = 4;
+  o.max_iters = 8;
+  o.warmup_iters = 2;
+  o.eval_iters = 2;
+  o.lr = 3e-3f;
+  o.min_lr = 3e-4f;
+  return o;
+}
+
+const std::string kText =
+    "the cat sat on the mat. the dog sat on the log. the cat saw the dog. the dog saw the cat.\n";
+
+std::vector<int64_t> corpus_tokens(const CharTokenizer& tok, int repeats) {
+  std::string text;
+  for (int i = 0; i < repeats; ++i) text += kText;
+  return tok.encode(text);
+}
+
+TEST(LearningRate, WarmsUpThenFollowsTheCosineToTheFloor) {
+  EXPECT_FLOAT_EQ(learning_rate(0, 1e-3f, 1e-4f, 100, 2000), 1e-3f / 101);
+  EXPECT_FLOAT_EQ(learning_rate(99, 1e-3f, 1e-4f, 100, 2000), 1e-3f * 100 / 101);
+  EXPECT_FLOAT_EQ(learning_rate(100, 1e-3f, 1e-4f, 100, 2000), 1e-3f);
+  EXPECT_NEAR(learning_rate(1050, 1e-3f, 1e-4f, 100, 2000), 5.5e-4f, 1e-9);
+  EXPECT_FLOAT_EQ(learning_rate(2000, 1e-3f, 1e-4f, 100, 2000), 1e-4f);
+  EXPECT_FLOAT_EQ(learning_rate(5000, 1e-3f, 1e-4f, 100, 2000), 1e-4f);
+}
+
+TEST(AdamW, FollowsTheFormulaAndDecaysOnlyMarkedParameters) {
+  GptConfig c = small_config(5);
+  Gpt model(c, 1);
+  float* g = model.gradients().data();
+  for (int64_t i = 0; i < model.num_parameters(); ++i) g[i] = 0.01f * static_cast<float>(i % 7 - 3);
+  const std::vector<float> before = model.parameters().to_vector();
+  AdamWOptions o;
+  o.weight_decay = 0.5f;
+  AdamW adam(model, o);
+  adam.step(model, 0.1f);
+  adam.step(model, 0.1f);
+  const std::vector<float> after = model.parameters().to_vector();
+  for (const GptParameter& p : model.parameter_table()) {
+    const size_t i = static_cast<size_t>(p.offset);  // first element of each tensor
+    double theta = before[i], m = 0, v = 0;
+    const double grad = g[i];
+    for (int t = 1; t <= 2; ++t) {
+      if (p.decay) theta *= 1 - 0.1 * 0.5;
+      m = 0.9 * m + 0.1 * grad;
+      v = 0.99 * v + 0.01 * grad * grad;
+      theta -= 0.1 / (1 - std::pow(0.9, t)) * m / (std::sqrt(v) / std::sqrt(1 - std::pow(0.99, t)) + 1e-8);
+    }
+    EXPECT_NEAR(after[i], theta, 1e-6) << p.name;
+  }
+  EXPECT_EQ(adam.steps, 2);
+}
+
+TEST(ClipGradNorm, ScalesToTheLimitOnlyWhenAbove) {
+  Gpt model(small_config(5), 1);
+  float* g = model.gradients().data();
+  model.zero_grad();
+  g[0] = 3.0f;
+  g[1] = 4.0f;
+  EXPECT_FLOAT_EQ(clip_grad_norm(model, 10.0f), 5.0f);
+  EXPECT_EQ(g[0], 3.0f);
+  EXPECT_FLOAT_EQ(clip_grad_norm(model, 1.0f), 5.0f);
+  EXPECT_NEAR(g[0], 0.6f, 1e-6);
+  EXPECT_NEAR(g[1], 0.8f, 1e-6);
+}
+
+TEST_F(Training, ASmallModelLearnsAndTheRunIsDeterministic) {
+  const CharTokenizer tok = CharTokenizer::train(kText);
+  TrainOptions o = small_options();
+  o.max_iters = 60;
+  std::vector<float> losses[2];
+  for (int run = 0; run < 2; ++run) {
+    Trainer trainer(small_config(tok.vocab_size()), o, corpus_tokens(tok, 40));
+    const EvalResult start = trainer.evaluate();
+    while (!trainer.done()) losses[run].push_back(trainer.step().loss);
+    const EvalResult end = trainer.evaluate();
+    EXPECT_NEAR(start.val_loss, std::log(static_cast<float>(tok.vocab_size())), 0.3f);
+    EXPECT_LT(end.val_loss, 0.6f * start.val_loss) << "from " << start.val_loss;
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+}
+
+TEST_F(Training, ResumingGivesTheLossCurveOfAnUninterruptedRun) {
+  const CharTokenizer tok = CharTokenizer::train(kText);
+  for (int64_t accum : {1, 2}) {
+    TrainOptions o = small_options();
+    o.grad_accum = accum;
+    GptConfig c = small_config(tok.vocab_size());
+    c.dropout = 0.1f;
+    Trainer whole(c, o, corpus_tokens(tok, 20));
+    std::vector<float> expected;
+    while (!whole.done()) expected.push_back(whole.step().loss);
+
+    Trainer first(c, o, corpus_tokens(tok, 20));
+    std::vector<float> got;
+    for (int i = 0; i < 3; ++i) got.push_back(first.step().loss);
+    first.save(path("ckpt.safetensors"), tok);
+    Trainer second = Trainer::resume(path("ckpt.safetensors"), corpus_tokens(tok, 20));
+    EXPECT_EQ(second.iteration(), 3);
+    while (!second.done()) got.push_back(second.step().loss);
+    EXPECT_EQ(got, expected) << "grad_accum " << accum;
+    EXPECT_TRUE(testing::BitwiseEqual(second.model().parameters(), whole.model().parameters()));
+  }
+}
+
+TEST_F(Training, ACheckpointLoadsForGeneration) {
+  const CharTokenizer tok = CharTokenizer::train(kText);
+  Trainer trainer(small_config(tok.vocab_size()), small_options(), corpus_tokens(tok, 20));
+  trainer.step();
+  trainer.save(path("ckpt.safetensors"), tok);
+  const Checkpoint ckpt = load_checkpoint(path("ckpt.safetensors"));
+  EXPECT_EQ(ckpt.iteration, 1);
+  EXPECT_EQ(ckpt.tokenizer.kind(), "char");
+  EXPECT_EQ(ckpt.tokenizer.decode(ckpt.tokenizer.encode("the cat")), "the cat");
+  EXPECT_TRUE(testing::BitwiseEqual(ckpt.model.parameters(), trainer.model().parameters()));
+  // A BPE tokenizer is stored and restored as well.
+  const BpeTokenizer bpe = BpeTokenizer::train(kText, {40, 2, false, {}});
+  Trainer with_bpe(small_config(bpe.vocab_size()), small_options(), bpe.encode(std::string(20 * 90, ' ') + kText + kText + kText + kText + kText + kText));
+  with_bpe.save(path("bpe.safetensors"), bpe);
+  EXPECT_EQ(load_checkpoint(path("bpe.safetensors")).tokenizer.kind(), "bpe");
+}
+
+TEST_F(Training, BrokenCheckpointsFailClearly) {
+  const CharTokenizer tok = CharTokenizer::train(kText);
+  Trainer trainer(small_config(tok.vocab_size()), small_options(), corpus_tokens(tok, 20));
+  const std::string good = path("good.safetensors");
+  trainer.save(good, tok);
+  const Safetensors file = read_safetensors(good);
+
+  auto rewrite = [&](const std::string& name, auto edit) {
+    Safetensors copy = file;
+    edit(copy);
+    write_safetensors(path(name), copy.tensors, copy.metadata);
+    return path(name);
+  };
+  const std::string foreign = rewrite("foreign", [](Safetensors& f) { f.metadata.erase("format"); });
+  const std::string future = rewrite("future", [](Safetensors& f) { f.metadata["version"] = "9"; });
+  const std::string missing = rewrite("missing", [](Safetensors& f) { f.tensors.erase(f.tensors.begin() + 1); });
+  const std::string reshaped = rewrite("reshaped", [](Safetensors& f) {
+    f.tensors[0].second = Tensor({2, 2});
+  });
+  const std::string bad_config = rewrite("config", [](Safetensors& f) { f.metadata["config"] = "{}"; });
+  const std::string bad_tok = rewrite("tok", [](Safetensors& f) { f.metadata["tokenizer"] = "{\"format\":\"x\"}"; });
+  const std::string bad_iter = rewrite("iter", [](Safetensors& f) { f.metadata["iteration"] = "-3"; });
+  EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(foreign); }, "not an attn GPT checkpoint"));
+  EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(future); }, "checkpoint version \"9\""));
+  EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(missing); }, "is missing"));
+  EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(reshaped); }, "the config needs"));
+  EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(bad_config); }, "GptConfig"));
+  EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(bad_tok); }, "unknown format"));
+  EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(bad_iter, corpus_tokens(tok, 20)); }, "non-negative integer"));
+  EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(good, corpus_tokens(tok, 21)); }, "corpus differs"));
+  // Truncated: the file's own reader reports it, with the path.
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(path("cut"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(path("cut")); }, path("cut")));
+}
+
+TEST(TrainerArguments, Errors) {
+  const CharTokenizer tok = CharTokenizer::train(kText);
+  EXPECT_TRUE(ThrowsWith([&] { Trainer t(small_config(tok.vocab_size()), small_options(), corpus_tokens(tok, 1)); },
+                         "too few"));
+  TrainOptions o = small_options();
+  o.min_lr = 1.0f;
+  EXPECT_TRUE(ThrowsWith([&] { Trainer t(small_config(tok.vocab_size()), o, corpus_tokens(tok, 20)); }, "min_lr"));
+  EXPECT_TRUE(ThrowsWith([&] { Trainer t(small_config(3), small_options(), corpus_tokens(tok, 20)); },
+                         "outside the vocabulary"));
+}
+
+}  // namespace
+}  // namespace attn
