@@ -63,7 +63,7 @@ class Cli : public testing::TempDirTest {
 };
 
 TEST_F(Cli, HelpOnEveryCommand) {
-  for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap"}) {
+  for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap", "train", "generate"}) {
     const CliResult r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
@@ -108,6 +108,66 @@ TEST_F(Cli, BpeTrainEncodeDecodeRoundTripsAFile) {
   const CliResult back = run("bpe decode --tokenizer " + path("tok.json") + " " + path("ids.txt"));
   EXPECT_EQ(back.status, 0) << back.err;
   EXPECT_EQ(back.out, slurp(path("random.bin")));
+}
+
+// A tiny model trained for a few steps: the files it writes, resuming, generating, interrupting.
+TEST_F(Cli, TrainResumeAndGenerate) {
+  {
+    std::ofstream corpus(path("corpus.txt"), std::ios::binary);
+    for (int i = 0; i < 200; ++i) corpus << "to be or not to be, that is the question " << i % 7 << "\n";
+  }
+  const std::string model = " --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 "
+                            "--eval-interval 5 --eval-iters 2 --threads 1";
+  const CliResult train = run("train --corpus " + path("corpus.txt") + " --out " + path("run") +
+                              model + " --max-iters 10");
+  ASSERT_EQ(train.status, 0) << train.err;
+  EXPECT_NE(train.out.find("iter      0  train loss"), std::string::npos) << train.out;
+  EXPECT_NE(train.out.find("done: 10 iterations"), std::string::npos) << train.out;
+  const std::string csv = slurp(path("run/metrics.csv"));
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 10 + 3);  // header, steps, 3 evaluations
+  EXPECT_NE(csv.find("\n10,"), std::string::npos);
+  EXPECT_EQ(slurp(path("run/loss.svg")).rfind("<svg", 0), 0u);
+  EXPECT_TRUE(fs::exists(path("run/checkpoint.safetensors")));
+
+  const CliResult resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("run") +
+                                " --resume --max-iters 15 --threads 1");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed at iteration 10"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("done: 15 iterations"), std::string::npos) << resumed.out;
+
+  const std::string gen = "generate --checkpoint " + path("run") + " --max-new-tokens 40 --seed 3 --prompt 'to be'";
+  const CliResult a = run(gen), b = run(gen), c = run(gen + " --no-cache");
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out.rfind("to be", 0), 0u);
+  EXPECT_EQ(a.out.size(), 5u + 40u + 1u);  // prompt, one character per token, newline
+  EXPECT_EQ(a.out, b.out);                 // seeded
+  EXPECT_EQ(a.out, c.out);                 // the cache gives the tokens of the full window
+
+  expect_error("train --corpus " + path("missing.txt") + " --out " + path("x"), "cannot read");
+  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --n-embd 15", "must divide by n_head");
+  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --tokenizer " +
+               path("corpus.txt"), "tokenizer");
+  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("fresh") + " --resume", "cannot open");
+  expect_error("generate --checkpoint " + path("nothing"), "cannot open");
+  expect_error("generate --checkpoint " + path("corpus.txt"), "safetensors");
+}
+
+// Ctrl-C during training saves a checkpoint that --resume continues from.
+TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
+  {
+    std::ofstream corpus(path("corpus.txt"), std::ios::binary);
+    for (int i = 0; i < 200; ++i) corpus << "all the world's a stage " << i % 5 << "\n";
+  }
+  const std::string command = std::string(ATTN_CLI_PATH) + " train --corpus " + path("corpus.txt") +
+                              " --out " + path("run") + " --n-layer 1 --n-head 2 --n-embd 16 "
+                              "--block-size 16 --batch-size 4 --eval-interval 1000000 --max-iters 1000000 "
+                              "--threads 1 >" + path("out") + " 2>&1 & pid=$!; sleep 1.5; kill -INT $pid; wait $pid";
+  const int raw = std::system(("bash -c '" + command + "'").c_str());
+  EXPECT_EQ(WEXITSTATUS(raw), 130) << slurp(path("out"));
+  EXPECT_NE(slurp(path("out")).find("interrupted at iteration"), std::string::npos) << slurp(path("out"));
+  const CliResult resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("run") + " --resume --max-iters 0");
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
 }
 
 TEST_F(Cli, BpeErrorsAreOneLine) {

@@ -144,15 +144,17 @@ bool Safetensors::contains(const std::string& name) const {
 }
 
 Safetensors parse_safetensors(const std::string& bytes, const std::string& name) {
-  ATTN_CHECK(bytes.size() >= 8, name, ": too short for a safetensors file (", bytes.size(), " bytes)");
+  ATTN_CHECK(bytes.size() >= 8, name, ": too short for a safetensors file (", bytes.size(),
+             " bytes)");
   const uint64_t header_bytes = read_u64(bytes);
   ATTN_CHECK(header_bytes <= kMaxHeaderBytes && header_bytes <= bytes.size() - 8, name,
-             ": header length ", header_bytes, " does not fit the ", bytes.size(), "-byte file");
+             ": not a safetensors file: its header length ", header_bytes, " does not fit the ",
+             bytes.size(), "-byte file");
   json header;
   try {
     header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_bytes));
   } catch (const json::exception& e) {
-    throw Error(name + ": the header is not JSON: " + e.what());
+    throw Error(name + ": not a safetensors file: the header is not JSON: " + e.what());
   }
   ATTN_CHECK(header.is_object(), name, ": the header must be a JSON object");
   const uint64_t data_bytes = bytes.size() - 8 - header_bytes;

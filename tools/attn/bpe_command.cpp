@@ -17,6 +17,7 @@
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"
 #include "commands.hpp"
+#include "common.hpp"
 
 namespace attn::cli {
 namespace {
@@ -25,19 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// The whole of a file, or of standard input for "-".
-std::string read_input(const std::string& path) {
-  std::ostringstream text;
-  if (path == "-") {
-    text << std::cin.rdbuf();
-    return text.str();
-  }
-  std::ifstream in(path, std::ios::binary);
-  ATTN_CHECK(in.good(), "cannot read ", path);
-  text << in.rdbuf();
-  return text.str();
 }
 
 void write_stdout(std::string_view bytes) {

@@ -11,6 +11,8 @@ void add_mha_command(CLI::App& app);
 void add_heatmap_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_bpe_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 void add_bench_backward_command(CLI::App& bench);  // under `attn bench`
 
 }  // namespace attn::cli

@@ -2,6 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 
 #include "attn/error.hpp"
 #include "attn/io.hpp"
@@ -33,6 +37,20 @@ void write_results(const std::string& out_path, const Tensor& output,
   if (weights_path.empty()) return;
   write_npy(weights_path, weights);
   std::printf("weights %s -> %s\n", weights.shape_string().c_str(), weights_path.c_str());
+}
+
+std::string read_input(const std::string& path) {
+  std::ostringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+    return text.str();
+  }
+  std::error_code ec;
+  ATTN_CHECK(!std::filesystem::is_directory(path, ec), "cannot read ", path, ": it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  ATTN_CHECK(in.good(), "cannot read ", path);
+  text << in.rdbuf();
+  return text.str();
 }
 
 void add_threads_option(CLI::App& command, int& threads) {

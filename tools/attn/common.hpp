@@ -11,6 +11,9 @@
 
 namespace attn::cli {
 
+// The whole of a file, or of standard input for "-"; attn::Error when it cannot be read.
+std::string read_input(const std::string& path);
+
 // Reads a float .npy whose values must all be finite (Q, K, V, X, weights matrices).
 Tensor load_finite(const std::string& path);
 // Reads a mask: '|b1' -> boolean (true = allowed), '<f4'/'<f8' -> additive.

@@ -50,9 +50,11 @@ int main(int argc, char** argv) {
   attn::cli::add_heatmap_command(app);
   attn::cli::add_bench_command(app);
   attn::cli::add_bpe_command(app);
+  attn::cli::add_train_command(app);
+  attn::cli::add_generate_command(app);
   if (argc > 1 && argv[1][0] != '-' && !is_command(app, argv[1])) {
     print_error(std::string("unknown command '") + argv[1] +
-                "'; the commands are demo, sdpa, mha, heatmap, bench, bpe (run 'attn --help')");
+                "'; the commands are demo, sdpa, mha, heatmap, bench, bpe, train, generate (run 'attn --help')");
     return 2;
   }
   try {

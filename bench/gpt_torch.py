@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""The GPT that `attn train` trains, written in PyTorch, for bench/compare_gpt.sh.
+
+Same layout (pre-LayerNorm blocks, GELU tanh MLP of 4·C, tied LM head, learned positions),
+same initialisation rule, same data windows scheme, AdamW with the same groups (decay only on
+the blocks' matrices), warm-up + cosine schedule and clipping. PyTorch 1.13 has no fused
+attention on the CPU, so attention is the masked softmax that nanoGPT runs there.
+
+Run with Debian's python3-torch:  /usr/bin/python3 bench/gpt_torch.py --iters 200 --threads 2
+"""
+import argparse
+import math
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, c, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(c)
+        self.c_attn = nn.Linear(c, 3 * c)
+        self.c_proj = nn.Linear(c, c)
+        self.ln_2 = nn.LayerNorm(c)
+        self.c_fc = nn.Linear(c, 4 * c)
+        self.mlp_proj = nn.Linear(4 * c, c)
+
+    def attention(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads)
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~mask, float("-inf"))
+        y = F.softmax(scores, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, block, layers, heads, c):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, c)
+        self.wpe = nn.Embedding(block, c)
+        self.h = nn.ModuleList(Block(c, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(c)
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif "ln_" in name:
+                nn.init.ones_(p)
+            elif name.endswith("c_proj.weight") or name.endswith("mlp_proj.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers))
+            else:
+                nn.init.normal_(p, 0.0, 0.02)
+
+    def forward(self, ids, targets):
+        t = ids.shape[1]
+        x = self.wte(ids) + self.wpe(torch.arange(t))
+        for block in self.h:
+            x = block(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def learning_rate(it, lr, min_lr, warmup, decay):
+    if it < warmup:
+        return lr * (it + 1) / (warmup + 1)
+    if it > decay:
+        return min_lr
+    ratio = (it - warmup) / (decay - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default="../shared/data/tinyshakespeare.txt")
+    ap.add_argument("--iters", type=int, default=200, help="training steps to run and time")
+    ap.add_argument("--max-iters", type=int, default=2000, help="length of the schedule")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--eval", action="store_true", help="print the val loss at the end (200 batches)")
+    ap.add_argument("--seed", type=int, default=1337)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    text = open(args.corpus, encoding="utf-8").read()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    data = np.array([stoi[c] for c in text], dtype=np.int64)
+    split = int(0.9 * len(data))
+    train, val = torch.from_numpy(data[:split]), torch.from_numpy(data[split:])
+    block, batch = 64, 12
+    model = Gpt(len(chars), block, 4, 4, 128)
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2 and not n.startswith("w")]
+    rest = [p for n, p in model.named_parameters() if not (p.dim() == 2 and not n.startswith("w"))]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.99))
+
+    def windows(split_data):
+        ix = torch.randint(len(split_data) - block, (batch,))
+        return (torch.stack([split_data[i:i + block] for i in ix]),
+                torch.stack([split_data[i + 1:i + 1 + block] for i in ix]))
+
+    times = []
+    for it in range(args.iters):
+        for group in opt.param_groups:
+            group["lr"] = learning_rate(it, 1e-3, 1e-4, 100, args.max_iters)
+        x, y = windows(train)
+        start = time.perf_counter()
+        loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        times.append(time.perf_counter() - start)
+    warm = times[min(10, len(times) - 1):]
+    print(f"pytorch {torch.__version__}: {args.iters} iterations, median {1e3 * sorted(warm)[len(warm) // 2]:.2f} ms/iter, "
+          f"last loss {loss.item():.4f}, {args.threads} threads")
+    if args.eval:
+        model.eval()
+        with torch.no_grad():
+            losses = [model(*windows(val)).item() for _ in range(200)]
+        print(f"val loss {sum(losses) / len(losses):.4f}")
+
+
+if __name__ == "__main__":
+    main()

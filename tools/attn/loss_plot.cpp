@@ -1,0 +1,73 @@
+// See loss_plot.hpp. A plain SVG: a frame, five labelled ticks per axis, a faint polyline of
+// the step losses and two bold ones for the evaluations.
+#include "loss_plot.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <tuple>
+
+namespace attn::cli {
+namespace {
+
+constexpr double kWidth = 720, kHeight = 420, kLeft = 60, kRight = 20, kTop = 30, kBottom = 45;
+
+std::string number(double v, const char* format = "%.3g") {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, format, v);
+  return buffer;
+}
+
+}  // namespace
+
+std::string loss_svg(const LossHistory& history) {
+  int64_t max_iter = 1;
+  float low = 1e30f, high = -1e30f;
+  for (const auto& [iter, loss] : history.steps) {
+    max_iter = std::max(max_iter, iter);
+    low = std::min(low, loss);
+    high = std::max(high, loss);
+  }
+  for (const auto& [iter, train, val] : history.evaluations) {
+    max_iter = std::max(max_iter, iter);
+    low = std::min({low, train, val});
+    high = std::max({high, train, val});
+  }
+  if (low > high) low = 0, high = 1;
+  if (high - low < 1e-3f) high = low + 1e-3f;
+  const auto x = [&](double iter) { return kLeft + (kWidth - kLeft - kRight) * iter / static_cast<double>(max_iter); };
+  const auto y = [&](double loss) { return kTop + (kHeight - kTop - kBottom) * (high - loss) / (high - low); };
+
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + number(kWidth) + "\" height=\"" +
+                    number(kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  svg += "<text x=\"" + number(kLeft) + "\" y=\"18\" font-size=\"14\">loss (faint: each step; blue: train; red: validation)</text>\n";
+  svg += "<rect x=\"" + number(kLeft) + "\" y=\"" + number(kTop) + "\" width=\"" + number(kWidth - kLeft - kRight) +
+         "\" height=\"" + number(kHeight - kTop - kBottom) + "\" fill=\"none\" stroke=\"black\"/>\n";
+  for (int i = 0; i <= 4; ++i) {
+    const double iter = max_iter * i / 4.0, loss = low + (high - low) * i / 4.0;
+    svg += "<text x=\"" + number(x(iter)) + "\" y=\"" + number(kHeight - kBottom + 16) +
+           "\" text-anchor=\"middle\">" + number(iter, "%.0f") + "</text>\n";
+    svg += "<text x=\"" + number(kLeft - 6) + "\" y=\"" + number(y(loss) + 4) + "\" text-anchor=\"end\">" +
+           number(loss, "%.2f") + "</text>\n";
+  }
+  svg += "<text x=\"" + number((kLeft + kWidth - kRight) / 2) + "\" y=\"" + number(kHeight - 8) +
+         "\" text-anchor=\"middle\">iteration</text>\n";
+  auto polyline = [&](const std::vector<std::pair<double, double>>& points, const char* style) {
+    if (points.empty()) return;
+    svg += std::string("<polyline fill=\"none\" ") + style + " points=\"";
+    for (const auto& [i, l] : points) svg += number(x(i), "%.1f") + "," + number(y(l), "%.1f") + " ";
+    svg += "\"/>\n";
+  };
+  std::vector<std::pair<double, double>> steps, train, val;
+  for (const auto& [iter, loss] : history.steps) steps.emplace_back(iter, loss);
+  for (const auto& [iter, t, v] : history.evaluations) {
+    train.emplace_back(iter, t);
+    val.emplace_back(iter, v);
+  }
+  polyline(steps, "stroke=\"#9bb\" stroke-width=\"0.7\"");
+  polyline(train, "stroke=\"#1f5fbf\" stroke-width=\"2\"");
+  polyline(val, "stroke=\"#c0392b\" stroke-width=\"2\"");
+  return svg + "</svg>\n";
+}
+
+}  // namespace attn::cli

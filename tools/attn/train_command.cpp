@@ -1,0 +1,235 @@
+// attn train: a GPT on a text file, with a progress bar or log lines, metrics.csv, loss.svg and
+// a checkpoint at every evaluation; Ctrl-C saves and stops.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "attn/error.hpp"
+#include "attn/threads.hpp"
+#include "attn/train.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+#include "loss_plot.hpp"
+#include "src/io/files.hpp"
+
+namespace attn::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted = true; }
+
+struct TrainArgs {
+  std::string corpus, out, tokenizer = "char", positions = "learned";
+  int64_t vocab_size = 512;  // for --tokenizer bpe
+  GptConfig model;
+  TrainOptions train;
+  int64_t eval_interval = 250, log_interval = 100;
+  bool no_bias = false, resume = false;
+  int threads = 0;
+};
+
+std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
+
+Tokenizer make_tokenizer(const TrainArgs& args, const std::string& corpus) {
+  if (args.tokenizer == "char") return CharTokenizer::train(corpus);
+  if (args.tokenizer == "bpe") {
+    BpeOptions o;
+    o.vocab_size = args.vocab_size;
+    o.byte_level = true;
+    return BpeTokenizer::train(corpus, o);
+  }
+  return Tokenizer::from_json(read_input(args.tokenizer));
+}
+
+// Appends rows to DIR/metrics.csv (a new run starts the file with its header).
+class Metrics {
+ public:
+  Metrics(const std::string& path, bool append) : out_(path, append ? std::ios::app : std::ios::trunc) {
+    ATTN_CHECK(out_.good(), "cannot write ", path);
+    if (!append) out_ << "iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s\n";
+  }
+  void step(const StepResult& r, double ms, double tokens_per_s) {
+    out_ << r.iter << ',' << r.loss << ",," << r.lr << ',' << ms << ',' << tokens_per_s << '\n';
+    out_.flush();
+  }
+  void evaluation(int64_t iter, const EvalResult& e, float lr) {
+    out_ << iter << ',' << e.train_loss << ',' << e.val_loss << ',' << lr << ",,\n";
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+std::string eta(double seconds) {
+  char buffer[32];
+  const long s = static_cast<long>(seconds);
+  std::snprintf(buffer, sizeof buffer, "%ld:%02ld", s / 60, s % 60);
+  return buffer;
+}
+
+void run_train(TrainArgs& args) {
+  if (args.threads > 0) set_num_threads(args.threads);
+  const std::string corpus = read_input(args.corpus);
+  std::filesystem::create_directories(args.out);
+  const std::string ckpt = checkpoint_path(args.out);
+
+  std::optional<Tokenizer> tokenizer;
+  std::optional<Trainer> trainer;
+  size_t token_count = 0;
+  if (args.resume) {
+    const Checkpoint stored = load_checkpoint(ckpt);
+    tokenizer = stored.tokenizer;
+    std::vector<int64_t> tokens = tokenizer->encode(corpus);
+    token_count = tokens.size();
+    trainer.emplace(Trainer::resume(ckpt, std::move(tokens)));
+    if (args.train.max_iters != TrainOptions{}.max_iters) trainer->set_max_iters(args.train.max_iters);
+  } else {
+    tokenizer = make_tokenizer(args, corpus);
+    args.model.vocab_size = tokenizer->vocab_size();
+    args.model.bias = !args.no_bias;
+    args.model.positions = position_kind_from_string(args.positions);
+    std::vector<int64_t> tokens = tokenizer->encode(corpus);
+    token_count = tokens.size();
+    trainer.emplace(args.model, args.train, std::move(tokens), args.train.seed);
+  }
+  const GptConfig& c = trainer->model().config();
+  const TrainOptions& o = trainer->options();
+  const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  std::printf("attn train: %lld parameters (%lld layers, %lld heads, n_embd %lld, block %lld), "
+              "vocabulary %lld (%s), %zu tokens, %d threads%s\n",
+              static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.n_layer),
+              static_cast<long long>(c.n_head), static_cast<long long>(c.n_embd),
+              static_cast<long long>(c.block_size), static_cast<long long>(c.vocab_size),
+              tokenizer->kind().c_str(), token_count, num_threads(),
+              args.resume ? (", resumed at iteration " + std::to_string(trainer->iteration())).c_str() : "");
+  std::fflush(stdout);
+
+  Metrics metrics(args.out + "/metrics.csv", args.resume);
+  LossHistory history;
+  g_interrupted = false;
+  std::signal(SIGINT, on_interrupt);
+  const int64_t tokens_per_step = o.batch_size * o.grad_accum * c.block_size;
+  double train_seconds = 0.0;
+  int64_t timed_steps = 0;
+  auto save = [&] {
+    trainer->save(ckpt, *tokenizer);
+    detail::write_file_atomically(args.out + "/loss.svg", loss_svg(history));
+  };
+  while (true) {
+    const int64_t iter = trainer->iteration();
+    if (iter % args.eval_interval == 0 || trainer->done()) {
+      const EvalResult e = trainer->evaluate();
+      const int64_t decay = o.lr_decay_iters > 0 ? o.lr_decay_iters : o.max_iters;
+      metrics.evaluation(iter, e, learning_rate(iter, o.lr, o.min_lr, o.warmup_iters, decay));
+      history.evaluations.emplace_back(iter, e.train_loss, e.val_loss);
+      if (terminal) std::fputs("\r\033[K", stderr);
+      std::printf("iter %6lld  train loss %.4f  val loss %.4f\n", static_cast<long long>(iter),
+                  e.train_loss, e.val_loss);
+      std::fflush(stdout);
+      save();
+    }
+    if (trainer->done() || g_interrupted) break;
+    const Clock::time_point start = Clock::now();
+    const StepResult r = trainer->step();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    train_seconds += seconds;
+    ++timed_steps;
+    metrics.step(r, seconds * 1e3, static_cast<double>(tokens_per_step) / seconds);
+    history.steps.emplace_back(r.iter, r.loss);
+    const double mean = train_seconds / static_cast<double>(timed_steps);
+    if (terminal) {
+      std::fprintf(stderr, "\r\033[Kiter %lld/%lld  loss %.4f  %.1f ms/iter  %.0f tokens/s  ETA %s",
+                   static_cast<long long>(r.iter + 1), static_cast<long long>(o.max_iters), r.loss,
+                   mean * 1e3, static_cast<double>(tokens_per_step) / mean,
+                   eta(mean * static_cast<double>(o.max_iters - r.iter - 1)).c_str());
+    } else if ((r.iter + 1) % args.log_interval == 0) {
+      std::printf("iter %6lld  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s\n",
+                  static_cast<long long>(r.iter + 1), r.loss, r.lr, mean * 1e3,
+                  static_cast<double>(tokens_per_step) / mean);
+      std::fflush(stdout);
+    }
+  }
+  std::signal(SIGINT, SIG_DFL);
+  if (terminal) std::fputs("\r\033[K", stderr);
+  if (g_interrupted) {
+    save();
+    std::printf("interrupted at iteration %lld; checkpoint saved to %s (continue with --resume)\n",
+                static_cast<long long>(trainer->iteration()), ckpt.c_str());
+    std::exit(130);
+  }
+  std::printf("done: %lld iterations, %.1f ms/iter; wrote %s, %s/metrics.csv, %s/loss.svg\n",
+              static_cast<long long>(trainer->iteration()),
+              timed_steps ? 1e3 * train_seconds / static_cast<double>(timed_steps) : 0.0, ckpt.c_str(),
+              args.out.c_str(), args.out.c_str());
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a GPT on a text file. Defaults: the well-known small character-level model\n"
+      "(4 layers, 4 heads, n_embd 128, block 64, batch 12, 2000 iterations, lr 1e-3 with 100\n"
+      "warm-up steps and cosine decay to 1e-4, AdamW betas (0.9, 0.99), weight decay 0.1,\n"
+      "clipping at 1.0). Writes DIR/checkpoint.safetensors at every evaluation, DIR/metrics.csv\n"
+      "(iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s: one row per step, and one per\n"
+      "evaluation with the val columns filled) and DIR/loss.svg. A progress bar on a terminal,\n"
+      "log lines otherwise. Ctrl-C saves a checkpoint and exits (status 130); --resume continues.");
+  TrainArgs& a = *args;
+  cmd->add_option("--corpus", a.corpus, "the text file to learn (UTF-8 for --tokenizer char)")->required();
+  cmd->add_option("--out", a.out, "directory for the checkpoint, metrics.csv and loss.svg")->required();
+  cmd->add_option("--tokenizer", a.tokenizer,
+                  "char (one token per character), bpe (byte-level BPE trained on the corpus), "
+                  "or a tokenizer JSON file from 'attn bpe train'")
+      ->capture_default_str();
+  cmd->add_option("--vocab-size", a.vocab_size, "vocabulary of --tokenizer bpe")
+      ->check(CLI::Range(257, 1 << 20))->capture_default_str();
+  cmd->add_flag("--resume", a.resume,
+                "continue DIR/checkpoint.safetensors (model and training options come from it; "
+                "--max-iters may extend the run)");
+  cmd->add_option("--n-layer", a.model.n_layer, "transformer blocks")->capture_default_str();
+  cmd->add_option("--n-head", a.model.n_head, "attention heads")->capture_default_str();
+  cmd->add_option("--n-kv-head", a.model.n_kv_head, "K/V heads (0 = n-head; fewer: grouped-query)")
+      ->capture_default_str();
+  cmd->add_option("--n-embd", a.model.n_embd, "model width")->capture_default_str();
+  cmd->add_option("--block-size", a.model.block_size, "context length")->capture_default_str();
+  cmd->add_option("--dropout", a.model.dropout, "dropout on embeddings and residual branches")
+      ->capture_default_str();
+  cmd->add_option("--positions", a.positions, "learned, sinusoidal or rotary")
+      ->check(CLI::IsMember({"learned", "sinusoidal", "rotary"}))->capture_default_str();
+  cmd->add_flag("--no-bias", a.no_bias, "no biases in linear layers and LayerNorms");
+  cmd->add_option("--batch-size", a.train.batch_size, "windows per micro-batch")->capture_default_str();
+  cmd->add_option("--grad-accum", a.train.grad_accum, "micro-batches per step")->capture_default_str();
+  cmd->add_option("--max-iters", a.train.max_iters, "optimizer steps")->capture_default_str();
+  cmd->add_option("--lr", a.train.lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--min-lr", a.train.min_lr, "learning rate at the end of the cosine")->capture_default_str();
+  cmd->add_option("--warmup-iters", a.train.warmup_iters, "linear warm-up steps")->capture_default_str();
+  cmd->add_option("--lr-decay-iters", a.train.lr_decay_iters, "end of the cosine (0 = max-iters)")
+      ->capture_default_str();
+  cmd->add_option("--weight-decay", a.train.adamw.weight_decay, "AdamW decoupled weight decay")
+      ->capture_default_str();
+  cmd->add_option("--beta2", a.train.adamw.beta2, "AdamW beta2")->capture_default_str();
+  cmd->add_option("--grad-clip", a.train.grad_clip, "clip the global gradient norm (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--eval-interval", a.eval_interval, "steps between evaluations and checkpoints")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--eval-iters", a.train.eval_iters, "batches per loss estimate")->capture_default_str();
+  cmd->add_option("--log-interval", a.log_interval, "steps between log lines when not on a terminal")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--seed", a.train.seed, "initialisation, data order and dropout")->capture_default_str();
+  add_threads_option(*cmd, a.threads);
+  cmd->callback([args] { run_train(*args); });
+}
+
+}  // namespace attn::cli
