@@ -8,7 +8,8 @@
 #                   and the decode tables
 #   make compare    attn next to PyTorch and numpy on the same shapes, and its tokenizer next to
 #                   sentencepiece (installs python3-torch, sentencepiece)
-#   make fixtures   regenerate tests/fixtures/*.npy with numpy and PyTorch (installs them)
+#   make fixtures   regenerate tests/fixtures/*.npy and gpt_*.safetensors with numpy and PyTorch
+#                   (installs them)
 JOBS ?= $(shell nproc)
 
 .PHONY: run test build test-asan bench compare fixtures bootstrap clean
@@ -47,6 +48,7 @@ fixtures:
 	@scripts/bootstrap --dev
 	/usr/bin/python3 tests/fixtures/make_fixtures.py
 	/usr/bin/python3 tests/fixtures/make_backward_fixtures.py
+	/usr/bin/python3 tests/fixtures/make_gpt_fixtures.py
 
 clean:
 	rm -rf build
