@@ -17,6 +17,7 @@ struct AdamWOptions {
   float beta2 = 0.99f;
   float eps = 1e-8f;
   float weight_decay = 0.1f;  // decoupled; only on parameters whose table entry says decay
+  bool decay_embeddings = false;  // also decay wte and wpe (as nanoGPT does: all 2-D tensors)
 };
 
 // AdamW (Loshchilov & Hutter), step for step as torch.optim.AdamW:
@@ -33,7 +34,7 @@ class AdamW {
 
  private:
   AdamWOptions options_;
-  std::vector<uint8_t> decay_;  // per element of the buffer
+  std::vector<float> decay_;  // per element of the buffer: 1 where weight decay applies, else 0
 };
 
 // Scales the gradients so that their global L2 norm is at most max_norm (as
@@ -87,6 +88,8 @@ class Trainer {
   const TrainOptions& options() const { return options_; }
   // Extends the run (for --resume with a larger --max-iters).
   void set_max_iters(int64_t n);
+  // Batches per loss estimate; changes what evaluate() measures, never the training itself.
+  void set_eval_iters(int64_t n);
 
   // One safetensors file: the parameters under their names, AdamW's moments under
   // "optimizer.m.<name>" / "optimizer.v.<name>", and in the metadata the format and version,

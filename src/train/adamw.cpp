@@ -1,5 +1,6 @@
 // AdamW, gradient clipping and the learning-rate schedule (include/attn/train.hpp).
 #include <cmath>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/train.hpp"
@@ -14,11 +15,13 @@ AdamW::AdamW(const Gpt& model, const AdamWOptions& options)
              "AdamW: betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
   ATTN_CHECK(options.eps > 0.0f && options.weight_decay >= 0.0f,
              "AdamW: eps must be > 0 and weight_decay >= 0");
-  decay_.assign(static_cast<size_t>(model.num_parameters()), 0);
+  decay_.assign(static_cast<size_t>(model.num_parameters()), 0.0f);
   for (const GptParameter& p : model.parameter_table()) {
     int64_t numel = 1;
     for (int64_t d : p.shape) numel *= d;
-    std::fill_n(decay_.begin() + p.offset, numel, p.decay ? 1 : 0);
+    const bool embedding = p.name == "wte" || p.name == "wpe";
+    const bool decay = p.decay || (embedding && options.decay_embeddings);
+    std::fill_n(decay_.begin() + p.offset, numel, decay ? 1.0f : 0.0f);
   }
 }
 
@@ -29,12 +32,12 @@ void AdamW::step(Gpt& model, float lr) {
   const double t = static_cast<double>(steps);
   const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
   const float sqrt_bias2 = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
-  const float step_size = lr / bias1, shrink = 1.0f - lr * o.weight_decay;
+  const float step_size = lr / bias1, decay_rate = lr * o.weight_decay;
   float *p = model.parameters().data(), *mm = m.data(), *vv = v.data();
   const float* g = model.gradients().data();
   nn::parallel_ranges(model.num_parameters(), 65536, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
-      if (decay_[static_cast<size_t>(i)]) p[i] *= shrink;
+      p[i] *= 1.0f - decay_rate * decay_[static_cast<size_t>(i)];  // branch-free: vectorises
       mm[i] = o.beta1 * mm[i] + (1.0f - o.beta1) * g[i];
       vv[i] = o.beta2 * vv[i] + (1.0f - o.beta2) * g[i] * g[i];
       p[i] -= step_size * mm[i] / (std::sqrt(vv[i]) / sqrt_bias2 + o.eps);
@@ -45,14 +48,25 @@ void AdamW::step(Gpt& model, float lr) {
 float clip_grad_norm(Gpt& model, float max_norm) {
   float* g = model.gradients().data();
   const int64_t n = model.num_parameters();
-  double squares = 0.0;  // in order, in double: the same on every thread count
-  for (int64_t i = 0; i < n; ++i) squares += static_cast<double>(g[i]) * g[i];
+  // Σ g² in double over fixed chunks, the chunks' sums added in order: the same norm for every
+  // thread count.
+  constexpr int64_t kChunk = 65536;
+  std::vector<double> partial(static_cast<size_t>((n + kChunk - 1) / kChunk));
+  nn::parallel_ranges(n, kChunk, [&](int64_t first, int64_t last) {
+    double sum = 0.0;
+    for (int64_t i = first; i < last; ++i) sum += static_cast<double>(g[i]) * g[i];
+    partial[static_cast<size_t>(first / kChunk)] = sum;
+  });
+  double squares = 0.0;
+  for (double p : partial) squares += p;
   const float norm = static_cast<float>(std::sqrt(squares));
   ATTN_CHECK(std::isfinite(norm), "training diverged: the gradient norm is ", norm);
   if (max_norm > 0.0f) {
     const float scale = max_norm / (norm + 1e-6f);
     if (scale < 1.0f) {
-      for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+      nn::parallel_ranges(n, kChunk, [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) g[i] *= scale;
+      });
     }
   }
   return norm;

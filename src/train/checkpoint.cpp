@@ -22,7 +22,8 @@ std::string options_json(const TrainOptions& o) {
       {"grad_clip", o.grad_clip},       {"grad_accum", o.grad_accum},
       {"eval_iters", o.eval_iters},     {"beta1", o.adamw.beta1},
       {"beta2", o.adamw.beta2},         {"eps", o.adamw.eps},
-      {"weight_decay", o.adamw.weight_decay}, {"seed", o.seed},
+      {"weight_decay", o.adamw.weight_decay}, {"decay_embeddings", o.adamw.decay_embeddings},
+      {"seed", o.seed},
       {"val_fraction", o.val_fraction}};
   return j.dump();
 }
@@ -43,6 +44,7 @@ TrainOptions options_from_json(const std::string& text) {
   o.adamw.beta2 = j.at("beta2").get<float>();
   o.adamw.eps = j.at("eps").get<float>();
   o.adamw.weight_decay = j.at("weight_decay").get<float>();
+  o.adamw.decay_embeddings = j.at("decay_embeddings").get<bool>();
   o.seed = j.at("seed").get<uint64_t>();
   o.val_fraction = j.at("val_fraction").get<double>();
   detail::check_options(o);

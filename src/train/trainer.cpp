@@ -85,6 +85,11 @@ Trainer::Windows Trainer::sample(const std::vector<int64_t>& split, int64_t batc
   return w;
 }
 
+void Trainer::set_eval_iters(int64_t n) {
+  ATTN_CHECK(n >= 1, "train: eval_iters must be >= 1, got ", n);
+  options_.eval_iters = n;
+}
+
 StepResult Trainer::step() {
   const TrainOptions& o = options_;
   const int64_t decay = o.lr_decay_iters > 0 ? o.lr_decay_iters : o.max_iters;

@@ -93,6 +93,7 @@ void run_train(TrainArgs& args) {
     token_count = tokens.size();
     trainer.emplace(Trainer::resume(ckpt, std::move(tokens)));
     if (args.train.max_iters != TrainOptions{}.max_iters) trainer->set_max_iters(args.train.max_iters);
+    if (args.train.eval_iters != TrainOptions{}.eval_iters) trainer->set_eval_iters(args.train.eval_iters);
   } else {
     tokenizer = make_tokenizer(args, corpus);
     args.model.vocab_size = tokenizer->vocab_size();
@@ -197,7 +198,7 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::Range(257, 1 << 20))->capture_default_str();
   cmd->add_flag("--resume", a.resume,
                 "continue DIR/checkpoint.safetensors (model and training options come from it; "
-                "--max-iters may extend the run)");
+                "--max-iters may extend the run, --eval-iters changes the loss estimates)");
   cmd->add_option("--n-layer", a.model.n_layer, "transformer blocks")->capture_default_str();
   cmd->add_option("--n-head", a.model.n_head, "attention heads")->capture_default_str();
   cmd->add_option("--n-kv-head", a.model.n_kv_head, "K/V heads (0 = n-head; fewer: grouped-query)")
@@ -219,6 +220,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--weight-decay", a.train.adamw.weight_decay, "AdamW decoupled weight decay")
       ->capture_default_str();
+  cmd->add_flag("--decay-embeddings", a.train.adamw.decay_embeddings,
+                "weight decay on the token and position embeddings too (nanoGPT's grouping)");
   cmd->add_option("--beta2", a.train.adamw.beta2, "AdamW beta2")->capture_default_str();
   cmd->add_option("--grad-clip", a.train.grad_clip, "clip the global gradient norm (0 = off)")
       ->capture_default_str();

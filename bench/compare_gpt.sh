@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# attn's GPT trainer next to the same model in PyTorch (bench/gpt_torch.py), same corpus, same
+# configuration, same number of steps, in one run.
+#
+#   bench/compare_gpt.sh [ITERS] [CORPUS]
+#   (defaults: 200 and ../shared/data/tinyshakespeare.txt; needs `make build` and Debian's
+#   python3-torch: scripts/bootstrap --bench)
+#
+# The model is the small character-level one of `attn train`'s defaults: 4 layers, 4 heads,
+# n_embd 128, block 64, batch 12, AdamW, warm-up + cosine, clipping at 1.0. Both run on 2
+# threads; PyTorch also on 1 thread and with OMP_WAIT_POLICY=passive, because its default
+# OpenMP spin-wait collapses on this 2-core machine. Each side reports the median ms of one
+# training step (forward, backward, clipping, AdamW; data sampling and evaluation excluded);
+# attn's peak resident memory comes from /usr/bin/time.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+iters=${1:-200}
+corpus=${2:-$here/../../shared/data/tinyshakespeare.txt}
+attn=${ATTN:-$here/../build/release/attn}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+[[ -x $attn ]] || { echo "needs $attn: make build" >&2; exit 1; }
+/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "needs python3-torch: scripts/bootstrap --bench" >&2; exit 1; }
+
+# attn: per-step times from metrics.csv (column 5), median over steps 10..end.
+attn_median() {
+  awk -F, 'NR > 1 && $5 != "" && $1 >= 10 { print $5 }' "$1/metrics.csv" | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }'
+}
+run_attn() {  # threads
+  /usr/bin/time -f "%M" -o "$work/time" "$attn" train --corpus "$corpus" --out "$work/attn$1" \
+    --max-iters "$iters" --eval-interval 1000000 --eval-iters 1 --threads "$1" >/dev/null
+  echo "$(attn_median "$work/attn$1") $(awk '{ printf "%.0f", $1 / 1024 }' "$work/time")"
+}
+run_torch() {  # threads, extra env
+  env $2 /usr/bin/python3 "$here/gpt_torch.py" --corpus "$corpus" --iters "$iters" --threads "$1" |
+    sed -n 's/.*median \([0-9.]*\) ms.*/\1/p'
+}
+
+read -r attn2 attn2_mib <<<"$(run_attn 2)"
+read -r attn1 attn1_mib <<<"$(run_attn 1)"
+torch2=$(run_torch 2 "")
+torch2p=$(run_torch 2 OMP_WAIT_POLICY=passive)
+torch1=$(run_torch 1 "")
+best=$(printf '%s\n' "$torch2" "$torch2p" "$torch1" | sort -g | head -1)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+echo "GPT training step, $iters steps, $(basename "$corpus"), char level, 4x4x128, block 64, batch 12"
+printf '%-34s %10s %10s\n' "" "ms/iter" "peak MiB"
+printf '%-34s %10s %10s\n' "attn, 2 threads" "$attn2" "$attn2_mib"
+printf '%-34s %10s %10s\n' "attn, 1 thread" "$attn1" "$attn1_mib"
+printf '%-34s %10s\n' "PyTorch, 2 threads" "$torch2"
+printf '%-34s %10s\n' "PyTorch, 2 threads, passive wait" "$torch2p"
+printf '%-34s %10s\n' "PyTorch, 1 thread" "$torch1"
+echo "attn (2 threads) vs PyTorch's best: $(ratio "$best" "$attn2")x faster; vs PyTorch 2 threads: $(ratio "$torch2" "$attn2")x"
