@@ -273,6 +273,9 @@ TEST(Gpt, Errors) {
   EXPECT_TRUE(ThrowsWith([&] { model.forward(long_ids, long_ids, 1); }, "exceed block_size 6"));
   EXPECT_TRUE(ThrowsWith([&] { model.forward(ok, ok, 2); }, "do not split into 2 rows"));
   EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
+  model.forward(ok, ok, 1);
+  model.loss(ok, ok, 1);  // evaluation reuses the training buffers: the pending backward is gone
+  EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
   EXPECT_TRUE(ThrowsWith([&] { generate(model, {}, {}); }, "at least one token"));
   EXPECT_EQ(gpt_config_from_json(to_json(tiny(PositionKind::kRotary))).positions, PositionKind::kRotary);
   EXPECT_TRUE(ThrowsWith([&] { gpt_config_from_json(R"({"vocab_size": 3})"); }, "GptConfig"));

@@ -106,7 +106,8 @@ class Gpt {
 
   // Inference (no dropout): logits (batch, T, vocab) for ids (batch, T).
   Tensor logits(std::span<const int64_t> ids, int64_t batch) const;
-  // The mean cross-entropy without dropout and without keeping anything (evaluation).
+  // The mean cross-entropy without dropout (evaluation). It reuses the training buffers, so a
+  // backward() must come before it, not after.
   float loss(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch) const;
 
   // Decoding: a cache of block_size positions per layer.
@@ -132,8 +133,10 @@ class Gpt {
   std::vector<Layer> layers_;
   Tensor sinusoids_;  // (block_size, C) when positions are sinusoidal
   Offsets global_;
-  std::unique_ptr<nn::Activations> acts_;            // training: forward() → backward()
-  mutable std::unique_ptr<nn::Activations> inference_acts_;  // loss() and logits()
+  // Training buffers (forward() → backward()); loss() and logits() reuse them when the shape
+  // matches, else inference_acts_.
+  mutable std::unique_ptr<nn::Activations> acts_;
+  mutable std::unique_ptr<nn::Activations> inference_acts_;
 };
 
 // One KVCache per layer, all at the same position.

@@ -211,13 +211,19 @@ float Gpt::loss(std::span<const int64_t> ids, std::span<const int64_t> targets, 
   return static_cast<float>(total / static_cast<double>(a.rows));
 }
 
-// Buffers for loss() and logits(), kept while the shape repeats (evaluation runs the same
-// shape many times; a fresh allocation would cost its page faults every call). Dropout off.
+// Buffers for loss() and logits(): the training buffers when the shape matches or there are
+// none yet (evaluation runs the training batch shape; a second set would double the
+// activation memory), else a set kept while the shape repeats. Either way dropout is off, and a pending backward() is
+// cancelled (its probabilities are overwritten).
 nn::Activations& Gpt::inference_activations(int64_t batch, int64_t t) const {
-  if (!inference_acts_ || inference_acts_->batch != batch || inference_acts_->t != t) {
-    inference_acts_ = std::make_unique<Activations>(config_, batch, t);
+  const bool training_shape = !acts_ || (acts_->batch == batch && acts_->t == t);
+  std::unique_ptr<nn::Activations>& buffers = training_shape ? acts_ : inference_acts_;
+  if (!buffers || buffers->batch != batch || buffers->t != t) {
+    buffers = std::make_unique<Activations>(config_, batch, t);
   }
-  return *inference_acts_;
+  buffers->has_forward = false;
+  buffers->dropout.seed(0.0f, 0);
+  return *buffers;
 }
 
 Tensor Gpt::logits(std::span<const int64_t> ids, int64_t batch) const {
