@@ -6,8 +6,9 @@
 #                   (~5 minutes: a separate build; CI runs it after make test)
 #   make bench      the forward tables (causal and not, 1 and 2 threads), the backward table
 #                   and the decode tables
-#   make compare    attn next to PyTorch and numpy on the same shapes, and its tokenizer next to
-#                   sentencepiece (installs python3-torch, sentencepiece)
+#   make compare    attn next to PyTorch and numpy on the same shapes, its tokenizer next to
+#                   sentencepiece, its GPT trainer next to PyTorch (installs python3-torch,
+#                   sentencepiece)
 #   make fixtures   regenerate tests/fixtures/*.npy and gpt_*.safetensors with numpy and PyTorch
 #                   (installs them)
 JOBS ?= $(shell nproc)
@@ -43,6 +44,7 @@ compare: build
 	@scripts/bootstrap --bench
 	/usr/bin/python3 bench/compare.py --causal
 	bench/compare_tokenizer.sh
+	bench/compare_gpt.sh
 
 fixtures:
 	@scripts/bootstrap --dev
