@@ -162,7 +162,9 @@ TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
   const std::string command = std::string(ATTN_CLI_PATH) + " train --corpus " + path("corpus.txt") +
                               " --out " + path("run") + " --n-layer 1 --n-head 2 --n-embd 16 "
                               "--block-size 16 --batch-size 4 --eval-interval 1000000 --max-iters 1000000 "
-                              "--threads 1 >" + path("out") + " 2>&1 & pid=$!; sleep 1.5; kill -INT $pid; wait $pid";
+                              "--threads 1 >" + path("out") + " 2>&1 & pid=$!; "
+                              "for i in $(seq 400); do [ -s " + path("run/metrics.csv") + " ] && break; sleep 0.05; done; sleep 0.3; "
+                              "kill -INT $pid; wait $pid";
   const int raw = std::system(("bash -c '" + command + "'").c_str());
   EXPECT_EQ(WEXITSTATUS(raw), 130) << slurp(path("out"));
   EXPECT_NE(slurp(path("out")).find("interrupted at iteration"), std::string::npos) << slurp(path("out"));

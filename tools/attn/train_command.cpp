@@ -78,6 +78,9 @@ std::string eta(double seconds) {
 }
 
 void run_train(TrainArgs& args) {
+  // From the start, so that a Ctrl-C while the corpus is read still ends with a checkpoint.
+  g_interrupted = false;
+  std::signal(SIGINT, on_interrupt);
   if (args.threads > 0) set_num_threads(args.threads);
   const std::string corpus = read_input(args.corpus);
   std::filesystem::create_directories(args.out);
@@ -117,8 +120,6 @@ void run_train(TrainArgs& args) {
 
   Metrics metrics(args.out + "/metrics.csv", args.resume);
   LossHistory history;
-  g_interrupted = false;
-  std::signal(SIGINT, on_interrupt);
   const int64_t tokens_per_step = o.batch_size * o.grad_accum * c.block_size;
   double train_seconds = 0.0;
   int64_t timed_steps = 0;
