@@ -73,16 +73,17 @@ Gpt::Gpt(const GptConfig& config, uint64_t seed) : config_(config) {
   gradients_ = Tensor({size});
   global_ = global;
 
-  // GPT-2's initialisation, one seed per tensor so that adding a tensor moves no other.
+  // GPT-2's initialisation; each tensor is drawn from its own seed (the model's seed and its
+  // index in the table).
   const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
   for (size_t i = 0; i < table_.size(); ++i) {
     const GptParameter& p = table_[i];
     Tensor view = parameter(p.name);
-    const bool is_weight = p.name.ends_with("weight"), is_bias = p.name.find(".b") != std::string::npos &&
-                                                                 p.shape.size() == 1 && !is_weight;
-    if (p.name.find("ln_") != std::string::npos) {
-      if (is_weight) fill_uniform(view, 0, 1.0f, 1.0f);  // ones
-    } else if (!is_bias) {
+    // Every 1-D tensor is a bias or a LayerNorm parameter; the buffer starts at 0.
+    const bool layer_norm = p.name.find("ln_") != std::string::npos;
+    if (layer_norm && p.name.ends_with("weight")) {
+      fill_uniform(view, 0, 1.0f, 1.0f);  // ones
+    } else if (p.shape.size() == 2) {
       const bool projection = p.name.ends_with("attn.wo") || p.name.ends_with("mlp.wproj");
       fill_normal(view, seed * 1000003 + i, 0.0f, projection ? residual_std : 0.02f);
     }
