@@ -121,6 +121,7 @@ class Gpt {
   struct Offsets {  // of the tensors outside the blocks; −1 when absent
     int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
   };
+  Tensor named_view(const Tensor& buffer, const std::string& name) const;
   void check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const;
   void embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t position,
              float* x) const;

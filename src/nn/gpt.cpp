@@ -115,19 +115,16 @@ Gpt::Gpt(Gpt&&) noexcept = default;
 Gpt& Gpt::operator=(Gpt&&) noexcept = default;
 Gpt::~Gpt() = default;
 
-Tensor Gpt::parameter(const std::string& name) const {
+// The named tensor's view into `buffer` (the parameters or their gradients).
+Tensor Gpt::named_view(const Tensor& buffer, const std::string& name) const {
   for (const GptParameter& p : table_) {
-    if (p.name == name) return parameters_.as_strided(p.shape, contiguous_strides(p.shape), p.offset);
+    if (p.name == name) return buffer.as_strided(p.shape, contiguous_strides(p.shape), p.offset);
   }
   throw Error("Gpt: no parameter named \"" + name + "\"");
 }
 
-Tensor Gpt::gradient(const std::string& name) const {
-  for (const GptParameter& p : table_) {
-    if (p.name == name) return gradients_.as_strided(p.shape, contiguous_strides(p.shape), p.offset);
-  }
-  throw Error("Gpt: no parameter named \"" + name + "\"");
-}
+Tensor Gpt::parameter(const std::string& name) const { return named_view(parameters_, name); }
+Tensor Gpt::gradient(const std::string& name) const { return named_view(gradients_, name); }
 
 void Gpt::zero_grad() {
   float* g = gradients_.data();

@@ -107,6 +107,14 @@ Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_)
   scratch = Tensor({rows, c});
 }
 
+void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
+                 const float* ln, int64_t rows, float* hidden, float* activated, float* out) {
+  const int64_t c = config.n_embd;
+  linear_forward(ln, params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c, hidden);
+  gelu_forward(hidden, rows * 4 * c, activated);
+  linear_forward(activated, params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c, c, out);
+}
+
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                    const float* x, LayerActivations& la, Activations& a, int64_t layer) {
   const int64_t rows = a.rows, c = config.n_embd, width = qkv_width(config);
@@ -129,11 +137,7 @@ void block_forward(const GptConfig& config, const LayerOffsets& at, const float*
 
   layer_norm_forward(la.residual2.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,
                      la.ln2.data(), la.ln2_mean.data(), la.ln2_rstd.data());
-  linear_forward(la.ln2.data(), params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c,
-                 la.fch.data());
-  gelu_forward(la.fch.data(), rows * 4 * c, la.fch_gelu.data());
-  linear_forward(la.fch_gelu.data(), params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c,
-                 c, branch);
+  mlp_forward(config, at, params, la.ln2.data(), rows, la.fch.data(), la.fch_gelu.data(), branch);
   a.dropout.apply(branch, rows * c, DropoutSite::kMlp, layer);
   add_into(la.residual2.data(), branch, rows * c, la.residual3.data());
 }

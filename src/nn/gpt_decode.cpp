@@ -6,10 +6,8 @@
 #include "attn/error.hpp"
 #include "attn/gemm.hpp"
 #include "attn/gpt.hpp"
-#include "src/nn/gelu.hpp"
 #include "src/nn/gpt_internal.hpp"
 #include "src/nn/layer_norm.hpp"
-#include "src/nn/linear.hpp"
 
 namespace attn {
 
@@ -47,11 +45,8 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache)
     for (int64_t i = 0; i < rows * c; ++i) xs[i] += a[i];
     nn::layer_norm_forward(x.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,
                            ln.data(), mean.data(), rstd.data());
-    nn::linear_forward(ln.data(), params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c,
-                       hidden.data());
-    nn::gelu_forward(hidden.data(), rows * 4 * c, activated.data());
-    nn::linear_forward(activated.data(), params + at.wproj, at_or_null(params, at.bproj), rows,
-                       4 * c, c, branch.data());
+    nn::mlp_forward(config_, at, params, ln.data(), rows, hidden.data(), activated.data(),
+                    branch.data());
     const float* m = branch.data();
     for (int64_t i = 0; i < rows * c; ++i) xs[i] += m[i];
   }

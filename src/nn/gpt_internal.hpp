@@ -74,6 +74,11 @@ struct Activations {
   bool has_forward = false;
 };
 
+// The MLP of one block on rows of LayerNorm₂ output: hidden = ln·Wfc + bfc,
+// activated = gelu(hidden), out = activated·Wproj + bproj.
+void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
+                 const float* ln, int64_t rows, float* hidden, float* activated, float* out);
+
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                    const float* x, LayerActivations& la, Activations& a, int64_t layer);
 // a.d_residual holds dL/d(block output) and becomes dL/d(block input) = dL/dx.
