@@ -9,7 +9,8 @@
 # The model is the small character-level one of `attn train`'s defaults: 4 layers, 4 heads,
 # n_embd 128, block 64, batch 12, AdamW, warm-up + cosine, clipping at 1.0. Both run on 2
 # threads; PyTorch also on 1 thread and with OMP_WAIT_POLICY=passive, because its default
-# OpenMP spin-wait collapses on this 2-core machine. Each side reports the median ms of one
+# OpenMP spin-wait collapses on this 2-core machine; attn also with a busy loop on the other
+# core, 2 threads next to 1 (two threads should never lose). Each side reports the median ms of one
 # training step (forward, backward, clipping, AdamW; data sampling and evaluation excluded);
 # attn's peak resident memory comes from /usr/bin/time.
 set -euo pipefail
@@ -34,6 +35,13 @@ run_attn() {  # threads
     --max-iters "$iters" --eval-interval 1000000 --eval-iters 1 --threads "$1" >/dev/null
   echo "$(attn_median "$work/attn$1") $(awk '{ printf "%.0f", $1 / 1024 }' "$work/time")"
 }
+# The same with another process keeping a core busy (a shell loop), as on a shared machine.
+run_attn_busy() {  # threads
+  (while :; do :; done) >/dev/null &
+  local busy=$!
+  run_attn "$1"
+  kill "$busy"
+}
 run_torch() {  # threads, extra env
   env $2 /usr/bin/python3 "$here/gpt_torch.py" --corpus "$corpus" --iters "$iters" --threads "$1" |
     sed -n 's/.*median \([0-9.]*\) ms.*/\1/p'
@@ -41,6 +49,8 @@ run_torch() {  # threads, extra env
 
 read -r attn2 attn2_mib <<<"$(run_attn 2)"
 read -r attn1 attn1_mib <<<"$(run_attn 1)"
+read -r attn2_busy _ <<<"$(run_attn_busy 2)"
+read -r attn1_busy _ <<<"$(run_attn_busy 1)"
 torch2=$(run_torch 2 "")
 torch2p=$(run_torch 2 OMP_WAIT_POLICY=passive)
 torch1=$(run_torch 1 "")
@@ -51,6 +61,8 @@ echo "GPT training step, $iters steps, $(basename "$corpus"), char level, 4x4x12
 printf '%-34s %10s %10s\n' "" "ms/iter" "peak MiB"
 printf '%-34s %10s %10s\n' "attn, 2 threads" "$attn2" "$attn2_mib"
 printf '%-34s %10s %10s\n' "attn, 1 thread" "$attn1" "$attn1_mib"
+printf '%-34s %10s\n' "attn, 2 threads, other core busy" "$attn2_busy"
+printf '%-34s %10s\n' "attn, 1 thread, other core busy" "$attn1_busy"
 printf '%-34s %10s\n' "PyTorch, 2 threads" "$torch2"
 printf '%-34s %10s\n' "PyTorch, 2 threads, passive wait" "$torch2p"
 printf '%-34s %10s\n' "PyTorch, 1 thread" "$torch1"

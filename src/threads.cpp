@@ -5,12 +5,17 @@
 // thread burns the time slice its descheduled partner needs. Here a worker that finds no work
 // spins for at most kSpinIterations pause instructions (a few µs, to catch back-to-back jobs),
 // then sleeps in the kernel until the next job.
+//
+// Even so, a busy core elsewhere can leave the helpers without a core of their own; a
+// ShareMonitor (share_monitor.hpp) notices and runs jobs on the caller alone for a while.
+// Which thread runs an index never changes a result (see parallel_for): this changes speed only.
 #include "attn/threads.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <ctime>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "attn/error.hpp"
+#include "share_monitor.hpp"
 
 namespace attn {
 namespace {
@@ -68,6 +74,11 @@ struct Job {
   }
 };
 
+using Clock = detail::ShareMonitor::Clock;
+
+// The process's CPU time so far, all threads, in seconds.
+double process_cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+
 class Pool {
  public:
   ~Pool() { resize(0); }
@@ -78,6 +89,8 @@ class Pool {
   void run(Job& job, int helpers) {
     std::lock_guard<std::mutex> one_job_at_a_time(run_mutex_);
     if (static_cast<int>(threads_.size()) != helpers) resize(helpers);
+    const Clock::time_point start = Clock::now();
+    monitor_.job_starting(start, process_cpu_seconds());
     job.running.store(helpers);
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -92,9 +105,15 @@ class Pool {
       std::unique_lock<std::mutex> lock(mutex_);
       done_.wait(lock, [&] { return job.running.load() == 0; });
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = nullptr;
+    }
+    const Clock::time_point end = Clock::now();
+    monitor_.job_finished(end, process_cpu_seconds(), end - start, helpers);
   }
+
+  bool solo() const { return monitor_.solo(Clock::now()); }
 
  private:
   void resize(int helpers) {
@@ -141,6 +160,7 @@ class Pool {
   bool stop_ = false;
   Job* job_ = nullptr;
   std::vector<std::thread> threads_;
+  detail::ShareMonitor monitor_;
 };
 
 Pool& pool() {
@@ -166,7 +186,7 @@ void parallel_for_workers(int64_t n, const std::function<void(int64_t, int)>& bo
   Job job;
   job.n = n;
   job.body = &body;
-  if (threads == 1 || n == 1 || t_inside_pool_job) {
+  if (threads == 1 || n == 1 || t_inside_pool_job || pool().solo()) {
     // Serial: on this thread, keeping its worker index (nested calls share their caller's).
     const bool nested = t_inside_pool_job;
     job.work(nested ? t_worker : 0);

@@ -16,7 +16,9 @@ void set_num_threads(int n);
 // them). Each index runs exactly once, so a body that writes only what index i owns gives
 // results independent of the thread count. Indices are handed out in increasing order, one at
 // a time, so put the most expensive ones first. Idle workers block (after a short spin of a
-// few microseconds), so a busy core elsewhere does not stall the loop. An exception thrown by
+// few microseconds), so a busy core elsewhere does not stall the loop; and while the helpers get
+// no core of their own (another process busy), short loops run on the caller alone for a
+// while (src/share_monitor.hpp) — which changes speed, never results. An exception thrown by
 // a body is rethrown here (the first one; the remaining indices are skipped). Calls from
 // inside a body run serially on the calling thread.
 void parallel_for(int64_t n, const std::function<void(int64_t)>& body);
