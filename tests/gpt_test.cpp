@@ -276,6 +276,9 @@ TEST(Gpt, Errors) {
   model.forward(ok, ok, 1);
   model.loss(ok, ok, 1);  // evaluation reuses the training buffers: the pending backward is gone
   EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
+  model.forward(ok, ok, 1);
+  EXPECT_THROW(model.forward(ok, bad, 1), Error);  // a forward that failed cancels the pending one
+  EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
   EXPECT_TRUE(ThrowsWith([&] { generate(model, {}, {}); }, "at least one token"));
   EXPECT_EQ(gpt_config_from_json(to_json(tiny(PositionKind::kRotary))).positions, PositionKind::kRotary);
   EXPECT_TRUE(ThrowsWith([&] { gpt_config_from_json(R"({"vocab_size": 3})"); }, "GptConfig"));

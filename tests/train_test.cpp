@@ -131,6 +131,16 @@ TEST_F(Training, ResumingGivesTheLossCurveOfAnUninterruptedRun) {
     while (!second.done()) got.push_back(second.step().loss);
     EXPECT_EQ(got, expected) << "grad_accum " << accum;
     EXPECT_TRUE(testing::BitwiseEqual(second.model().parameters(), whole.model().parameters()));
+
+    // From the corpus text, with the tokenizer the checkpoint stored: the same run.
+    std::string text;
+    for (int i = 0; i < 20; ++i) text += kText;
+    Trainer::Resumed third = Trainer::resume_on_text(path("ckpt.safetensors"), text);
+    EXPECT_EQ(third.tokenizer.kind(), "char");
+    EXPECT_EQ(third.trainer.token_count(), corpus_tokens(tok, 20).size());
+    std::vector<float> from_text(got.begin(), got.begin() + 3);
+    while (!third.trainer.done()) from_text.push_back(third.trainer.step().loss);
+    EXPECT_EQ(from_text, expected) << "grad_accum " << accum;
   }
 }
 

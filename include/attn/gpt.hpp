@@ -123,6 +123,9 @@ class Gpt {
   };
   Tensor named_view(const Tensor& buffer, const std::string& name) const;
   void check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const;
+  void check_ids_and_targets(std::span<const int64_t> ids, std::span<const int64_t> targets,
+                             int64_t batch, const char* what) const;
+  float mean_cross_entropy(nn::Activations& a, const int64_t* targets) const;
   void embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t position,
              float* x) const;
   void forward_logits(std::span<const int64_t> ids, nn::Activations& a) const;

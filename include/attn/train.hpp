@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attn/gpt.hpp"
@@ -72,6 +73,8 @@ struct EvalResult {
   float train_loss, val_loss;  // over the same fixed batches at every evaluation
 };
 
+struct Safetensors;  // attn/io.hpp
+
 class Trainer {
  public:
   // tokens: the whole corpus as ids; the first 1 − val_fraction is for training. Throws
@@ -81,7 +84,10 @@ class Trainer {
 
   StepResult step();
   EvalResult evaluate() const;
+  // The schedule's learning rate at an iteration (lr_decay_iters 0 meaning max_iters).
+  float learning_rate_at(int64_t iter) const;
   int64_t iteration() const { return iteration_; }  // steps done
+  size_t token_count() const { return train_.size() + val_.size(); }  // both splits
   bool done() const { return iteration_ >= options_.max_iters; }
   Gpt& model() { return model_; }
   const Gpt& model() const { return model_; }
@@ -99,11 +105,16 @@ class Trainer {
   // Resumes from save(): the same tokens must be given (checked by the fingerprint); training
   // then continues exactly as the uninterrupted run would have.
   static Trainer resume(const std::string& path, std::vector<int64_t> tokens);
+  // As resume, for a corpus given as text: encodes it with the tokenizer stored in the
+  // checkpoint, which it also returns (the file is read once).
+  struct Resumed;
+  static Resumed resume_on_text(const std::string& path, std::string_view corpus);
 
  private:
   struct Windows {
     std::vector<int64_t> ids, targets;
   };
+  static Trainer resume_from(const Safetensors& file, std::vector<int64_t> tokens);
   Windows sample(const std::vector<int64_t>& split, int64_t batch, std::mt19937_64& rng) const;
   float mean_loss(const std::vector<int64_t>& split, uint64_t seed) const;
 
@@ -115,6 +126,11 @@ class Trainer {
   AdamW optimizer_;
   std::mt19937_64 data_rng_;
   int64_t iteration_ = 0;
+};
+
+struct Trainer::Resumed {
+  Trainer trainer;
+  Tokenizer tokenizer;
 };
 
 // A trained model as save() wrote it, for generation.

@@ -178,35 +178,44 @@ void Gpt::forward_logits(std::span<const int64_t> ids, nn::Activations& a) const
        a.probs.data(), v);
 }
 
+void Gpt::check_ids_and_targets(std::span<const int64_t> ids, std::span<const int64_t> targets,
+                                int64_t batch, const char* what) const {
+  check_ids(ids, batch, what);
+  ATTN_CHECK(targets.size() == ids.size(), "Gpt::", what, ": ", targets.size(), " targets for ",
+             ids.size(), " ids");
+}
+
+// The mean over a's rows of −log p(target), from the logits forward_logits left in a.probs
+// (which become the probabilities).
+float Gpt::mean_cross_entropy(Activations& a, const int64_t* targets) const {
+  const double total =
+      nn::cross_entropy_forward(a.probs.data(), targets, a.rows, config_.vocab_size);
+  return static_cast<float>(total / static_cast<double>(a.rows));
+}
+
 float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch,
                    uint64_t dropout_seed) {
-  check_ids(ids, batch, "forward");
-  ATTN_CHECK(targets.size() == ids.size(), "Gpt::forward: ", targets.size(), " targets for ",
-             ids.size(), " ids");
+  check_ids_and_targets(ids, targets, batch, "forward");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
   if (!acts_ || acts_->batch != batch || acts_->t != t) {
     acts_ = std::make_unique<Activations>(config_, batch, t);
   }
   Activations& a = *acts_;
+  a.has_forward = false;  // until the loss is known: a failed forward leaves nothing to backward
   a.targets.assign(targets.begin(), targets.end());
   a.ids.assign(ids.begin(), ids.end());
   a.dropout.seed(config_.dropout, dropout_seed);
   forward_logits(ids, a);
-  const double total =
-      nn::cross_entropy_forward(a.probs.data(), a.targets.data(), a.rows, config_.vocab_size);
+  const float loss = mean_cross_entropy(a, a.targets.data());
   a.has_forward = true;
-  return static_cast<float>(total / static_cast<double>(a.rows));
+  return loss;
 }
 
 float Gpt::loss(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch) const {
-  check_ids(ids, batch, "loss");
-  ATTN_CHECK(targets.size() == ids.size(), "Gpt::loss: ", targets.size(), " targets for ",
-             ids.size(), " ids");
+  check_ids_and_targets(ids, targets, batch, "loss");
   Activations& a = inference_activations(batch, static_cast<int64_t>(ids.size()) / batch);
   forward_logits(ids, a);
-  const double total =
-      nn::cross_entropy_forward(a.probs.data(), targets.data(), a.rows, config_.vocab_size);
-  return static_cast<float>(total / static_cast<double>(a.rows));
+  return mean_cross_entropy(a, targets.data());
 }
 
 // Buffers for loss() and logits(): the training buffers when the shape matches or there are

@@ -136,24 +136,34 @@ void Trainer::save(const std::string& path, const Tokenizer& tokenizer) const {
   write_safetensors(path, tensors, meta);
 }
 
+Trainer Trainer::resume_from(const Safetensors& file, std::vector<int64_t> tokens) {
+  const GptConfig config = gpt_config_from_json(metadata(file, "config"));
+  const TrainOptions options = options_from_json(metadata(file, "train_options"));
+  const uint64_t fingerprint = detail::token_fingerprint(tokens);
+  ATTN_CHECK(metadata(file, "tokens_fingerprint") == std::to_string(fingerprint),
+             "the corpus differs from the one this run was trained on (token fingerprint)");
+  Trainer trainer(config, options, std::move(tokens));
+  restore(file, trainer.model_, "", trainer.model_.parameters());
+  restore(file, trainer.model_, "optimizer.m.", trainer.optimizer_.m);
+  restore(file, trainer.model_, "optimizer.v.", trainer.optimizer_.v);
+  trainer.iteration_ = metadata_integer(file, "iteration");
+  trainer.optimizer_.steps = metadata_integer(file, "adam_steps");
+  std::istringstream rng_state(metadata(file, "data_rng"));
+  rng_state >> trainer.data_rng_;
+  ATTN_CHECK(!rng_state.fail(), "the data sampler's state is unreadable");
+  return trainer;
+}
+
 Trainer Trainer::resume(const std::string& path, std::vector<int64_t> tokens) {
+  return with_path(path, [&] { return resume_from(open_checkpoint(path), std::move(tokens)); });
+}
+
+Trainer::Resumed Trainer::resume_on_text(const std::string& path, std::string_view corpus) {
   return with_path(path, [&] {
     const Safetensors file = open_checkpoint(path);
-    const GptConfig config = gpt_config_from_json(metadata(file, "config"));
-    const TrainOptions options = options_from_json(metadata(file, "train_options"));
-    const uint64_t fingerprint = detail::token_fingerprint(tokens);
-    ATTN_CHECK(metadata(file, "tokens_fingerprint") == std::to_string(fingerprint),
-               "the corpus differs from the one this run was trained on (token fingerprint)");
-    Trainer trainer(config, options, std::move(tokens));
-    restore(file, trainer.model_, "", trainer.model_.parameters());
-    restore(file, trainer.model_, "optimizer.m.", trainer.optimizer_.m);
-    restore(file, trainer.model_, "optimizer.v.", trainer.optimizer_.v);
-    trainer.iteration_ = metadata_integer(file, "iteration");
-    trainer.optimizer_.steps = metadata_integer(file, "adam_steps");
-    std::istringstream rng_state(metadata(file, "data_rng"));
-    rng_state >> trainer.data_rng_;
-    ATTN_CHECK(!rng_state.fail(), "the data sampler's state is unreadable");
-    return trainer;
+    Tokenizer tokenizer = Tokenizer::from_json(metadata(file, "tokenizer"));
+    Trainer trainer = resume_from(file, tokenizer.encode(corpus));
+    return Resumed{std::move(trainer), std::move(tokenizer)};
   });
 }
 

@@ -90,10 +90,15 @@ void Trainer::set_eval_iters(int64_t n) {
   options_.eval_iters = n;
 }
 
-StepResult Trainer::step() {
+float Trainer::learning_rate_at(int64_t iter) const {
   const TrainOptions& o = options_;
   const int64_t decay = o.lr_decay_iters > 0 ? o.lr_decay_iters : o.max_iters;
-  StepResult r{iteration_, 0.0f, learning_rate(iteration_, o.lr, o.min_lr, o.warmup_iters, decay), 0.0f};
+  return learning_rate(iter, o.lr, o.min_lr, o.warmup_iters, decay);
+}
+
+StepResult Trainer::step() {
+  const TrainOptions& o = options_;
+  StepResult r{iteration_, 0.0f, learning_rate_at(iteration_), 0.0f};
   model_.zero_grad();
   double loss = 0.0;
   for (int64_t micro = 0; micro < o.grad_accum; ++micro) {

@@ -90,11 +90,10 @@ void run_train(TrainArgs& args) {
   std::optional<Trainer> trainer;
   size_t token_count = 0;
   if (args.resume) {
-    const Checkpoint stored = load_checkpoint(ckpt);
-    tokenizer = stored.tokenizer;
-    std::vector<int64_t> tokens = tokenizer->encode(corpus);
-    token_count = tokens.size();
-    trainer.emplace(Trainer::resume(ckpt, std::move(tokens)));
+    Trainer::Resumed resumed = Trainer::resume_on_text(ckpt, corpus);
+    tokenizer.emplace(std::move(resumed.tokenizer));
+    trainer.emplace(std::move(resumed.trainer));
+    token_count = trainer->token_count();
     if (args.train.max_iters != TrainOptions{}.max_iters) trainer->set_max_iters(args.train.max_iters);
     if (args.train.eval_iters != TrainOptions{}.eval_iters) trainer->set_eval_iters(args.train.eval_iters);
   } else {
@@ -131,8 +130,7 @@ void run_train(TrainArgs& args) {
     const int64_t iter = trainer->iteration();
     if (iter % args.eval_interval == 0 || trainer->done()) {
       const EvalResult e = trainer->evaluate();
-      const int64_t decay = o.lr_decay_iters > 0 ? o.lr_decay_iters : o.max_iters;
-      metrics.evaluation(iter, e, learning_rate(iter, o.lr, o.min_lr, o.warmup_iters, decay));
+      metrics.evaluation(iter, e, trainer->learning_rate_at(iter));
       history.evaluations.emplace_back(iter, e.train_loss, e.val_loss);
       if (terminal) std::fputs("\r\033[K", stderr);
       std::printf("iter %6lld  train loss %.4f  val loss %.4f\n", static_cast<long long>(iter),
