@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "attn/io.hpp"
+#include "src/kernels/adamw.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -53,6 +54,31 @@ TEST(LearningRate, WarmsUpThenFollowsTheCosineToTheFloor) {
   EXPECT_NEAR(learning_rate(1050, 1e-3f, 1e-4f, 100, 2000), 5.5e-4f, 1e-9);
   EXPECT_FLOAT_EQ(learning_rate(2000, 1e-3f, 1e-4f, 100, 2000), 1e-4f);
   EXPECT_FLOAT_EQ(learning_rate(5000, 1e-3f, 1e-4f, 100, 2000), 1e-4f);
+}
+
+TEST(AdamW, TheVectorKernelGivesTheScalarFormulasBits) {
+  // 37 elements: whole vectors and a scalar tail, at any vector width.
+  const int n = 37;
+  std::vector<float> p(n), m(n), v(n), g(n), decay(n);
+  for (int i = 0; i < n; ++i) {
+    p[i] = std::sin(0.7f * i);
+    m[i] = 0.01f * std::cos(1.3f * i);
+    v[i] = 1e-4f * (1.0f + std::sin(0.3f * i));
+    g[i] = 0.05f * std::sin(2.1f * i + 1.0f);
+    decay[i] = static_cast<float>(i % 3 == 0);
+  }
+  const kernels::AdamWStep s{0.9f, 0.99f, 1e-3f / 0.1f, 1e-4f, std::sqrt(0.0199f), 1e-8f};
+  std::vector<float> want_p = p, want_m = m, want_v = v;
+  for (int i = 0; i < n; ++i) {
+    want_p[i] *= 1.0f - s.decay_rate * decay[i];
+    want_m[i] = s.beta1 * want_m[i] + (1.0f - s.beta1) * g[i];
+    want_v[i] = s.beta2 * want_v[i] + (1.0f - s.beta2) * g[i] * g[i];
+    want_p[i] -= s.step_size * want_m[i] / (std::sqrt(want_v[i]) / s.sqrt_bias2 + s.eps);
+  }
+  kernels::adamw_update_span(p.data(), m.data(), v.data(), g.data(), decay.data(), n, s);
+  EXPECT_EQ(p, want_p);
+  EXPECT_EQ(m, want_m);
+  EXPECT_EQ(v, want_v);
 }
 
 TEST(AdamW, FollowsTheFormulaAndDecaysOnlyMarkedParameters) {

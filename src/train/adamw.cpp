@@ -4,6 +4,7 @@
 
 #include "attn/error.hpp"
 #include "attn/train.hpp"
+#include "src/kernels/adamw.hpp"
 #include "src/nn/row_parallel.hpp"
 
 namespace attn {
@@ -32,16 +33,13 @@ void AdamW::step(Gpt& model, float lr) {
   const double t = static_cast<double>(steps);
   const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
   const float sqrt_bias2 = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
-  const float step_size = lr / bias1, decay_rate = lr * o.weight_decay;
+  const kernels::AdamWStep update{o.beta1, o.beta2, lr / bias1, lr * o.weight_decay, sqrt_bias2,
+                                  o.eps};
   float *p = model.parameters().data(), *mm = m.data(), *vv = v.data();
   const float* g = model.gradients().data();
   nn::parallel_ranges(model.num_parameters(), 65536, [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i) {
-      p[i] *= 1.0f - decay_rate * decay_[static_cast<size_t>(i)];  // branch-free: vectorises
-      mm[i] = o.beta1 * mm[i] + (1.0f - o.beta1) * g[i];
-      vv[i] = o.beta2 * vv[i] + (1.0f - o.beta2) * g[i] * g[i];
-      p[i] -= step_size * mm[i] / (std::sqrt(vv[i]) / sqrt_bias2 + o.eps);
-    }
+    kernels::adamw_update_span(p + first, mm + first, vv + first, g + first,
+                               decay_.data() + first, last - first, update);
   });
 }
 
