@@ -85,7 +85,8 @@ def main():
     ap.add_argument("--iters", type=int, default=200, help="training steps to run and time")
     ap.add_argument("--max-iters", type=int, default=2000, help="length of the schedule")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--eval", action="store_true", help="print the val loss at the end (200 batches)")
+    ap.add_argument("--eval", action="store_true", help="print the val loss at the end")
+    ap.add_argument("--eval-batches", type=int, default=200, help="batches the val loss averages")
     ap.add_argument("--seed", type=int, default=1337)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -126,8 +127,8 @@ def main():
     if args.eval:
         model.eval()
         with torch.no_grad():
-            losses = [model(*windows(val)).item() for _ in range(200)]
-        print(f"val loss {sum(losses) / len(losses):.4f}")
+            losses = [model(*windows(val)).item() for _ in range(args.eval_batches)]
+        print(f"val loss {sum(losses) / len(losses):.4f} ({args.eval_batches} batches)")
 
 
 if __name__ == "__main__":
