@@ -7,6 +7,8 @@
 #include <cmath>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "attn/io.hpp"
 #include "src/kernels/adamw.hpp"
 #include "test_util.hpp"
@@ -217,6 +219,13 @@ TEST_F(Training, BrokenCheckpointsFailClearly) {
   EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(bad_tok); }, "unknown format"));
   EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(bad_iter, corpus_tokens(tok, 20)); }, "non-negative integer"));
   EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(good, corpus_tokens(tok, 21)); }, "corpus differs"));
+  // Written before decay_embeddings existed: resumes, decaying no embedding.
+  const std::string older = rewrite("older", [](Safetensors& f) {
+    nlohmann::json options = nlohmann::json::parse(f.metadata["train_options"]);
+    options.erase("decay_embeddings");
+    f.metadata["train_options"] = options.dump();
+  });
+  EXPECT_FALSE(Trainer::resume(older, corpus_tokens(tok, 20)).options().adamw.decay_embeddings);
   // Truncated: the file's own reader reports it, with the path.
   std::string bytes;
   {

@@ -44,7 +44,8 @@ TrainOptions options_from_json(const std::string& text) {
   o.adamw.beta2 = j.at("beta2").get<float>();
   o.adamw.eps = j.at("eps").get<float>();
   o.adamw.weight_decay = j.at("weight_decay").get<float>();
-  o.adamw.decay_embeddings = j.at("decay_embeddings").get<bool>();
+  // Checkpoints from before the option (same format version) decayed no embedding.
+  o.adamw.decay_embeddings = j.value("decay_embeddings", false);
   o.seed = j.at("seed").get<uint64_t>();
   o.val_fraction = j.at("val_fraction").get<double>();
   detail::check_options(o);
