@@ -167,9 +167,13 @@ void run_train(TrainArgs& args) {
                 static_cast<long long>(trainer->iteration()), ckpt.c_str());
     std::exit(130);
   }
-  std::printf("done: %lld iterations, %.1f ms/iter; wrote %s, %s/metrics.csv, %s/loss.svg\n",
-              static_cast<long long>(trainer->iteration()),
-              timed_steps ? 1e3 * train_seconds / static_cast<double>(timed_steps) : 0.0, ckpt.c_str(),
+  // A resumed run that was already done only evaluates: no step to time.
+  char pace[40] = "no step run";
+  if (timed_steps > 0) {
+    std::snprintf(pace, sizeof pace, "%.1f ms/iter", 1e3 * train_seconds / static_cast<double>(timed_steps));
+  }
+  std::printf("done: %lld iterations, %s; wrote %s, %s/metrics.csv, %s/loss.svg\n",
+              static_cast<long long>(trainer->iteration()), pace, ckpt.c_str(),
               args.out.c_str(), args.out.c_str());
 }
 
