@@ -37,7 +37,9 @@ run_attn() {  # threads
 }
 # The same with another process keeping a core busy (a shell loop), as on a shared machine.
 run_attn_busy() {  # threads
-  (while :; do :; done) >/dev/null &
+  # One process, so that $! is the loop itself (a subshell in parentheses forks a second
+  # process that survives the kill).
+  sh -c 'while :; do :; done' >/dev/null &
   local busy=$!
   run_attn "$1"
   kill "$busy"

@@ -2,8 +2,7 @@
 
 namespace attn::detail {
 
-void ShareMonitor::job_finished(Clock::time_point now, double process_cpu,
-                                Clock::duration job_wall, int helpers) {
+void ShareMonitor::job_finished(Clock::time_point now, Clock::duration job_wall, int helpers) {
   jobs_wall_ += job_wall;
   ++jobs_;
   if (jobs_wall_ < kWindow) return;
@@ -11,14 +10,14 @@ void ShareMonitor::job_finished(Clock::time_point now, double process_cpu,
   const double wall = Seconds(now - window_start_).count();
   const double jobs_seconds = Seconds(jobs_wall_).count();
   // Between jobs only the caller runs, at one CPU at most: what is left is the jobs' share.
-  const double jobs_cpu = (process_cpu - window_cpu_) - (wall - jobs_seconds);
+  const double jobs_cpu = (process_cpu_() - window_cpu_) - (wall - jobs_seconds);
   const bool short_jobs = jobs_wall_ < jobs_ * kShortJob;
   if (short_jobs && jobs_cpu < (1.0 + 0.25 * helpers) * jobs_seconds) {
     solo_until_.store((now + kSoloPeriod).time_since_epoch().count(), std::memory_order_relaxed);
     measuring_ = false;  // the next window starts with the first job after the solo period
     return;
   }
-  start_window(now, process_cpu);
+  start_window(now);
 }
 
 }  // namespace attn::detail

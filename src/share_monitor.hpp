@@ -17,12 +17,18 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <utility>
 
 namespace attn::detail {
 
 class ShareMonitor {
  public:
   using Clock = std::chrono::steady_clock;
+
+  // process_cpu: the process's CPU time so far in seconds (read once per window, not per job:
+  // it is a system call).
+  explicit ShareMonitor(std::function<double()> process_cpu) : process_cpu_(std::move(process_cpu)) {}
 
   // Jobs decide nothing until they add up to this much wall time.
   static constexpr Clock::duration kWindow = std::chrono::milliseconds(20);
@@ -36,23 +42,22 @@ class ShareMonitor {
     return now.time_since_epoch().count() < solo_until_.load(std::memory_order_relaxed);
   }
 
-  // The pool calls these around each job it runs with helpers (one job at a time), passing
-  // the time and the process's CPU time in seconds.
-  void job_starting(Clock::time_point now, double process_cpu) {
-    if (!measuring_) start_window(now, process_cpu);
+  // The pool calls these around each job it runs with helpers (one job at a time).
+  void job_starting(Clock::time_point now) {
+    if (!measuring_) start_window(now);
   }
-  void job_finished(Clock::time_point now, double process_cpu, Clock::duration job_wall,
-                    int helpers);
+  void job_finished(Clock::time_point now, Clock::duration job_wall, int helpers);
 
  private:
-  void start_window(Clock::time_point now, double process_cpu) {
+  void start_window(Clock::time_point now) {
     measuring_ = true;
     window_start_ = now;
-    window_cpu_ = process_cpu;
+    window_cpu_ = process_cpu_();
     jobs_wall_ = Clock::duration::zero();
     jobs_ = 0;
   }
 
+  std::function<double()> process_cpu_;
   std::atomic<Clock::rep> solo_until_{0};
   bool measuring_ = false;  // false until the first job, and after a solo period starts
   Clock::time_point window_start_;

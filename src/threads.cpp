@@ -90,7 +90,7 @@ class Pool {
     std::lock_guard<std::mutex> one_job_at_a_time(run_mutex_);
     if (static_cast<int>(threads_.size()) != helpers) resize(helpers);
     const Clock::time_point start = Clock::now();
-    monitor_.job_starting(start, process_cpu_seconds());
+    monitor_.job_starting(start);
     job.running.store(helpers);
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -110,7 +110,7 @@ class Pool {
       job_ = nullptr;
     }
     const Clock::time_point end = Clock::now();
-    monitor_.job_finished(end, process_cpu_seconds(), end - start, helpers);
+    monitor_.job_finished(end, end - start, helpers);
   }
 
   bool solo() const { return monitor_.solo(Clock::now()); }
@@ -160,7 +160,7 @@ class Pool {
   bool stop_ = false;
   Job* job_ = nullptr;
   std::vector<std::thread> threads_;
-  detail::ShareMonitor monitor_;
+  detail::ShareMonitor monitor_{process_cpu_seconds};
 };
 
 Pool& pool() {

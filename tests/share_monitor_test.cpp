@@ -14,9 +14,9 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 // A monitor and the made-up clock and process CPU time it is fed.
 struct Timeline {
-  ShareMonitor monitor;
   Clock::time_point now{};
   double cpu = 0;
+  ShareMonitor monitor{[this] { return cpu; }};
 
   // Back-to-back jobs of `job` wall time with `gap` of caller-only time (one full CPU) before
   // each, until they add up to `total` of job time; each job gets `cpu_ratio` × its wall time
@@ -25,10 +25,10 @@ struct Timeline {
            int helpers = 1) {
     for (Clock::duration done{}; done < total; done += job) {
       idle(gap);
-      monitor.job_starting(now, cpu);
+      monitor.job_starting(now);
       now += job;
       cpu += cpu_ratio * seconds(job);
-      monitor.job_finished(now, cpu, job, helpers);
+      monitor.job_finished(now, job, helpers);
     }
   }
   // The caller alone, a full CPU, no pool jobs.

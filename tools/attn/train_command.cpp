@@ -88,12 +88,10 @@ void run_train(TrainArgs& args) {
 
   std::optional<Tokenizer> tokenizer;
   std::optional<Trainer> trainer;
-  size_t token_count = 0;
   if (args.resume) {
     Trainer::Resumed resumed = Trainer::resume_on_text(ckpt, corpus);
     tokenizer.emplace(std::move(resumed.tokenizer));
     trainer.emplace(std::move(resumed.trainer));
-    token_count = trainer->token_count();
     if (args.train.max_iters != TrainOptions{}.max_iters) trainer->set_max_iters(args.train.max_iters);
     if (args.train.eval_iters != TrainOptions{}.eval_iters) trainer->set_eval_iters(args.train.eval_iters);
   } else {
@@ -102,7 +100,6 @@ void run_train(TrainArgs& args) {
     args.model.bias = !args.no_bias;
     args.model.positions = position_kind_from_string(args.positions);
     std::vector<int64_t> tokens = tokenizer->encode(corpus);
-    token_count = tokens.size();
     trainer.emplace(args.model, args.train, std::move(tokens), args.train.seed);
   }
   const GptConfig& c = trainer->model().config();
@@ -113,7 +110,7 @@ void run_train(TrainArgs& args) {
               static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.n_layer),
               static_cast<long long>(c.n_head), static_cast<long long>(c.n_embd),
               static_cast<long long>(c.block_size), static_cast<long long>(c.vocab_size),
-              tokenizer->kind().c_str(), token_count, num_threads(),
+              tokenizer->kind().c_str(), trainer->token_count(), num_threads(),
               args.resume ? (", resumed at iteration " + std::to_string(trainer->iteration())).c_str() : "");
   std::fflush(stdout);
 
