@@ -70,6 +70,40 @@ class Gpt(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
+def load_attn_weights(model, path):
+    """Copies the parameters of an attn checkpoint (`attn train --max-iters 0` writes the
+    initial ones) into model: attn's linear weights are (in, out), PyTorch's (out, in)."""
+    import json
+    import struct
+    try:
+        with open(path, "rb") as f:
+            header_len = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(header_len))
+            data = f.read()
+    except (OSError, ValueError, struct.error) as e:
+        raise SystemExit(f"{path}: not a readable attn checkpoint ({e})")
+    names = {"wte": "wte.weight", "wpe": "wpe.weight", "ln_f.weight": "ln_f.weight", "ln_f.bias": "ln_f.bias"}
+    for layer in range(len(model.h)):
+        p = f"h.{layer}."
+        for ours, theirs in [("ln_1.weight", "ln_1.weight"), ("ln_1.bias", "ln_1.bias"),
+                             ("ln_2.weight", "ln_2.weight"), ("ln_2.bias", "ln_2.bias"),
+                             ("attn.wqkv", "c_attn.weight"), ("attn.bqkv", "c_attn.bias"),
+                             ("attn.wo", "c_proj.weight"), ("attn.bo", "c_proj.bias"),
+                             ("mlp.wfc", "c_fc.weight"), ("mlp.bfc", "c_fc.bias"),
+                             ("mlp.wproj", "mlp_proj.weight"), ("mlp.bproj", "mlp_proj.bias")]:
+            names[p + ours] = p + theirs
+    state = model.state_dict()
+    with torch.no_grad():
+        for ours, theirs in names.items():
+            begin, end = header[ours]["data_offsets"]
+            array = np.frombuffer(data[begin:end], dtype=np.float32).reshape(header[ours]["shape"])
+            if array.ndim == 2 and not ours.startswith("w"):
+                array = array.T
+            if tuple(state[theirs].shape) != array.shape:
+                raise SystemExit(f"{path}: {ours} has shape {array.shape}, the model needs {tuple(state[theirs].shape)}")
+            state[theirs].copy_(torch.from_numpy(array.copy()))
+
+
 def learning_rate(it, lr, min_lr, warmup, decay):
     if it < warmup:
         return lr * (it + 1) / (warmup + 1)
@@ -88,6 +122,8 @@ def main():
     ap.add_argument("--eval", action="store_true", help="print the val loss at the end")
     ap.add_argument("--eval-batches", type=int, default=200, help="batches the val loss averages")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--init-from", metavar="CHECKPOINT",
+                    help="start from the weights of an attn checkpoint (e.g. attn train --max-iters 0)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -99,6 +135,8 @@ def main():
     train, val = torch.from_numpy(data[:split]), torch.from_numpy(data[split:])
     block, batch = 64, 12
     model = Gpt(len(chars), block, 4, 4, 128)
+    if args.init_from:
+        load_attn_weights(model, args.init_from)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and not n.startswith("w")]
     rest = [p for n, p in model.named_parameters() if not (p.dim() == 2 and not n.startswith("w"))]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
