@@ -9,16 +9,16 @@
 // oneDNN's blocking (and so its rounding) changes with the size of the block it is given
 // (seen on an AVX2 machine), so the same blocks are computed whatever the thread count and
 // the results are bitwise the same for 1 and 2 threads.
+//
+// oneDNN is opened on the first product (src/onednn_library.hpp), not at program start.
 #include "attn/gemm.hpp"
-
-#include <dnnl.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <thread>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/onednn_library.hpp"
 
 namespace attn {
 namespace {
@@ -33,10 +33,11 @@ constexpr int64_t kRowGrain = 16;
 void sgemm_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                       float* c, int64_t ldc) {
-  const int previous = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const dnnl_status_t status = dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  omp_set_num_threads(previous);
+  const detail::OneDnn& dnnl = detail::onednn();
+  const int previous = dnnl.omp_get_max_threads();
+  dnnl.omp_set_num_threads(1);
+  const dnnl_status_t status = dnnl.sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  dnnl.omp_set_num_threads(previous);
   ATTN_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ",
              static_cast<int>(status));
 }

@@ -1,0 +1,49 @@
+#include "src/onednn_library.hpp"
+
+#include <dlfcn.h>
+
+#include "attn/error.hpp"
+
+#ifndef ATTN_DNNL_LIBRARY
+#error "ATTN_DNNL_LIBRARY (oneDNN's soname, e.g. libdnnl.so.2) is set by CMakeLists.txt"
+#endif
+
+namespace attn::detail {
+namespace {
+
+const char* last_dl_error() {
+  const char* reason = dlerror();
+  return reason != nullptr ? reason : "unknown reason";
+}
+
+// dlsym into a typed function pointer; the symbol must exist.
+template <typename Function>
+void bind(void* library, const char* name, Function*& out) {
+  void* symbol = dlsym(library, name);
+  ATTN_CHECK(symbol != nullptr, "cannot find ", name, " in ", ATTN_DNNL_LIBRARY, ": ",
+             last_dl_error());
+  out = reinterpret_cast<Function*>(symbol);
+}
+
+OneDnn open_onednn() {
+  // RTLD_LOCAL: oneDNN's symbols stay out of the global namespace; the handle still
+  // searches its dependencies (libgomp) for the OpenMP functions.
+  void* library = dlopen(ATTN_DNNL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  ATTN_CHECK(library != nullptr, "cannot load oneDNN (", ATTN_DNNL_LIBRARY,
+             "), which matrix products need: ", last_dl_error(),
+             " (Debian: apt-get install libdnnl2)");
+  OneDnn functions{};
+  bind(library, "dnnl_sgemm", functions.sgemm);
+  bind(library, "omp_get_max_threads", functions.omp_get_max_threads);
+  bind(library, "omp_set_num_threads", functions.omp_set_num_threads);
+  return functions;  // the library stays loaded until the process ends
+}
+
+}  // namespace
+
+const OneDnn& onednn() {
+  static const OneDnn functions = open_onednn();
+  return functions;
+}
+
+}  // namespace attn::detail
