@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # attn's BPE tokenizer next to sentencepiece's, same file, same vocabulary sizes, same run.
 #
-#   bench/compare_tokenizer.sh [CORPUS] [VOCAB_SIZES]
-#   (defaults: ../shared/data/tinyshakespeare.txt and "512 4096"; needs `make build` and
+#   bench/compare_tokenizer.sh [CORPUS] [VOCAB_SIZES] [REPEAT]
+#   (defaults: ../shared/data/tinyshakespeare.txt, "512 4096" and 10; needs `make build` and
 #   Debian's sentencepiece: scripts/bootstrap --bench)
 #
 # For each vocabulary size it times, as whole processes (wall seconds and peak resident
@@ -12,6 +12,8 @@
 #   - encoding the whole file: `attn bpe encode --threads 1`, `--threads 2`, and `spm_encode`
 #     (one thread), each writing ids as text to /dev/null;
 # and prints bytes per token for both, and whether attn's decode(encode(file)) is byte-identical.
+# Then, with the last vocabulary, both encoders on the corpus repeated REPEAT times: both
+# stream, so their peak memory should not grow with the input.
 # sentencepiece normalises whitespace and maps rare characters to <unk>: it cannot give the
 # file back, so only attn is checked for that.
 set -euo pipefail
@@ -19,6 +21,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 corpus=${1:-$here/../../shared/data/tinyshakespeare.txt}
 sizes=${2:-512 4096}
+repeat=${3:-10}
 attn=${ATTN:-$here/../build/release/attn}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -68,3 +71,14 @@ for v in $sizes; do
   echo "       -> training $(ratio "$st" "$at") faster; encoding $(ratio "$ss" "${enc_s[1]}") faster on one thread," \
        "$(ratio "${enc_s[1]}" "${enc_s[2]}") from the second thread; attn decode(encode(file)) identical: $same"
 done
+
+if ((repeat > 1)); then
+  for ((i = 0; i < repeat; i++)); do cat "$corpus"; done >"$work/big.txt"
+  big=$(stat -c %s "$work/big.txt")
+  read -r ab am < <(measure "$attn" bpe encode --tokenizer "$work/attn.json" --threads 1 "$work/big.txt")
+  read -r sb sm < <(measure spm_encode --model="$work/spm.model" --output_format=id --input="$work/big.txt")
+  echo "the corpus $repeat times ($big bytes), vocab $v, one thread:"
+  printf "%6s %-26s %9s %9s %9s\n" "$v" "encode: attn" "$ab" "$am" "$(awk -v b="$big" -v s="$ab" 'BEGIN { printf "%.1f", b / s / 1e6 }')"
+  printf "%6s %-26s %9s %9s %9s\n" "$v" "encode: sentencepiece" "$sb" "$sm" "$(awk -v b="$big" -v s="$sb" 'BEGIN { printf "%.1f", b / s / 1e6 }')"
+  echo "       -> encoding $(ratio "$sb" "$ab") faster"
+fi

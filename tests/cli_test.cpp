@@ -15,6 +15,7 @@
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
+#include "attn/tokenizer.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -41,9 +42,9 @@ std::string slurp(const fs::path& p) {
 
 class Cli : public testing::TempDirTest {
  protected:
-  CliResult run(const std::string& args) const {
+  CliResult run(const std::string& args, const std::string& stdin_path = "/dev/null") const {
     const std::string command = std::string(ATTN_CLI_PATH) + " " + args + " >" + path("stdout") +
-                                " 2>" + path("stderr") + " </dev/null";
+                                " 2>" + path("stderr") + " <" + stdin_path;
     const int raw = std::system(command.c_str());
     CliResult r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
@@ -108,6 +109,47 @@ TEST_F(Cli, BpeTrainEncodeDecodeRoundTripsAFile) {
   const CliResult back = run("bpe decode --tokenizer " + path("tok.json") + " " + path("ids.txt"));
   EXPECT_EQ(back.status, 0) << back.err;
   EXPECT_EQ(back.out, slurp(path("random.bin")));
+}
+
+// Inputs larger than the 64 KiB reads and the encoder's blocks: the ids are the library's,
+// standard input works, and decode names a bad id.
+TEST_F(Cli, BpeEncodeStreamsLargeInputs) {
+  std::string text;
+  std::mt19937 gen(9);
+  const char* words[] = {"the", "king", "  ", "\n", "crown", "\n\n", "of", ",", "England", "\t", "1599"};
+  while (text.size() < 400000) text += std::string(words[gen() % 11]) + (gen() % 3 ? " " : "");
+  {
+    std::ofstream out(path("big.txt"), std::ios::binary);
+    out << text;
+  }
+  ASSERT_EQ(run("bpe train --corpus " + path("big.txt") + " --vocab-size 300 --byte-level --out " + path("tok.json")).status, 0);
+  const std::vector<int64_t> expected = BpeTokenizer::load(path("tok.json")).encode(text);
+  std::string expected_out;
+  for (size_t i = 0; i < expected.size(); ++i) expected_out += (i > 0 ? " " : "") + std::to_string(expected[i]);
+  expected_out += "\n";
+  for (const char* threads : {"1", "2"}) {
+    const CliResult ids = run(std::string("bpe encode --threads ") + threads + " --tokenizer " + path("tok.json") + " -",
+                              path("big.txt"));
+    EXPECT_EQ(ids.status, 0) << ids.err;
+    EXPECT_TRUE(ids.out == expected_out) << "threads " << threads;  // not printed: 400 KB
+  }
+  {
+    std::ofstream out(path("ids.txt"), std::ios::binary);
+    out << expected_out;
+  }
+  const CliResult back = run("bpe decode --tokenizer " + path("tok.json"), path("ids.txt"));
+  EXPECT_EQ(back.status, 0) << back.err;
+  EXPECT_TRUE(back.out == text);
+  {
+    std::ofstream out(path("bad.txt"), std::ios::binary);
+    out << "12 7\n x7 5";
+  }
+  expect_error("bpe decode --tokenizer " + path("tok.json") + " " + path("bad.txt"), "\"x7\" at byte 6 is not a token id");
+  {
+    std::ofstream out(path("far.txt"), std::ios::binary);
+    out << "12 99999";
+  }
+  expect_error("bpe decode --tokenizer " + path("tok.json") + " " + path("far.txt"), "token id 99999 outside");
 }
 
 // A tiny model trained for a few steps: the files it writes, resuming, generating, interrupting.

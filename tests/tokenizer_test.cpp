@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -321,6 +322,21 @@ TEST(BpeFile, BrokenFilesFailClearly) {
   ExpectBroken(replace(good, "\"vocab\": [", "\"vocab\": [\n  \"x\","), "\"vocab\" lists");
   ExpectBroken(replace(good, "\"byte_level\": false", "\"byte_level\": 0"), "must be true or false");
   ExpectBroken(replace(good, "\"merges\"", "\"merged\""), "missing field \"merges\"");
+  // Shapes the file reader sees without a document tree: {text to replace, replacement, message}.
+  ExpectBroken("5", "must be a JSON object");
+  const std::vector<std::array<std::string, 3>> shapes = {
+      {"\"merges\": [", "\"merges\": {\"a\": [1, 2]}, \"unused\": [", "\"merges\" must be an array"},
+      {"\"merges\": [", "\"merges\": [\n  [\n   5,\n   3,\n   4\n  ],", "merge 0 must be a [left, right] id pair"},
+      {"\"merges\": [", "\"merges\": [\n  {\"l\": 5},", "merge 0 must be a [left, right] id pair"},
+      {"\"merges\": [", "\"merges\": [\n  [\n   \"5\",\n   3\n  ],", "merge 0's ids must be an integer"},
+      {"\"merges\": [", "\"merges\": [\n  [\n   [5],\n   3\n  ],", "merge 0's ids must be an integer"},
+      {"\"vocab\": [", "\"vocab\": {}, \"unused\": [", "\"vocab\" must be an array of strings"},
+      {"\"vocab\": [", "\"vocab\": [\n  5,", "\"vocab\" must hold strings only"},
+      {"\"vocab\": [", "\"vocab\": [\n  [\"x\"],", "\"vocab\" must hold strings only"},
+      {"\"version\": 1", "\"version\": 1.0", "\"version\" must be an integer"},
+      {"\"version\": 1", "\"version\": 18446744073709551615", "out of range"},
+  };
+  for (const auto& [from, to, message] : shapes) ExpectBroken(replace(good, from, to), message);
 }
 
 TEST(BpeFile, LoadingAMissingFileFails) {
@@ -340,9 +356,9 @@ TEST(BpeFile, RandomMutationsOfAValidFileNeverCrash) {
       switch (gen() % 3) {
         case 0: mutated[at] = alphabet[gen() % (sizeof(alphabet) - 1)]; break;
         case 1: mutated.erase(at, 1 + gen() % 8); break;
-        default: mutated = mutated.substr(0, at) + alphabet[gen() % (sizeof(alphabet) - 1)] + mutated.substr(at); break;
+        default: mutated.insert(at, 1, alphabet[gen() % (sizeof(alphabet) - 1)]); break;
       }
-      if (mutated.empty()) mutated = "{";
+      if (mutated.empty()) mutated.assign(1, '{');  // not = "{": GCC 12 warns falsely (-Wrestrict)
     }
     try {
       const BpeTokenizer t = BpeTokenizer::from_json(mutated);

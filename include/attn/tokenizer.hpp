@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,7 +30,14 @@
 #include <utility>
 #include <vector>
 
+#include "attn/pair_ranks.hpp"
+#include "attn/token_index.hpp"
+
 namespace attn {
+
+namespace detail {
+class WordSplitCache;
+}
 
 // Calls emit(word) for each word of text, in order (see the header comment); the words
 // concatenate back to text.
@@ -58,8 +66,8 @@ class BpeTokenizer {
   std::vector<int64_t> encode(std::string_view text) const;
   // Each text on its own, spread over the library's threads.
   std::vector<std::vector<int64_t>> encode_batch(const std::vector<std::string>& texts) const;
-  // Encodes one long text using the threads: cut at word boundaries into pieces encoded in
-  // parallel; the ids equal encode(text).
+  // Encodes one long text using the threads (a BpeStreamEncoder fed the whole text): the ids
+  // equal encode(text).
   std::vector<int64_t> encode_parallel(std::string_view text) const;
   // The bytes of the tokens, concatenated. Throws attn::Error for an id out of range.
   std::string decode(std::span<const int64_t> ids) const;
@@ -95,22 +103,71 @@ class BpeTokenizer {
   // The specials (and "<unk>" in character mode) and the base alphabet, no merges yet.
   static BpeTokenizer with_base(const BpeOptions& options, const std::vector<std::string>& alphabet);
 
+  friend class BpeStreamEncoder;
+
   void add_token(std::string bytes);
   void add_merge(int64_t left, int64_t right);
   void encode_word(std::string_view word, std::vector<int64_t>& out) const;
-  // encode and encode_parallel: plain text cut into at most max_parts pieces per run between
-  // special tokens (see bpe_tokenizer.cpp).
-  std::vector<int64_t> encode_pieces(std::string_view text, int max_parts) const;
+  // Appends the ids of text to out, splitting each word through the cache.
+  void encode_with(std::string_view text, detail::WordSplitCache& cache, std::vector<int64_t>& out) const;
 
   BpeOptions options_;
   std::vector<std::string> tokens_;                     // id -> bytes
-  std::unordered_map<std::string, int64_t> ids_;        // bytes -> id
+  detail::TokenIndex ids_;                              // bytes -> id (the first one)
   std::vector<std::pair<int64_t, int64_t>> merges_;     // in order
-  std::unordered_map<uint64_t, int64_t> merge_rank_;    // (left, right) -> merge index
+  detail::PairRanks merge_rank_;                        // (left, right) -> merge index
   std::unordered_map<std::string, int64_t> base_ids_;   // character mode: character -> id
   int64_t first_base_id_ = 0;
   int64_t first_merge_id_ = 0;
   int64_t unk_id_ = -1;
+};
+
+// Encodes text that arrives in parts — a file larger than memory, a pipe — with bounded
+// memory: write() bytes as they come, finish() at the end; emit(ids) receives the ids in
+// order, in spans, as soon as the words they belong to are known to be complete. All the ids
+// emitted equal tokenizer.encode(the concatenated text), however the text was cut into writes.
+//
+// Text is gathered into blocks of about block_bytes per thread, each block cut where a word
+// starts (never inside a special token) and its parts encoded on the library's threads, each
+// part with its own cache of word splits kept from block to block (at most cache_words words
+// each). Memory: a block of text, its ids, and the caches. A text with no place to cut (no
+// whitespace after a word) is held until it has one or ends. The tokenizer must outlive the
+// encoder.
+class BpeStreamEncoder {
+ public:
+  using Emit = std::function<void(std::span<const int64_t> ids)>;
+  static constexpr size_t kDefaultBlockBytes = size_t{1} << 15;
+  static constexpr size_t kDefaultCacheWords = size_t{1} << 15;
+
+  BpeStreamEncoder(const BpeTokenizer& tokenizer, Emit emit, size_t block_bytes = kDefaultBlockBytes,
+                   size_t cache_words = kDefaultCacheWords);
+  ~BpeStreamEncoder();
+  BpeStreamEncoder(const BpeStreamEncoder&) = delete;
+  BpeStreamEncoder& operator=(const BpeStreamEncoder&) = delete;
+
+  // The next bytes of the text; may emit the ids of complete words.
+  void write(std::string_view bytes);
+  // The text has ended: emits the ids of what is held back. The encoder may then start on a
+  // new text (the caches are kept).
+  void finish();
+
+ private:
+  // Encodes the longest prefix of text that can be cut off (all of it at the end of the text)
+  // and returns its length.
+  size_t consume(std::string_view text, bool at_end);
+  void encode_block(std::string_view block);
+
+  const BpeTokenizer& tokenizer_;
+  Emit emit_;
+  size_t block_bytes_, cache_words_;
+  std::string pending_;   // text written but not yet encoded
+  size_t uncut_ = 0;      // pending_ had no cut at this size: wait for twice as much
+  // One per part of a block; each on its own cache lines, since two threads append to them.
+  struct alignas(64) Part {
+    std::unique_ptr<detail::WordSplitCache> cache;
+    std::vector<int64_t> ids;
+  };
+  std::vector<Part> parts_;
 };
 
 // One token per distinct character (UTF-8 code point) of the corpus, ids by code point: the

@@ -16,10 +16,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "attn/error.hpp"
 #include "attn/tokenizer.hpp"
+#include "src/tokenizer/bpe_file_reader.hpp"
 #include "src/tokenizer/text.hpp"
 
 namespace attn {
@@ -31,28 +31,43 @@ constexpr const char* kFormat = "attn-bpe";
 constexpr int64_t kVersion = 1;
 constexpr uintmax_t kMaxFileBytes = uintmax_t{1} << 30;
 
-const json& field(const json& j, const char* name) {
-  ATTN_CHECK(j.contains(name), "missing field \"", name, "\"");
-  return j.at(name);
+using detail::JsonField;
+using detail::JsonNumber;
+using detail::JsonType;
+
+const JsonField& field(const detail::BpeFileReader& file, const char* name) {
+  const JsonField* f = file.field(name);
+  ATTN_CHECK(f != nullptr, "missing field \"", name, "\"");
+  return *f;
 }
 
-int64_t integer(const json& j, const char* what, int64_t lo, int64_t hi) {
-  ATTN_CHECK(j.is_number_integer(), what, " must be an integer");
-  ATTN_CHECK(!j.is_number_unsigned() || j.get<uint64_t>() <= static_cast<uint64_t>(hi), what,
-             " is out of range [", lo, ", ", hi, "]");
-  const auto v = j.get<int64_t>();
-  ATTN_CHECK(v >= lo && v <= hi, what, " (", v, ") is out of range [", lo, ", ", hi, "]");
-  return v;
+// The number's value in [lo, hi]; the message is built only on failure (formatting one for
+// each of thousands of merges took half of the loading time).
+int64_t integer(const JsonNumber& n, const char* what, int64_t lo, int64_t hi) {
+  ATTN_CHECK(n.type == JsonType::kInteger || n.type == JsonType::kUnsigned, what, " must be an integer");
+  ATTN_CHECK(!n.too_large, what, " is out of range [", lo, ", ", hi, "]");
+  ATTN_CHECK(n.value >= lo && n.value <= hi, what, " (", n.value, ") is out of range [", lo, ", ", hi, "]");
+  return n.value;
 }
 
-std::vector<std::string> strings(const json& j, const char* what) {
-  ATTN_CHECK(j.is_array(), what, " must be an array of strings");
-  std::vector<std::string> out;
-  for (const json& e : j) {
-    ATTN_CHECK(e.is_string(), what, " must hold strings only");
-    out.push_back(e.get<std::string>());
+int64_t integer(const JsonField& f, const char* what, int64_t lo, int64_t hi) {
+  if (f.type != JsonType::kInteger && f.type != JsonType::kUnsigned) return integer(JsonNumber{f.type}, what, lo, hi);
+  return integer(f.number, what, lo, hi);
+}
+
+// One id of merge i.
+int64_t merge_id(const JsonNumber& n, size_t i, int64_t lo, int64_t hi) {
+  if ((n.type == JsonType::kInteger || n.type == JsonType::kUnsigned) && !n.too_large && n.value >= lo &&
+      n.value <= hi) {
+    return n.value;
   }
-  return out;
+  return integer(n, detail::concat("merge ", i, "'s ids").c_str(), lo, hi);  // throws
+}
+
+const std::vector<std::string>& strings(const JsonField& f, const char* what) {
+  ATTN_CHECK(f.type == JsonType::kArray, what, " must be an array of strings");
+  ATTN_CHECK(f.only_strings, what, " must hold strings only");
+  return f.strings;
 }
 
 }  // namespace
@@ -87,73 +102,73 @@ std::string BpeTokenizer::to_json() const {
 }
 
 BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
-  json j;
+  detail::BpeFileReader file;
+  bool well_formed = false;
   try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
+    well_formed = file.read(text);
+  } catch (const json::exception& e) {  // the parser reports through parse_error; in case it throws
     throw Error(detail::concat("not a JSON document (", e.what(), ")"));
   }
-  try {
-    ATTN_CHECK(j.is_object(), "the document must be a JSON object");
-    ATTN_CHECK(field(j, "format").is_string() && field(j, "format").get<std::string>() == kFormat,
-               "\"format\" must be \"", kFormat, "\"");
-    const int64_t version = integer(field(j, "version"), "\"version\"", 0, 1 << 30);
-    ATTN_CHECK(version == kVersion, "unsupported version ", version, " (this build reads ", kVersion, ")");
-    BpeOptions options;
-    ATTN_CHECK(field(j, "byte_level").is_boolean(), "\"byte_level\" must be true or false");
-    options.byte_level = field(j, "byte_level").get<bool>();
-    options.vocab_size = integer(field(j, "vocab_size"), "\"vocab_size\"", 1, detail::kMaxVocab);
-    options.min_frequency = integer(field(j, "min_frequency"), "\"min_frequency\"", 1,
-                                    std::numeric_limits<int64_t>::max());
-    options.special_tokens = strings(field(j, "special_tokens"), "\"special_tokens\"");
-    for (const std::string& s : options.special_tokens) {
-      ATTN_CHECK(detail::is_utf8(s), "special token \"", s, "\" is not UTF-8 text");
-    }
-    std::vector<std::string> alphabet;
-    if (!options.byte_level) {
-      alphabet = strings(field(j, "alphabet"), "\"alphabet\"");
-      ATTN_CHECK(static_cast<int64_t>(alphabet.size()) <= detail::kMaxVocab, "the alphabet is too large");
-      for (const std::string& c : alphabet) {
-        ATTN_CHECK(!c.empty() && detail::is_utf8(c) && detail::utf8_length(c, 0) == c.size(),
-                   "alphabet entry \"", c, "\" is not one UTF-8 character");
-      }
-      ATTN_CHECK(std::find(options.special_tokens.begin(), options.special_tokens.end(), "<unk>") !=
-                     options.special_tokens.end(),
-                 "a character-mode tokenizer must list \"<unk>\" among its special tokens");
-    }
-    BpeTokenizer t = with_base(options, alphabet);  // checks duplicates
-
-    const json& merges = field(j, "merges");
-    ATTN_CHECK(merges.is_array(), "\"merges\" must be an array of [left, right] id pairs");
-    ATTN_CHECK(static_cast<int64_t>(merges.size()) <= detail::kMaxVocab - t.vocab_size(),
-               "too many merges (", merges.size(), ")");
-    for (size_t i = 0; i < merges.size(); ++i) {
-      const json& m = merges[i];
-      ATTN_CHECK(m.is_array() && m.size() == 2, "merge ", i, " must be a [left, right] id pair");
-      const std::string what = detail::concat("merge ", i, "'s ids");
-      // Built from base tokens or earlier merges only: never a special, never itself or later.
-      const int64_t left = integer(m[0], what.c_str(), t.first_base_id_, t.vocab_size() - 1);
-      const int64_t right = integer(m[1], what.c_str(), t.first_base_id_, t.vocab_size() - 1);
-      ATTN_CHECK(!t.merge_rank_.contains((static_cast<uint64_t>(left) << 32) | static_cast<uint64_t>(right)),
-                 "merge ", i, " repeats an earlier merge (", left, ", ", right, ")");
-      t.add_merge(left, right);
-    }
-    const std::vector<std::string> vocab = strings(field(j, "vocab"), "\"vocab\"");
-    ATTN_CHECK(static_cast<int64_t>(vocab.size()) == t.vocab_size(), "\"vocab\" lists ",
-               vocab.size(), " tokens, the specials, alphabet and merges make ", t.vocab_size());
-    for (int64_t id = 0; id < t.vocab_size(); ++id) {
-      std::string bytes = vocab[static_cast<size_t>(id)];
-      if (options.byte_level && id >= t.first_base_id_) {
-        ATTN_CHECK(detail::parse_byte_display(vocab[static_cast<size_t>(id)], bytes), "vocab entry ",
-                   id, " is not in byte form");
-      }
-      ATTN_CHECK(bytes == t.tokens_[static_cast<size_t>(id)], "vocab entry ", id,
-                 " disagrees with the merges");
-    }
-    return t;
-  } catch (const json::exception& e) {
-    throw Error(e.what());
+  ATTN_CHECK(well_formed, "not a JSON document (", file.error(), ")");
+  ATTN_CHECK(file.root_is_object(), "the document must be a JSON object");
+  const JsonField& format = field(file, "format");
+  ATTN_CHECK(format.type == JsonType::kString && format.text == kFormat, "\"format\" must be \"", kFormat, "\"");
+  const int64_t version = integer(field(file, "version"), "\"version\"", 0, 1 << 30);
+  ATTN_CHECK(version == kVersion, "unsupported version ", version, " (this build reads ", kVersion, ")");
+  BpeOptions options;
+  ATTN_CHECK(field(file, "byte_level").type == JsonType::kBool, "\"byte_level\" must be true or false");
+  options.byte_level = field(file, "byte_level").boolean;
+  options.vocab_size = integer(field(file, "vocab_size"), "\"vocab_size\"", 1, detail::kMaxVocab);
+  options.min_frequency = integer(field(file, "min_frequency"), "\"min_frequency\"", 1,
+                                  std::numeric_limits<int64_t>::max());
+  options.special_tokens = strings(field(file, "special_tokens"), "\"special_tokens\"");
+  for (const std::string& s : options.special_tokens) {
+    ATTN_CHECK(detail::is_utf8(s), "special token \"", s, "\" is not UTF-8 text");
   }
+  std::vector<std::string> alphabet;
+  if (!options.byte_level) {
+    alphabet = strings(field(file, "alphabet"), "\"alphabet\"");
+    ATTN_CHECK(static_cast<int64_t>(alphabet.size()) <= detail::kMaxVocab, "the alphabet is too large");
+    for (const std::string& c : alphabet) {
+      ATTN_CHECK(!c.empty() && detail::is_utf8(c) && detail::utf8_length(c, 0) == c.size(),
+                 "alphabet entry \"", c, "\" is not one UTF-8 character");
+    }
+    ATTN_CHECK(std::find(options.special_tokens.begin(), options.special_tokens.end(), "<unk>") !=
+                   options.special_tokens.end(),
+               "a character-mode tokenizer must list \"<unk>\" among its special tokens");
+  }
+  BpeTokenizer t = with_base(options, alphabet);  // checks duplicates
+
+  const JsonField& merges = field(file, "merges");
+  ATTN_CHECK(merges.type == JsonType::kArray, "\"merges\" must be an array of [left, right] id pairs");
+  ATTN_CHECK(static_cast<int64_t>(merges.pairs.size()) <= detail::kMaxVocab - t.vocab_size(),
+             "too many merges (", merges.pairs.size(), ")");
+  t.tokens_.reserve(t.tokens_.size() + merges.pairs.size());
+  t.merges_.reserve(merges.pairs.size());
+  for (size_t i = 0; i < merges.pairs.size(); ++i) {
+    const detail::JsonPair& m = merges.pairs[i];
+    ATTN_CHECK(m.is_array && m.size == 2, "merge ", i, " must be a [left, right] id pair");
+    // Built from base tokens or earlier merges only: never a special, never itself or later.
+    const int64_t left = merge_id(m.ids[0], i, t.first_base_id_, t.vocab_size() - 1);
+    const int64_t right = merge_id(m.ids[1], i, t.first_base_id_, t.vocab_size() - 1);
+    ATTN_CHECK(!t.merge_rank_.contains(left, right), "merge ", i, " repeats an earlier merge (", left, ", ",
+               right, ")");
+    t.add_merge(left, right);
+  }
+  const std::vector<std::string>& vocab = strings(field(file, "vocab"), "\"vocab\"");
+  ATTN_CHECK(static_cast<int64_t>(vocab.size()) == t.vocab_size(), "\"vocab\" lists ", vocab.size(),
+             " tokens, the specials, alphabet and merges make ", t.vocab_size());
+  std::string bytes;
+  for (int64_t id = 0; id < t.vocab_size(); ++id) {
+    const std::string& entry = vocab[static_cast<size_t>(id)];
+    const bool byte_form = options.byte_level && id >= t.first_base_id_;
+    if (byte_form) {
+      ATTN_CHECK(detail::parse_byte_display(entry, bytes), "vocab entry ", id, " is not in byte form");
+    }
+    ATTN_CHECK((byte_form ? bytes : entry) == t.tokens_[static_cast<size_t>(id)], "vocab entry ", id,
+               " disagrees with the merges");
+  }
+  return t;
 }
 
 void BpeTokenizer::save(const std::string& path) const {
@@ -181,10 +196,11 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
   ATTN_CHECK(size <= kMaxFileBytes, "bpe: ", path, " is ", size, " bytes, more than a tokenizer file may be");
   std::ifstream in(path, std::ios::binary);
   ATTN_CHECK(in.good(), "bpe: cannot open ", path);
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text(static_cast<size_t>(size), '\0');  // read straight in: no stream buffer copies
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  ATTN_CHECK(in.gcount() == static_cast<std::streamsize>(text.size()), "bpe: cannot read ", path);
   try {
-    return from_json(text.str());
+    return from_json(text);
   } catch (const Error& e) {
     throw Error(detail::concat("bpe: ", path, ": ", e.what()));
   }

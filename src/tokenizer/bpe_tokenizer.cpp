@@ -8,16 +8,12 @@
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"
 #include "src/tokenizer/text.hpp"
-#include "src/tokenizer/word_table.hpp"
+#include "src/tokenizer/word_split_cache.hpp"
 
 namespace attn {
 namespace {
 
 constexpr const char* kUnknown = "<unk>";
-
-uint64_t pair_key(int64_t left, int64_t right) {
-  return (static_cast<uint64_t>(left) << 32) | static_cast<uint64_t>(right);
-}
 
 }  // namespace
 
@@ -27,15 +23,15 @@ BpeTokenizer BpeTokenizer::with_base(const BpeOptions& options,
   t.options_ = options;
   for (const std::string& special : options.special_tokens) {
     ATTN_CHECK(!special.empty(), "bpe: a special token must not be empty");
-    ATTN_CHECK(!t.ids_.contains(special), "bpe: special token \"", special, "\" given twice");
+    ATTN_CHECK(t.ids_.find(special, t.tokens_) < 0, "bpe: special token \"", special, "\" given twice");
     t.add_token(special);
   }
   if (!options.byte_level) {
-    if (!t.ids_.contains(kUnknown)) {
+    if (t.ids_.find(kUnknown, t.tokens_) < 0) {
       t.options_.special_tokens.push_back(kUnknown);
       t.add_token(kUnknown);
     }
-    t.unk_id_ = t.ids_.at(kUnknown);
+    t.unk_id_ = t.ids_.find(kUnknown, t.tokens_);
   }
   t.first_base_id_ = t.vocab_size();
   if (options.byte_level) {
@@ -52,13 +48,12 @@ BpeTokenizer BpeTokenizer::with_base(const BpeOptions& options,
 }
 
 void BpeTokenizer::add_token(std::string bytes) {
-  const auto id = static_cast<int64_t>(tokens_.size());
-  ids_.emplace(bytes, id);  // keeps the first id if the bytes repeat
   tokens_.push_back(std::move(bytes));
+  ids_.insert(vocab_size() - 1, tokens_);  // keeps the first id if the bytes repeat
 }
 
 void BpeTokenizer::add_merge(int64_t left, int64_t right) {
-  merge_rank_.emplace(pair_key(left, right), static_cast<int64_t>(merges_.size()));
+  merge_rank_.insert(left, right, static_cast<int64_t>(merges_.size()));
   merges_.emplace_back(left, right);
   add_token(tokens_[static_cast<size_t>(left)] + tokens_[static_cast<size_t>(right)]);
 }
@@ -69,9 +64,9 @@ const std::string& BpeTokenizer::id_to_token(int64_t id) const {
 }
 
 std::optional<int64_t> BpeTokenizer::token_to_id(std::string_view token) const {
-  const auto it = ids_.find(std::string(token));
-  if (it == ids_.end()) return std::nullopt;
-  return it->second;
+  const int64_t id = ids_.find(token, tokens_);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 std::string BpeTokenizer::display(int64_t id) const {
@@ -113,8 +108,8 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
     i += length;
   }
   auto rank_of = [&](int64_t left, int64_t right) {
-    const auto it = merge_rank_.find(pair_key(left, right));
-    return it == merge_rank_.end() ? kNone : it->second;
+    const int64_t rank = merge_rank_.find(left, right);
+    return rank == detail::PairRanks::kNone ? kNone : rank;
   };
   ranks.assign(symbols.empty() ? 0 : symbols.size() - 1, kNone);
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = rank_of(symbols[i], symbols[i + 1]);
@@ -146,8 +141,23 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
   out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
+void BpeTokenizer::encode_with(std::string_view text, detail::WordSplitCache& cache,
+                               std::vector<int64_t>& out) const {
+  auto split = [this](std::string_view word, std::vector<int64_t>& ids) { encode_word(word, ids); };
+  detail::split_on_specials(text, options_.special_tokens, [&](std::string_view piece, int64_t special) {
+    if (special >= 0) {
+      out.push_back(special);  // the specials are ids 0, 1, … in their order (with_base)
+      return;
+    }
+    detail::for_each_word(piece, [&](std::string_view word) { cache.append(word, out, split); });
+  });
+}
+
 std::vector<int64_t> BpeTokenizer::encode(std::string_view text) const {
-  return encode_pieces(text, 1);
+  detail::WordSplitCache cache(std::numeric_limits<size_t>::max());
+  std::vector<int64_t> ids;
+  encode_with(text, cache, ids);
+  return ids;
 }
 
 std::vector<std::vector<int64_t>> BpeTokenizer::encode_batch(const std::vector<std::string>& texts) const {
@@ -158,86 +168,12 @@ std::vector<std::vector<int64_t>> BpeTokenizer::encode_batch(const std::vector<s
 }
 
 std::vector<int64_t> BpeTokenizer::encode_parallel(std::string_view text) const {
-  return encode_pieces(text, 4 * num_threads());
-}
-
-// Three parallel passes over pieces cut at word starts: collect each piece's distinct words
-// (and each word's index among them); split every distinct word of the text once (the costly
-// part: per-piece caches would split each common word once per piece); then write each
-// piece's ids in order. Pieces are ~64 KiB, at most max_parts per run of plain text.
-std::vector<int64_t> BpeTokenizer::encode_pieces(std::string_view text, int max_parts) const {
-  std::vector<std::pair<std::string_view, int64_t>> pieces;  // (text, special id or −1)
-  detail::split_on_specials(text, options_.special_tokens, [&](std::string_view piece, int64_t special) {
-    if (special >= 0) {
-      pieces.emplace_back(piece, ids_.at(std::string(piece)));
-      return;
-    }
-    const int parts = static_cast<int>(std::min<size_t>(static_cast<size_t>(max_parts),
-                                                        piece.size() / 65536 + 1));
-    for (std::string_view part : detail::cut_at_word_starts(piece, parts)) pieces.emplace_back(part, -1);
+  std::vector<int64_t> ids;
+  BpeStreamEncoder encoder(*this, [&](std::span<const int64_t> part) {
+    ids.insert(ids.end(), part.begin(), part.end());
   });
-  const auto n = static_cast<int64_t>(pieces.size());
-
-  // Pass 1, per piece: its distinct words, and for each word in order its local index.
-  struct PieceWords {
-    std::vector<std::string_view> distinct;
-    std::vector<uint32_t> order;
-  };
-  std::vector<PieceWords> local(pieces.size());
-  parallel_for(n, [&](int64_t p) {
-    if (pieces[static_cast<size_t>(p)].second >= 0) return;
-    PieceWords& pw = local[static_cast<size_t>(p)];
-    detail::WordTable seen;
-    detail::for_each_word(pieces[static_cast<size_t>(p)].first, [&](std::string_view w) {
-      bool inserted = false;
-      const uint32_t at = seen.find_or_insert(w, static_cast<uint32_t>(pw.distinct.size()), inserted);
-      if (inserted) pw.distinct.push_back(w);
-      pw.order.push_back(at);
-    });
-  });
-  // The distinct words of the whole text, and each piece's local index -> global index.
-  detail::WordTable index;
-  std::vector<std::string_view> words;
-  std::vector<std::vector<uint32_t>> global(pieces.size());
-  for (size_t p = 0; p < pieces.size(); ++p) {
-    for (std::string_view w : local[p].distinct) {
-      bool inserted = false;
-      global[p].push_back(index.find_or_insert(w, static_cast<uint32_t>(words.size()), inserted));
-      if (inserted) words.push_back(w);
-    }
-  }
-  // Pass 2: split each distinct word once.
-  std::vector<std::vector<int64_t>> splits(words.size());
-  parallel_for(static_cast<int64_t>(words.size()), [&](int64_t i) {
-    encode_word(words[static_cast<size_t>(i)], splits[static_cast<size_t>(i)]);
-  });
-  // Pass 3, per piece: how many ids it makes; then each piece writes its ids straight into
-  // its range of the result (one allocation: fresh pages cost ~11 µs each to fault on this VM,
-  // and per-piece vectors concatenated afterwards took a quarter of the encoding time).
-  std::vector<size_t> offsets(pieces.size() + 1, 0);
-  parallel_for(n, [&](int64_t p) {
-    size_t count = 1;  // a special token
-    if (pieces[static_cast<size_t>(p)].second < 0) {
-      count = 0;
-      for (uint32_t local_index : local[static_cast<size_t>(p)].order) {
-        count += splits[global[static_cast<size_t>(p)][local_index]].size();
-      }
-    }
-    offsets[static_cast<size_t>(p) + 1] = count;
-  });
-  for (size_t p = 0; p < pieces.size(); ++p) offsets[p + 1] += offsets[p];
-  std::vector<int64_t> ids(offsets.back());
-  parallel_for(n, [&](int64_t p) {
-    int64_t* out = ids.data() + offsets[static_cast<size_t>(p)];
-    if (pieces[static_cast<size_t>(p)].second >= 0) {
-      *out = pieces[static_cast<size_t>(p)].second;
-      return;
-    }
-    for (uint32_t local_index : local[static_cast<size_t>(p)].order) {
-      const auto& split = splits[global[static_cast<size_t>(p)][local_index]];
-      out = std::copy(split.begin(), split.end(), out);
-    }
-  });
+  encoder.write(text);
+  encoder.finish();
   return ids;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 #include <unordered_map>
 
 #include "attn/tokenizer.hpp"
@@ -14,24 +15,55 @@ void split_words(std::string_view text, const std::function<void(std::string_vie
 
 namespace detail {
 
-void split_on_specials(std::string_view text, const std::vector<std::string>& specials,
-                       const std::function<void(std::string_view, int64_t)>& emit) {
-  size_t start = 0;
-  while (start < text.size()) {
+namespace {
+
+// The leftmost-longest scan for special tokens. Each special's next occurrence is remembered
+// and searched again only once the scan has passed it, so a text with many specials is
+// scanned about once per special, not once per special per occurrence.
+class SpecialScanner {
+ public:
+  SpecialScanner(std::string_view text, const std::vector<std::string>& specials)
+      : text_(text), specials_(specials), next_(specials.size(), 0), searched_(specials.size(), false) {}
+
+  // The next special the scan picks, at or after the previous pick's end: {begin, index};
+  // index −1 when there is none.
+  std::pair<size_t, int64_t> next() {
     size_t best_at = std::string_view::npos;
     int64_t best = -1;
-    for (size_t s = 0; s < specials.size(); ++s) {
-      const size_t at = text.find(specials[s], start);
+    for (size_t s = 0; s < specials_.size(); ++s) {
+      if (!searched_[s] || (next_[s] != std::string_view::npos && next_[s] < start_)) {
+        next_[s] = text_.find(specials_[s], start_);
+        searched_[s] = true;
+      }
+      const size_t at = next_[s];
       if (at == std::string_view::npos) continue;
-      if (at < best_at || (at == best_at && specials[s].size() > specials[static_cast<size_t>(best)].size())) {
+      if (at < best_at || (at == best_at && specials_[s].size() > specials_[static_cast<size_t>(best)].size())) {
         best_at = at;
         best = static_cast<int64_t>(s);
       }
     }
-    if (best < 0) break;
-    if (best_at > start) emit(text.substr(start, best_at - start), -1);
-    emit(text.substr(best_at, specials[static_cast<size_t>(best)].size()), best);
-    start = best_at + specials[static_cast<size_t>(best)].size();
+    if (best >= 0) start_ = best_at + specials_[static_cast<size_t>(best)].size();
+    return {best_at, best};
+  }
+
+ private:
+  std::string_view text_;
+  const std::vector<std::string>& specials_;
+  std::vector<size_t> next_;
+  std::vector<bool> searched_;
+  size_t start_ = 0;
+};
+
+}  // namespace
+
+void split_on_specials(std::string_view text, const std::vector<std::string>& specials,
+                       const std::function<void(std::string_view, int64_t)>& emit) {
+  SpecialScanner scanner(text, specials);
+  size_t start = 0;
+  for (auto [at, s] = scanner.next(); s >= 0; std::tie(at, s) = scanner.next()) {
+    if (at > start) emit(text.substr(start, at - start), -1);
+    emit(text.substr(at, specials[static_cast<size_t>(s)].size()), s);
+    start = at + specials[static_cast<size_t>(s)].size();
   }
   if (start < text.size()) emit(text.substr(start), -1);
 }
@@ -52,6 +84,47 @@ std::vector<std::string_view> cut_at_word_starts(std::string_view text, int part
   }
   pieces.push_back(text.substr(start));
   return pieces;
+}
+
+namespace {
+
+bool is_word_start(std::string_view text, size_t at) {
+  return at > 0 && class_of(static_cast<unsigned char>(text[at])) == CharClass::kSpace &&
+         class_of(static_cast<unsigned char>(text[at - 1])) != CharClass::kSpace;
+}
+
+// The special token that split_on_specials, scanning from text's start, picks and that covers
+// position `at` with bytes on both sides: {begin, end}, or {0, 0} when none does.
+std::pair<size_t, size_t> special_across(std::string_view text, size_t at,
+                                         const std::vector<std::string>& specials) {
+  SpecialScanner scanner(text, specials);
+  for (auto [begin, s] = scanner.next(); s >= 0 && begin < at; std::tie(begin, s) = scanner.next()) {
+    const size_t end = begin + specials[static_cast<size_t>(s)].size();
+    if (end > at) return {begin, end};
+  }
+  return {0, 0};
+}
+
+}  // namespace
+
+size_t find_cut(std::string_view text, size_t limit, const std::vector<std::string>& specials) {
+  size_t longest = 1;
+  for (const std::string& s : specials) longest = std::max(longest, s.size());
+  if (text.size() <= longest) return 0;
+  const size_t last = text.size() - longest;  // the last place a cut may be
+  size_t cut = std::min(limit, last);
+  while (cut > 0 && !is_word_start(text, cut)) --cut;
+  if (cut == 0) {
+    cut = std::min(limit, last) + 1;
+    while (cut <= last && !is_word_start(text, cut)) ++cut;
+    if (cut > last) return 0;
+  }
+  if (specials.empty()) return cut;
+  // Inside a special: cut before it, or after it when it starts the text (it is whole: it
+  // starts before `last`).
+  const auto [begin, end] = special_across(text, cut, specials);
+  if (end == 0) return cut;
+  return begin > 0 ? begin : end;
 }
 
 size_t utf8_length(std::string_view s, size_t pos) {

@@ -60,6 +60,16 @@ void split_on_specials(std::string_view text, const std::vector<std::string>& sp
 // non-space, before a space), so that splitting the pieces into words gives text's words.
 std::vector<std::string_view> cut_at_word_starts(std::string_view text, int parts);
 
+// A place to cut text so that encoding text[0, cut) and text[cut, …) on their own gives the ids
+// of encoding the whole: where a word starts (a space after a non-space, see split_words), and
+// not inside a special token — the one the leftmost-longest scan of split_on_specials picks
+// from text's start (so text must start where such a scan may start: at 0 of a whole text, or
+// at an earlier cut). Only cuts up to text.size() − the longest special's length are
+// considered, so that every special starting before the cut is seen whole, whatever follows
+// text. Returns the last cut ≤ limit; if there is none, the first one after it; 0 if text has
+// no cut at all.
+size_t find_cut(std::string_view text, size_t limit, const std::vector<std::string>& specials);
+
 // Bytes in the character starting at s[pos]: 1–4 for a well-formed UTF-8 sequence, 1 for a
 // byte that does not start one (each such byte is then a "character" of its own).
 size_t utf8_length(std::string_view s, size_t pos);

@@ -5,10 +5,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <memory>
-#include <sstream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,59 +83,116 @@ struct CodecArgs {
   bool stats = false;
 };
 
+// Writes ids as decimal text separated by single spaces, through a 64 KiB buffer; a newline
+// after the last one.
+class IdWriter {
+ public:
+  void write(std::span<const int64_t> ids) {
+    for (int64_t id : ids) {
+      if (buffer_.size() - used_ < kRoom) flush();
+      if (any_) buffer_[used_++] = ' ';
+      used_ = static_cast<size_t>(std::to_chars(buffer_.data() + used_, buffer_.data() + buffer_.size(), id).ptr -
+                                  buffer_.data());
+      any_ = true;
+    }
+  }
+  void finish() {
+    if (any_) buffer_[used_++] = '\n';
+    flush();
+  }
+
+ private:
+  static constexpr size_t kRoom = 22;  // a space, at most 20 digits, the final newline
+  void flush() {
+    write_stdout(std::string_view(buffer_.data(), used_));
+    used_ = 0;
+  }
+  std::string buffer_ = std::string(size_t{1} << 16, '\0');
+  size_t used_ = 0;
+  bool any_ = false;
+};
+
+// The input is read and encoded 64 KiB at a time and the ids written as they come: memory
+// stays at a block of text and its ids whatever the size of the file.
 void run_encode(const CodecArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
   const BpeTokenizer t = BpeTokenizer::load(args.tokenizer);
-  const std::string text = read_input(args.input);
+  IdWriter writer;
+  size_t tokens = 0, bytes = 0;
+  BpeStreamEncoder encoder(t, [&](std::span<const int64_t> ids) {
+    tokens += ids.size();
+    if (!args.stats) writer.write(ids);
+  });
   const Clock::time_point start = Clock::now();
-  const std::vector<int64_t> ids = t.encode_parallel(text);
+  read_chunks(args.input, [&](std::string_view chunk) {
+    bytes += chunk.size();
+    encoder.write(chunk);
+  });
+  encoder.finish();
   const double seconds = seconds_since(start);
   if (args.stats) {
-    std::printf("%zu tokens, %zu bytes, %.3f bytes per token, %.1f MB/s (%d threads)\n", ids.size(),
-                text.size(), ids.empty() ? 0.0 : static_cast<double>(text.size()) / ids.size(),
-                seconds > 0 ? static_cast<double>(text.size()) / seconds / 1e6 : 0.0, num_threads());
+    std::printf("%zu tokens, %zu bytes, %.3f bytes per token, %.1f MB/s (%d threads; reading included)\n",
+                tokens, bytes, tokens == 0 ? 0.0 : static_cast<double>(bytes) / static_cast<double>(tokens),
+                seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0.0, num_threads());
     return;
   }
-  // Formatted and written 64 Ki ids at a time: a buffer of every id's digits would take
-  // more memory than the ids themselves.
-  constexpr size_t kChunk = size_t{1} << 16;
-  std::string out(kChunk * 21 + 1, '\0');  // an int64 is at most 20 digits, then a space
-  for (size_t begin = 0; begin < ids.size(); begin += kChunk) {
-    char* at = out.data();
-    for (size_t i = begin; i < std::min(ids.size(), begin + kChunk); ++i) {
-      if (i > 0) *at++ = ' ';
-      at = std::to_chars(at, out.data() + out.size(), ids[i]).ptr;
-    }
-    if (begin + kChunk >= ids.size()) *at++ = '\n';
-    write_stdout(std::string_view(out.data(), static_cast<size_t>(at - out.data())));
-  }
+  writer.finish();
 }
 
-// Whitespace-separated decimal ids; anything else is an error naming where it is.
-std::vector<int64_t> parse_ids(const std::string& text) {
-  std::vector<int64_t> ids;
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-    if (i == text.size()) break;
-    const size_t start = i;
+// Whitespace-separated decimal ids, fed in chunks; anything else is an error naming the
+// token and the byte where it starts.
+class IdParser {
+ public:
+  // Appends the ids that chunk completes.
+  void feed(std::string_view chunk, std::vector<int64_t>& ids) {
+    for (const char c : chunk) {
+      if (std::isspace(static_cast<unsigned char>(c))) {
+        end_token(ids);
+      } else {
+        if (token_.empty()) token_at_ = offset_;
+        token_ += c;
+        if (token_.size() > kMaxDigits) fail();
+      }
+      ++offset_;
+    }
+  }
+  void finish(std::vector<int64_t>& ids) { end_token(ids); }
+
+ private:
+  static constexpr size_t kMaxDigits = 13;  // ids are below 2^40
+
+  void end_token(std::vector<int64_t>& ids) {
+    if (token_.empty()) return;
     int64_t value = 0;
-    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i]))) {
-      const char c = text[i];
-      ATTN_CHECK(c >= '0' && c <= '9' && value <= (int64_t{1} << 40), "bpe decode: \"",
-                 text.substr(start, std::min<size_t>(20, text.size() - start)),
-                 "\" at byte ", start, " is not a token id");
+    for (const char c : token_) {
+      if (c < '0' || c > '9') fail();
       value = value * 10 + (c - '0');
-      ++i;
     }
     ids.push_back(value);
+    token_.clear();
   }
-  return ids;
-}
+  [[noreturn]] void fail() const {
+    throw Error(detail::concat("bpe decode: \"", token_.substr(0, 20), "\" at byte ", token_at_,
+                               " is not a token id"));
+  }
 
+  std::string token_;
+  size_t token_at_ = 0, offset_ = 0;
+};
+
+// Read, decoded and written 64 KiB at a time.
 void run_decode(const CodecArgs& args) {
   const BpeTokenizer t = BpeTokenizer::load(args.tokenizer);
-  write_stdout(t.decode(parse_ids(read_input(args.input))));
+  IdParser parser;
+  std::vector<int64_t> ids;
+  read_chunks(args.input, [&](std::string_view chunk) {
+    ids.clear();
+    parser.feed(chunk, ids);
+    write_stdout(t.decode(ids));
+  });
+  ids.clear();
+  parser.finish(ids);
+  write_stdout(t.decode(ids));
 }
 
 }  // namespace

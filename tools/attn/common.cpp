@@ -4,8 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
-#include <sstream>
+#include <memory>
 
 #include "attn/error.hpp"
 #include "attn/io.hpp"
@@ -39,18 +38,33 @@ void write_results(const std::string& out_path, const Tensor& output,
   std::printf("weights %s -> %s\n", weights.shape_string().c_str(), weights_path.c_str());
 }
 
-std::string read_input(const std::string& path) {
-  std::ostringstream text;
-  if (path == "-") {
-    text << std::cin.rdbuf();
-    return text.str();
+void read_chunks(const std::string& path, const std::function<void(std::string_view)>& consume) {
+  std::FILE* file = stdin;
+  if (path != "-") {
+    std::error_code ec;
+    ATTN_CHECK(!std::filesystem::is_directory(path, ec), "cannot read ", path, ": it is a directory");
+    file = std::fopen(path.c_str(), "rb");
+    ATTN_CHECK(file != nullptr, "cannot read ", path);
   }
+  // Closes the file however the loop ends (consume may throw).
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> owner(file != stdin ? file : nullptr, &std::fclose);
+  std::string chunk(size_t{1} << 16, '\0');
+  for (;;) {
+    const size_t got = std::fread(chunk.data(), 1, chunk.size(), file);
+    if (got > 0) consume(std::string_view(chunk.data(), got));
+    if (got < chunk.size()) break;
+  }
+  ATTN_CHECK(!std::ferror(file), "cannot read ", path == "-" ? "standard input" : path);
+}
+
+std::string read_input(const std::string& path) {
+  std::string text;
   std::error_code ec;
-  ATTN_CHECK(!std::filesystem::is_directory(path, ec), "cannot read ", path, ": it is a directory");
-  std::ifstream in(path, std::ios::binary);
-  ATTN_CHECK(in.good(), "cannot read ", path);
-  text << in.rdbuf();
-  return text.str();
+  if (path != "-" && std::filesystem::is_regular_file(path, ec)) {
+    text.reserve(std::filesystem::file_size(path, ec));  // one allocation, no copy at the end
+  }
+  read_chunks(path, [&](std::string_view chunk) { text.append(chunk); });
+  return text;
 }
 
 void add_threads_option(CLI::App& command, int& threads) {
