@@ -35,7 +35,7 @@ struct JsonPair {
 struct JsonField {
   JsonType type = JsonType::kNull;
   bool boolean = false;
-  JsonNumber number;                 // type kInteger / kUnsigned
+  JsonNumber number;                 // its type is the field's type, its value set for numbers
   std::string text;                  // type kString
   std::vector<std::string> strings;  // type kArray (not "merges"): its string items
   bool only_strings = true;          // type kArray: no item was anything else
@@ -97,7 +97,7 @@ class BpeFileReader {
  private:
   // A scalar at the current depth.
   bool value(JsonType type) {
-    if (depth_ == 1 && current_ != nullptr) current_->type = type;
+    if (depth_ == 1 && current_ != nullptr) current_->type = current_->number.type = type;
     if (depth_ == 2 && current_ != nullptr) item(type);
     if (depth_ == 3 && current_ != nullptr && in_merges_ && !current_->pairs.empty()) {
       JsonPair& pair = current_->pairs.back();  // an id that is not a number
@@ -127,7 +127,7 @@ class BpeFileReader {
   }
   bool open(JsonType type) {
     if (depth_ == 0) root_is_object_ = type == JsonType::kObject;
-    if (depth_ == 1 && current_ != nullptr) current_->type = type;
+    if (depth_ == 1 && current_ != nullptr) current_->type = current_->number.type = type;
     if (depth_ == 2 && current_ != nullptr) item(type);
     if (depth_ == 3 && current_ != nullptr && in_merges_ && !current_->pairs.empty()) {
       JsonPair& pair = current_->pairs.back();

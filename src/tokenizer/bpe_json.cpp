@@ -41,8 +41,7 @@ const JsonField& field(const detail::BpeFileReader& file, const char* name) {
   return *f;
 }
 
-// The number's value in [lo, hi]; the message is built only on failure (formatting one for
-// each of thousands of merges took half of the loading time).
+// The number's value in [lo, hi].
 int64_t integer(const JsonNumber& n, const char* what, int64_t lo, int64_t hi) {
   ATTN_CHECK(n.type == JsonType::kInteger || n.type == JsonType::kUnsigned, what, " must be an integer");
   ATTN_CHECK(!n.too_large, what, " is out of range [", lo, ", ", hi, "]");
@@ -51,11 +50,11 @@ int64_t integer(const JsonNumber& n, const char* what, int64_t lo, int64_t hi) {
 }
 
 int64_t integer(const JsonField& f, const char* what, int64_t lo, int64_t hi) {
-  if (f.type != JsonType::kInteger && f.type != JsonType::kUnsigned) return integer(JsonNumber{f.type}, what, lo, hi);
   return integer(f.number, what, lo, hi);
 }
 
-// One id of merge i.
+// One id of merge i. Its message ("merge 17's ids") is formatted only on failure: formatting
+// one for each of thousands of merges took half of the loading time.
 int64_t merge_id(const JsonNumber& n, size_t i, int64_t lo, int64_t hi) {
   if ((n.type == JsonType::kInteger || n.type == JsonType::kUnsigned) && !n.too_large && n.value >= lo &&
       n.value <= hi) {

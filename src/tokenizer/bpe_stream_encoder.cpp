@@ -49,8 +49,9 @@ size_t BpeStreamEncoder::consume(std::string_view text, bool at_end) {
     const size_t block = block_bytes_ * static_cast<size_t>(std::max(1, num_threads()));
     if (rest.empty()) return done;
     if (!at_end && (rest.size() < block || rest.size() < 2 * uncut_)) return done;
-    const size_t cut = rest.size() <= block && at_end ? rest.size()
-                                                      : detail::find_cut(rest, block, tokenizer_.options_.special_tokens);
+    const size_t cut = (at_end && rest.size() <= block)
+                           ? rest.size()
+                           : detail::find_cut(rest, block, tokenizer_.options_.special_tokens);
     if (cut == 0) {
       if (!at_end) {
         uncut_ = rest.size();  // searching again at every write would be quadratic
