@@ -6,13 +6,15 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace attn::detail {
 
 class PairRanks {
  public:
-  static constexpr int64_t kNone = -1;
+  // No such merge: after every real rank, so the earliest merge is a plain minimum.
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
 
   // The rank of (left, right), or kNone.
   int64_t find(int64_t left, int64_t right) const {

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "attn/error.hpp"
 
@@ -19,10 +18,16 @@ std::string read_whole_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream contents;
-  contents << in.rdbuf();
+  // Appended in 64 KiB reads into a string reserved to the file's size: one allocation, where
+  // a string stream held the file twice (its buffer, then the copy it returned).
+  std::string contents;
+  if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec) contents.reserve(size);
+  std::string chunk(size_t{1} << 16, '\0');
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    contents.append(chunk.data(), static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) throw Error(path + ": read failed");
-  return contents.str();
+  return contents;
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {

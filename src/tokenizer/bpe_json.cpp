@@ -15,10 +15,10 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "attn/error.hpp"
 #include "attn/tokenizer.hpp"
+#include "src/io/files.hpp"
 #include "src/tokenizer/bpe_file_reader.hpp"
 #include "src/tokenizer/text.hpp"
 
@@ -171,20 +171,10 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
 }
 
 void BpeTokenizer::save(const std::string& path) const {
-  const std::string text = to_json();
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    ATTN_CHECK(out.good(), "bpe: cannot write ", temporary);
-    out << text;
-    out.flush();
-    ATTN_CHECK(out.good(), "bpe: writing ", temporary, " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) {
-    std::filesystem::remove(temporary);
-    throw Error(detail::concat("bpe: cannot rename ", temporary, " to ", path, ": ", ec.message()));
+  try {
+    detail::write_file_atomically(path, to_json());
+  } catch (const Error& e) {
+    throw Error(detail::concat("bpe: ", e.what()));
   }
 }
 
@@ -193,11 +183,12 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
   const uintmax_t size = std::filesystem::file_size(path, ec);
   ATTN_CHECK(!ec, "bpe: cannot read ", path, ": ", ec.message());
   ATTN_CHECK(size <= kMaxFileBytes, "bpe: ", path, " is ", size, " bytes, more than a tokenizer file may be");
-  std::ifstream in(path, std::ios::binary);
-  ATTN_CHECK(in.good(), "bpe: cannot open ", path);
-  std::string text(static_cast<size_t>(size), '\0');  // read straight in: no stream buffer copies
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  ATTN_CHECK(in.gcount() == static_cast<std::streamsize>(text.size()), "bpe: cannot read ", path);
+  std::string text;
+  try {
+    text = detail::read_whole_file(path);
+  } catch (const Error& e) {
+    throw Error(detail::concat("bpe: ", e.what()));
+  }
   try {
     return from_json(text);
   } catch (const Error& e) {

@@ -92,7 +92,7 @@ std::string BpeTokenizer::display(int64_t id) const {
 // the adjacent pair with the earliest merge, every occurrence left to right). Each adjacent
 // pair's rank is looked up once and again only when a merge changes one of its two tokens.
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out) const {
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kNone = detail::PairRanks::kNone;  // no merge for this pair
   // Scratch kept per thread: five fresh vectors per word made malloc a fifth of encoding.
   thread_local std::vector<int64_t> symbols, ranks, next_symbols, next_ranks;
   thread_local std::vector<size_t> from;  // next_symbols[k] came from symbols[from[k]]
@@ -107,10 +107,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
     symbols.push_back(it != base_ids_.end() ? it->second : unk_id_);
     i += length;
   }
-  auto rank_of = [&](int64_t left, int64_t right) {
-    const int64_t rank = merge_rank_.find(left, right);
-    return rank == detail::PairRanks::kNone ? kNone : rank;
-  };
+  auto rank_of = [&](int64_t left, int64_t right) { return merge_rank_.find(left, right); };
   ranks.assign(symbols.empty() ? 0 : symbols.size() - 1, kNone);
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = rank_of(symbols[i], symbols[i + 1]);
   for (;;) {

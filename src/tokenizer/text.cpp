@@ -23,7 +23,9 @@ namespace {
 class SpecialScanner {
  public:
   SpecialScanner(std::string_view text, const std::vector<std::string>& specials)
-      : text_(text), specials_(specials), next_(specials.size(), 0), searched_(specials.size(), false) {}
+      : text_(text), specials_(specials) {
+    for (const std::string& s : specials) next_.push_back(text.find(s));
+  }
 
   // The next special the scan picks, at or after the previous pick's end: {begin, index};
   // index −1 when there is none.
@@ -31,10 +33,7 @@ class SpecialScanner {
     size_t best_at = std::string_view::npos;
     int64_t best = -1;
     for (size_t s = 0; s < specials_.size(); ++s) {
-      if (!searched_[s] || (next_[s] != std::string_view::npos && next_[s] < start_)) {
-        next_[s] = text_.find(specials_[s], start_);
-        searched_[s] = true;
-      }
+      if (next_[s] != std::string_view::npos && next_[s] < start_) next_[s] = text_.find(specials_[s], start_);
       const size_t at = next_[s];
       if (at == std::string_view::npos) continue;
       if (at < best_at || (at == best_at && specials_[s].size() > specials_[static_cast<size_t>(best)].size())) {
@@ -49,8 +48,7 @@ class SpecialScanner {
  private:
   std::string_view text_;
   const std::vector<std::string>& specials_;
-  std::vector<size_t> next_;
-  std::vector<bool> searched_;
+  std::vector<size_t> next_;  // each special's first occurrence at or after some earlier start
   size_t start_ = 0;
 };
 
