@@ -64,7 +64,7 @@ class Cli : public testing::TempDirTest {
 };
 
 TEST_F(Cli, HelpOnEveryCommand) {
-  for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap", "train", "generate"}) {
+  for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap", "bench", "bpe", "train", "generate"}) {
     const CliResult r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
