@@ -83,7 +83,7 @@ void BpeStreamEncoder::encode_block(std::string_view block) {
   }
   parts.push_back(block.substr(start));
   while (parts_.size() < parts.size()) {
-    parts_.push_back({std::make_unique<detail::WordSplitCache>(cache_words_), {}});
+    parts_.push_back({std::make_unique<detail::WordSplitCache>(cache_words_, tokenizer_.vocab_size()), {}});
   }
   parallel_for(static_cast<int64_t>(parts.size()), [&](int64_t p) {
     Part& part = parts_[static_cast<size_t>(p)];

@@ -151,7 +151,7 @@ void BpeTokenizer::encode_with(std::string_view text, detail::WordSplitCache& ca
 }
 
 std::vector<int64_t> BpeTokenizer::encode(std::string_view text) const {
-  detail::WordSplitCache cache(std::numeric_limits<size_t>::max());
+  detail::WordSplitCache cache(std::numeric_limits<size_t>::max(), vocab_size());
   std::vector<int64_t> ids;
   encode_with(text, cache, ids);
   return ids;

@@ -83,7 +83,7 @@ struct CodecArgs {
   bool stats = false;
 };
 
-// Writes ids as decimal text separated by single spaces, through a 64 KiB buffer; a newline
+// Writes ids as decimal text separated by single spaces, through a 16 KiB buffer; a newline
 // after the last one.
 class IdWriter {
  public:
@@ -107,12 +107,12 @@ class IdWriter {
     write_stdout(std::string_view(buffer_.data(), used_));
     used_ = 0;
   }
-  std::string buffer_ = std::string(size_t{1} << 16, '\0');
+  std::string buffer_ = std::string(size_t{1} << 14, '\0');
   size_t used_ = 0;
   bool any_ = false;
 };
 
-// The input is read and encoded 64 KiB at a time and the ids written as they come: memory
+// The input is read and encoded 16 KiB at a time and the ids written as they come: memory
 // stays at a block of text and its ids whatever the size of the file.
 void run_encode(const CodecArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
@@ -180,7 +180,7 @@ class IdParser {
   size_t token_at_ = 0, offset_ = 0;
 };
 
-// Read, decoded and written 64 KiB at a time.
+// Read, decoded and written 16 KiB at a time.
 void run_decode(const CodecArgs& args) {
   const BpeTokenizer t = BpeTokenizer::load(args.tokenizer);
   IdParser parser;

@@ -48,7 +48,7 @@ void read_chunks(const std::string& path, const std::function<void(std::string_v
   }
   // Closes the file however the loop ends (consume may throw).
   const std::unique_ptr<std::FILE, int (*)(std::FILE*)> owner(file != stdin ? file : nullptr, &std::fclose);
-  std::string chunk(size_t{1} << 16, '\0');
+  std::string chunk(size_t{1} << 14, '\0');
   for (;;) {
     const size_t got = std::fread(chunk.data(), 1, chunk.size(), file);
     if (got > 0) consume(std::string_view(chunk.data(), got));

@@ -15,7 +15,7 @@ namespace attn::cli {
 
 // The whole of a file, or of standard input for "-"; attn::Error when it cannot be read.
 std::string read_input(const std::string& path);
-// The same bytes, handed to consume 64 KiB at a time, in order (memory stays bounded).
+// The same bytes, handed to consume 16 KiB at a time, in order (memory stays bounded).
 void read_chunks(const std::string& path, const std::function<void(std::string_view)>& consume);
 
 // Reads a float .npy whose values must all be finite (Q, K, V, X, weights matrices).
