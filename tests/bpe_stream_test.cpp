@@ -197,6 +197,34 @@ TEST(BpeStream, FindCutNeverChangesTheIds) {
   EXPECT_EQ(detail::find_cut(" <s> zz zz", 3, {" <s> "}), 5u);
 }
 
+TEST(BpeStream, CutIntoPartsKeepsEveryByteAndTheIds) {
+  const BpeTokenizer t = tokenizer_with_specials();
+  const auto& specials = t.options().special_tokens;
+  std::mt19937 gen(4);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::string text = random_text(gen, 1 + gen() % 200);
+    const size_t parts = 1 + gen() % 5;
+    const auto pieces = detail::cut_into_parts(text, parts, specials);
+    ASSERT_GE(pieces.size(), 1u);
+    ASSERT_LE(pieces.size(), parts);
+    std::string joined;
+    std::vector<int64_t> ids;
+    for (std::string_view piece : pieces) {
+      joined += piece;
+      const std::vector<int64_t> piece_ids = reference_encode(t, piece);
+      ids.insert(ids.end(), piece_ids.begin(), piece_ids.end());
+    }
+    ASSERT_EQ(joined, text);
+    ASSERT_EQ(ids, reference_encode(t, text)) << parts << " parts of \"" << text << "\"";
+  }
+  // About equal parts, each cut where a word starts.
+  const auto halves = detail::cut_into_parts("aa bb cc dd", 2, {});
+  ASSERT_EQ(halves.size(), 2u);
+  EXPECT_EQ(halves[0], "aa bb");
+  EXPECT_EQ(halves[1], " cc dd");
+  EXPECT_EQ(detail::cut_into_parts("abcdef", 3, {}).size(), 1u);  // nowhere to cut
+}
+
 TEST(BpeStream, RejectsBadArguments) {
   const BpeTokenizer t = tokenizer_with_specials();
   EXPECT_TRUE(ThrowsWith([&] { BpeStreamEncoder e(t, nullptr); }, "no function to receive the ids"));

@@ -19,7 +19,10 @@ constexpr size_t kMinPartBytes = size_t{1} << 14;
 
 BpeStreamEncoder::BpeStreamEncoder(const BpeTokenizer& tokenizer, Emit emit, size_t block_bytes,
                                    size_t cache_words)
-    : tokenizer_(tokenizer), emit_(std::move(emit)), block_bytes_(block_bytes), cache_words_(cache_words) {
+    : tokenizer_(tokenizer),
+      emit_(std::move(emit)),
+      block_bytes_(block_bytes),
+      cache_words_(cache_words) {
   ATTN_CHECK(emit_ != nullptr, "BpeStreamEncoder: no function to receive the ids");
   ATTN_CHECK(block_bytes_ >= 1, "BpeStreamEncoder: block_bytes must be >= 1");
 }
@@ -71,19 +74,10 @@ void BpeStreamEncoder::encode_block(std::string_view block) {
   const auto& specials = tokenizer_.options_.special_tokens;
   const size_t most = std::min<size_t>(static_cast<size_t>(std::max(1, num_threads())),
                                        block.size() / kMinPartBytes + 1);
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  for (size_t p = 1; p < most; ++p) {
-    const size_t target = block.size() * p / most;
-    if (target <= start) continue;
-    const size_t cut = detail::find_cut(block.substr(start), target - start, specials);
-    if (cut == 0) break;
-    parts.push_back(block.substr(start, cut));
-    start += cut;
-  }
-  parts.push_back(block.substr(start));
+  const std::vector<std::string_view> parts = detail::cut_into_parts(block, most, specials);
   while (parts_.size() < parts.size()) {
-    parts_.push_back({std::make_unique<detail::WordSplitCache>(cache_words_, tokenizer_.vocab_size()), {}});
+    parts_.push_back(
+        {std::make_unique<detail::WordSplitCache>(cache_words_, tokenizer_.vocab_size()), {}});
   }
   parallel_for(static_cast<int64_t>(parts.size()), [&](int64_t p) {
     Part& part = parts_[static_cast<size_t>(p)];

@@ -47,7 +47,10 @@ std::vector<std::pair<std::string, int64_t>> count_words(std::string_view corpus
   // Halves (or one piece per thread) cut where a word starts, so each is split independently.
   std::vector<std::string_view> parts;
   for (std::string_view piece : pieces) {
-    for (std::string_view part : detail::cut_at_word_starts(piece, num_threads())) parts.push_back(part);
+    for (std::string_view part :
+         detail::cut_into_parts(piece, static_cast<size_t>(num_threads()), {})) {
+      parts.push_back(part);
+    }
   }
   std::vector<std::unordered_map<std::string_view, int64_t>> counts(parts.size());
   parallel_for(static_cast<int64_t>(parts.size()), [&](int64_t p) {
@@ -82,7 +85,8 @@ class Merger {
         where_[k].push_back(static_cast<int32_t>(w));
       }
     }
-    for (const auto& [k, n] : counts_) queue_.push({n, static_cast<int64_t>(k >> 32), static_cast<int64_t>(k & 0xFFFFFFFF)});
+    for (const auto& [k, n] : counts_)
+      queue_.push({n, static_cast<int64_t>(k >> 32), static_cast<int64_t>(k & 0xFFFFFFFF)});
   }
 
   // The next pair to merge, or false when none occurs min_frequency times.
@@ -160,12 +164,14 @@ BpeTokenizer BpeTokenizer::train(std::string_view corpus, const BpeOptions& opti
              "train_bpe: vocab_size must be in [1, ", detail::kMaxVocab, "], got ",
              options.vocab_size);
   for (const std::string& special : options.special_tokens) {
-    ATTN_CHECK(detail::is_utf8(special), "train_bpe: special token \"", special, "\" is not UTF-8 text");
+    ATTN_CHECK(detail::is_utf8(special), "train_bpe: special token \"", special,
+               "\" is not UTF-8 text");
   }
   ATTN_CHECK(options.byte_level || detail::is_utf8(corpus),
              "train_bpe: character mode needs UTF-8 text; the corpus is not (use byte_level for "
              "arbitrary bytes)");
-  const std::vector<std::pair<std::string, int64_t>> counted = count_words(corpus, options.special_tokens);
+  const std::vector<std::pair<std::string, int64_t>> counted =
+      count_words(corpus, options.special_tokens);
 
   // The base alphabet: the 256 bytes, or the corpus's characters in code point order (UTF-8
   // byte order is code point order).

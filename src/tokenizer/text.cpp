@@ -66,24 +66,6 @@ void split_on_specials(std::string_view text, const std::vector<std::string>& sp
   if (start < text.size()) emit(text.substr(start), -1);
 }
 
-std::vector<std::string_view> cut_at_word_starts(std::string_view text, int parts) {
-  std::vector<std::string_view> pieces;
-  size_t start = 0;
-  for (int p = 1; p < parts; ++p) {
-    size_t cut = std::max(start, text.size() * static_cast<size_t>(p) / static_cast<size_t>(parts));
-    // Move forward to a space that follows a non-space: a word starts there.
-    while (cut < text.size() && !(detail::class_of(static_cast<unsigned char>(text[cut])) == detail::CharClass::kSpace &&
-                                  cut > 0 && detail::class_of(static_cast<unsigned char>(text[cut - 1])) != detail::CharClass::kSpace)) {
-      ++cut;
-    }
-    if (cut >= text.size()) break;
-    pieces.push_back(text.substr(start, cut - start));
-    start = cut;
-  }
-  pieces.push_back(text.substr(start));
-  return pieces;
-}
-
 namespace {
 
 bool is_word_start(std::string_view text, size_t at) {
@@ -123,6 +105,22 @@ size_t find_cut(std::string_view text, size_t limit, const std::vector<std::stri
   const auto [begin, end] = special_across(text, cut, specials);
   if (end == 0) return cut;
   return begin > 0 ? begin : end;
+}
+
+std::vector<std::string_view> cut_into_parts(std::string_view text, size_t parts,
+                                             const std::vector<std::string>& specials) {
+  std::vector<std::string_view> pieces;
+  size_t start = 0;
+  for (size_t p = 1; p < parts; ++p) {
+    const size_t target = text.size() * p / parts;
+    if (target <= start) continue;
+    const size_t cut = find_cut(text.substr(start), target - start, specials);
+    if (cut == 0) break;
+    pieces.push_back(text.substr(start, cut));
+    start += cut;
+  }
+  pieces.push_back(text.substr(start));
+  return pieces;
 }
 
 size_t utf8_length(std::string_view s, size_t pos) {

@@ -15,7 +15,8 @@ namespace attn::detail {
 enum class CharClass : uint8_t { kSpace, kLetter, kDigit, kOther };
 
 constexpr CharClass classify(unsigned char c) {
-  if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') return CharClass::kSpace;
+  if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f')
+    return CharClass::kSpace;
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) return CharClass::kLetter;
   if (c >= '0' && c <= '9') return CharClass::kDigit;
   return CharClass::kOther;
@@ -56,10 +57,6 @@ constexpr int64_t kMaxVocab = int64_t{1} << 24;
 void split_on_specials(std::string_view text, const std::vector<std::string>& specials,
                        const std::function<void(std::string_view, int64_t)>& emit);
 
-// text cut into up to `parts` consecutive pieces, each cut where a word starts (after a
-// non-space, before a space), so that splitting the pieces into words gives text's words.
-std::vector<std::string_view> cut_at_word_starts(std::string_view text, int parts);
-
 // A place to cut text so that encoding text[0, cut) and text[cut, …) on their own gives the ids
 // of encoding the whole: where a word starts (a space after a non-space, see split_words), and
 // not inside a special token — the one the leftmost-longest scan of split_on_specials picks
@@ -69,6 +66,11 @@ std::vector<std::string_view> cut_at_word_starts(std::string_view text, int part
 // text. Returns the last cut ≤ limit; if there is none, the first one after it; 0 if text has
 // no cut at all.
 size_t find_cut(std::string_view text, size_t limit, const std::vector<std::string>& specials);
+
+// text cut into up to `parts` consecutive pieces of about equal size, each cut a find_cut
+// (so encoding, or splitting into words, the pieces one by one gives the whole's result).
+std::vector<std::string_view> cut_into_parts(std::string_view text, size_t parts,
+                                             const std::vector<std::string>& specials);
 
 // Bytes in the character starting at s[pos]: 1–4 for a well-formed UTF-8 sequence, 1 for a
 // byte that does not start one (each such byte is then a "character" of its own).
