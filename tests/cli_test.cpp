@@ -186,7 +186,7 @@ TEST_F(Cli, TrainResumeAndGenerate) {
   EXPECT_EQ(a.out, b.out);                 // seeded
   EXPECT_EQ(a.out, c.out);                 // the cache gives the tokens of the full window
 
-  expect_error("train --corpus " + path("missing.txt") + " --out " + path("x"), "cannot read");
+  expect_error("train --corpus " + path("missing.txt") + " --out " + path("x"), "missing.txt: cannot open");
   expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --n-embd 15", "must divide by n_head");
   expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --tokenizer " +
                path("corpus.txt"), "tokenizer");
@@ -217,7 +217,19 @@ TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
 TEST_F(Cli, BpeErrorsAreOneLine) {
   const CliResult missing = run("bpe encode --tokenizer " + path("none.json") + " -");
   EXPECT_EQ(missing.status, 1);
-  EXPECT_NE(missing.err.find("cannot read"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("none.json: cannot open"), std::string::npos) << missing.err;
+  fs::create_directories(path("folder"));
+  attn::BpeOptions options;
+  options.vocab_size = 260;
+  options.byte_level = true;
+  attn::BpeTokenizer::train("a b", options).save(path("tok.json"));
+  for (const char* command : {"encode", "decode"}) {
+    expect_error(std::string("bpe ") + command + " --tokenizer " + path("tok.json") + " " + path("folder"),
+                 "folder: is a directory");
+    expect_error(std::string("bpe ") + command + " --tokenizer " + path("tok.json") + " " + path("absent"),
+                 "absent: cannot open");
+  }
+  expect_error("bpe encode --tokenizer " + path("folder") + " -", "folder: is a directory");
   {
     std::ofstream broken(path("broken.json"));
     broken << "{\"format\": \"attn-bpe\", \"version\": 2}";

@@ -136,7 +136,7 @@ class BpeTokenizer {
 class BpeStreamEncoder {
  public:
   using Emit = std::function<void(std::span<const int64_t> ids)>;
-  static constexpr size_t kDefaultBlockBytes = size_t{1} << 14;
+  static constexpr size_t kDefaultBlockBytes = size_t{1} << 13;
   static constexpr size_t kDefaultCacheWords = size_t{1} << 15;
 
   BpeStreamEncoder(const BpeTokenizer& tokenizer, Emit emit, size_t block_bytes = kDefaultBlockBytes,

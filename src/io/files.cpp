@@ -1,6 +1,7 @@
 // See files.hpp.
 #include "src/io/files.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,20 +14,33 @@
 
 namespace attn::detail {
 
-std::string read_whole_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
-  // Appended in 64 KiB reads into a string reserved to the file's size: one allocation, where
-  // a string stream held the file twice (its buffer, then the copy it returned).
-  std::string contents;
-  if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec) contents.reserve(size);
-  std::string chunk(size_t{1} << 16, '\0');
-  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
-    contents.append(chunk.data(), static_cast<size_t>(in.gcount()));
+InputFile::InputFile(const std::string& path)
+    : file_(std::fopen(path.c_str(), "rb"), &std::fclose) {
+  if (file_ == nullptr) throw Error(path + ": cannot open: " + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(::fileno(file_.get()), &info) != 0)
+    throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) throw Error(path + ": is a directory, not a file");
+  if (S_ISREG(info.st_mode)) size_ = static_cast<uint64_t>(info.st_size);
+}
+
+std::string read_whole_file(const std::string& path, uint64_t max_bytes) {
+  const InputFile input(path);
+  if (input.size() && *input.size() > max_bytes) {
+    throw Error(path + ": " + std::to_string(*input.size()) + " bytes, more than the " +
+                std::to_string(max_bytes) + " this file may have");
   }
-  if (in.bad()) throw Error(path + ": read failed");
+  std::string contents;
+  if (input.size()) contents.reserve(*input.size());
+  char chunk[1 << 14];
+  size_t got = 0;
+  while ((got = std::fread(chunk, 1, sizeof chunk, input.get())) > 0) {
+    contents.append(chunk, got);
+    if (contents.size() > max_bytes)
+      throw Error(path + ": longer than the " + std::to_string(max_bytes) +
+                  " bytes this file may have");
+  }
+  if (std::ferror(input.get())) throw Error(path + ": read failed: " + std::strerror(errno));
   return contents;
 }
 

@@ -1,13 +1,32 @@
 // Whole-file reads and crash-safe writes, shared by the .npy, safetensors and checkpoint code.
 #pragma once
 
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace attn::detail {
 
-// The bytes of a file; attn::Error naming the file when it is missing, a directory or
-// unreadable.
-std::string read_whole_file(const std::string& path);
+// A file open for reading, closed with the object; attn::Error naming the file when it is
+// missing, a directory or unreadable. Plain stdio and fstat: the readers run in every command,
+// and libstdc++'s streams and filesystem code would be pages more to load for each.
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path);
+  std::FILE* get() const { return file_.get(); }
+  // Its size when it is a regular file (a pipe or a device has none).
+  std::optional<uint64_t> size() const { return size_; }
+
+ private:
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  std::optional<uint64_t> size_;
+};
+
+// The bytes of a file, read into one allocation when its size is known; attn::Error naming
+// the file when it is missing, a directory, unreadable or longer than max_bytes.
+std::string read_whole_file(const std::string& path, uint64_t max_bytes = UINT64_MAX);
 
 // Writes to "<path>.tmp-<pid>" and renames it over `path`, so a crash or a full disk never
 // leaves a half-written file under the real name. Throws attn::Error naming the file.

@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <filesystem>
 
 #include "attn/error.hpp"
 #include "attn/tokenizer.hpp"
@@ -29,7 +28,7 @@ using nlohmann::json;
 
 constexpr const char* kFormat = "attn-bpe";
 constexpr int64_t kVersion = 1;
-constexpr uintmax_t kMaxFileBytes = uintmax_t{1} << 30;
+constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
 
 using detail::JsonField;
 using detail::JsonNumber;
@@ -179,13 +178,9 @@ void BpeTokenizer::save(const std::string& path) const {
 }
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  ATTN_CHECK(!ec, "bpe: cannot read ", path, ": ", ec.message());
-  ATTN_CHECK(size <= kMaxFileBytes, "bpe: ", path, " is ", size, " bytes, more than a tokenizer file may be");
   std::string text;
   try {
-    text = detail::read_whole_file(path);
+    text = detail::read_whole_file(path, kMaxFileBytes);
   } catch (const Error& e) {
     throw Error(detail::concat("bpe: ", e.what()));
   }

@@ -13,7 +13,7 @@ namespace attn {
 namespace {
 
 // A part smaller than this is not worth a thread.
-constexpr size_t kMinPartBytes = size_t{1} << 14;
+constexpr size_t kMinPartBytes = size_t{1} << 13;
 
 }  // namespace
 

@@ -2,13 +2,13 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
+#include <optional>
 
 #include "attn/error.hpp"
 #include "attn/io.hpp"
 #include "attn/threads.hpp"
+#include "src/io/files.hpp"
 
 namespace attn::cli {
 
@@ -39,15 +39,9 @@ void write_results(const std::string& out_path, const Tensor& output,
 }
 
 void read_chunks(const std::string& path, const std::function<void(std::string_view)>& consume) {
-  std::FILE* file = stdin;
-  if (path != "-") {
-    std::error_code ec;
-    ATTN_CHECK(!std::filesystem::is_directory(path, ec), "cannot read ", path, ": it is a directory");
-    file = std::fopen(path.c_str(), "rb");
-    ATTN_CHECK(file != nullptr, "cannot read ", path);
-  }
-  // Closes the file however the loop ends (consume may throw).
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> owner(file != stdin ? file : nullptr, &std::fclose);
+  std::optional<detail::InputFile> input;  // closed however the loop ends (consume may throw)
+  if (path != "-") input.emplace(path);
+  std::FILE* file = input ? input->get() : stdin;
   std::string chunk(size_t{1} << 14, '\0');
   for (;;) {
     const size_t got = std::fread(chunk.data(), 1, chunk.size(), file);
@@ -58,11 +52,8 @@ void read_chunks(const std::string& path, const std::function<void(std::string_v
 }
 
 std::string read_input(const std::string& path) {
+  if (path != "-") return detail::read_whole_file(path);
   std::string text;
-  std::error_code ec;
-  if (path != "-" && std::filesystem::is_regular_file(path, ec)) {
-    text.reserve(std::filesystem::file_size(path, ec));  // one allocation, no copy at the end
-  }
   read_chunks(path, [&](std::string_view chunk) { text.append(chunk); });
   return text;
 }
@@ -77,7 +68,7 @@ void apply_threads(int threads) { set_num_threads(threads); }
 void add_impl_option(CLI::App& command, std::string& impl) {
   command
       .add_option("--impl", impl,
-                   "attention path: fused (the fast kernel) or reference (the readable loops)")
+                  "attention path: fused (the fast kernel) or reference (the readable loops)")
       ->check(CLI::IsMember({"fused", "reference"}))
       ->capture_default_str();
 }
@@ -89,7 +80,8 @@ SdpaResult sdpa_with(const std::string& impl, const Tensor& q, const Tensor& k, 
 
 MhaResult mha_with(const std::string& impl, const Tensor& x, const Tensor& wq, const Tensor& wk,
                    const Tensor& wv, const Tensor& wo, int64_t heads, const SdpaOptions& options) {
-  if (impl == "reference") return reference::multi_head_attention(x, wq, wk, wv, wo, heads, options);
+  if (impl == "reference")
+    return reference::multi_head_attention(x, wq, wk, wv, wo, heads, options);
   return multi_head_attention(x, wq, wk, wv, wo, heads, options);
 }
 
