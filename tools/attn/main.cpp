@@ -39,7 +39,7 @@ std::string command_names() {
 }
 
 // Registers the command argv[1] names, and only it: building every command's options costs
-// each run ~0.2 MiB of code and heap it does not use (bpe encode is a 5.5 MiB process). All of
+// each run ~0.2 MiB of code and heap it does not use (bpe encode is a 5 MiB process). All of
 // them for `attn`, `attn --help` and options. Returns false if argv[1] names no command.
 bool add_commands(CLI::App& app, int argc, char** argv) {
   const bool named = argc > 1 && argv[1][0] != '-';
