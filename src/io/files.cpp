@@ -24,6 +24,15 @@ InputFile::InputFile(const std::string& path)
   if (S_ISREG(info.st_mode)) size_ = static_cast<uint64_t>(info.st_size);
 }
 
+void read_chunks(std::FILE* file, const std::string& name,
+                 const std::function<void(std::string_view)>& consume) {
+  char chunk[1 << 14];
+  size_t got = 0;
+  while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0)
+    consume(std::string_view(chunk, got));
+  if (std::ferror(file)) throw Error(name + ": read failed: " + std::strerror(errno));
+}
+
 std::string read_whole_file(const std::string& path, uint64_t max_bytes) {
   const InputFile input(path);
   if (input.size() && *input.size() > max_bytes) {
@@ -32,15 +41,13 @@ std::string read_whole_file(const std::string& path, uint64_t max_bytes) {
   }
   std::string contents;
   if (input.size()) contents.reserve(*input.size());
-  char chunk[1 << 14];
-  size_t got = 0;
-  while ((got = std::fread(chunk, 1, sizeof chunk, input.get())) > 0) {
-    contents.append(chunk, got);
-    if (contents.size() > max_bytes)
+  read_chunks(input.get(), path, [&](std::string_view chunk) {
+    contents.append(chunk);
+    if (contents.size() > max_bytes) {
       throw Error(path + ": longer than the " + std::to_string(max_bytes) +
                   " bytes this file may have");
-  }
-  if (std::ferror(input.get())) throw Error(path + ": read failed: " + std::strerror(errno));
+    }
+  });
   return contents;
 }
 

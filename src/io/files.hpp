@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace attn::detail {
 
@@ -23,6 +25,11 @@ class InputFile {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
   std::optional<uint64_t> size_;
 };
+
+// Hands what is left of file to consume, 16 KiB at a time, in order; attn::Error naming `name`
+// when a read fails.
+void read_chunks(std::FILE* file, const std::string& name,
+                 const std::function<void(std::string_view)>& consume);
 
 // The bytes of a file, read into one allocation when its size is known; attn::Error naming
 // the file when it is missing, a directory, unreadable or longer than max_bytes.

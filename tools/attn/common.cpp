@@ -39,16 +39,9 @@ void write_results(const std::string& out_path, const Tensor& output,
 }
 
 void read_chunks(const std::string& path, const std::function<void(std::string_view)>& consume) {
-  std::optional<detail::InputFile> input;  // closed however the loop ends (consume may throw)
+  std::optional<detail::InputFile> input;  // closed however reading ends (consume may throw)
   if (path != "-") input.emplace(path);
-  std::FILE* file = input ? input->get() : stdin;
-  std::string chunk(size_t{1} << 14, '\0');
-  for (;;) {
-    const size_t got = std::fread(chunk.data(), 1, chunk.size(), file);
-    if (got > 0) consume(std::string_view(chunk.data(), got));
-    if (got < chunk.size()) break;
-  }
-  ATTN_CHECK(!std::ferror(file), "cannot read ", path == "-" ? "standard input" : path);
+  detail::read_chunks(input ? input->get() : stdin, path == "-" ? "standard input" : path, consume);
 }
 
 std::string read_input(const std::string& path) {
