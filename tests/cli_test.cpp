@@ -324,6 +324,17 @@ TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {
   expect_error("", "subcommand");
   std::ofstream(path("bad.npy")) << "not numpy at all";
   expect_error("heatmap --weights " + path("bad.npy"), "not a .npy file");
+  // Numeric options name their rule, and the hint names the command's own help.
+  expect_error("generate --checkpoint " + path("none") + " --temperature -1",
+               "--temperature: must be >= 0, got -1 (run 'attn generate --help')");
+  expect_error("train --corpus x --out y --eval-interval 0", "--eval-interval: must be > 0, got 0");
+  expect_error("train --corpus x", "--out is required (run 'attn train --help')");
+  // A benchmark checks its lists before it measures or prints anything.
+  for (const char* args : {"bench decode --cache 1024,0", "bench forward --seq 0",
+                           "bench backward --seq -3"}) {
+    expect_error(args, "must be > 0, got ");
+    EXPECT_EQ(run(args).out, "") << args;
+  }
 }
 
 TEST_F(Cli, RejectsNonFiniteInputs) {

@@ -186,10 +186,11 @@ void add_bench_command(CLI::App& app) {
       "GB/s of K and V read, and the fraction of the read bandwidth the bench measures itself.");
   decode->add_option("--cache", dec->cache, "cache lengths, e.g. --cache 1024,65536")
       ->delimiter(',')
-      ->capture_default_str();
-  decode->add_option("--heads", dec->heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
-  decode->add_option("--kv-heads", dec->kv_heads, "cached heads (GQA; default = --heads)")->check(CLI::PositiveNumber);
-  decode->add_option("--head-dim", dec->head_dim, "head width d")->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(positive());
+  decode->add_option("--heads", dec->heads, "query heads")->capture_default_str()->check(positive());
+  decode->add_option("--kv-heads", dec->kv_heads, "cached heads (GQA; default = --heads)")->check(positive());
+  decode->add_option("--head-dim", dec->head_dim, "head width d")->capture_default_str()->check(positive());
   decode->add_option("--cache-dtype", dec->dtype, "cache storage")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();

@@ -18,12 +18,13 @@ namespace attn::cli {
 void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
   command.add_option("--seq", a.seq, "sequence lengths, e.g. --seq 256,1024,4096")
       ->delimiter(',')
-      ->capture_default_str();
-  command.add_option("--batch", a.batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  command.add_option("--heads", a.heads, "query heads")->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(positive());
+  command.add_option("--batch", a.batch, "batch size")->capture_default_str()->check(positive());
+  command.add_option("--heads", a.heads, "query heads")->capture_default_str()->check(positive());
   command.add_option("--kv-heads", a.kv_heads, "key/value heads (GQA; default = --heads)")
-      ->check(CLI::PositiveNumber);
-  command.add_option("--head-dim", a.head_dim, "head width d")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(positive());
+  command.add_option("--head-dim", a.head_dim, "head width d")->capture_default_str()->check(positive());
   command.add_flag("--causal", a.causal, "causal self-attention");
   command.add_option("--threads", a.threads, "thread counts, e.g. --threads 1,2 (default: all cores)")
       ->delimiter(',')

@@ -215,7 +215,7 @@ void add_bpe_command(CLI::App& app) {
   tr->add_option("--min-frequency", train->options.min_frequency,
                  "stop when no pair occurs this often")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   tr->add_flag("--byte-level", train->options.byte_level,
                "base alphabet of the 256 bytes (nothing is ever unknown); default: the corpus's "
                "characters, unseen ones become <unk>");

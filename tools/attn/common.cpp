@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -49,6 +50,29 @@ std::string read_input(const std::string& path) {
   std::string text;
   read_chunks(path, [&](std::string_view chunk) { text.append(chunk); });
   return text;
+}
+
+namespace {
+
+CLI::Validator lower_bound(const char* rule, bool (*holds)(double), const char* name) {
+  return CLI::Validator(
+      [rule, holds](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || holds(value)) return "";
+        return std::string("must be ") + rule + ", got " + text;
+      },
+      name);
+}
+
+}  // namespace
+
+CLI::Validator positive() {
+  return lower_bound("> 0", [](double v) { return v > 0; }, "POSITIVE");
+}
+
+CLI::Validator non_negative() {
+  return lower_bound(">= 0", [](double v) { return v >= 0; }, "NONNEGATIVE");
 }
 
 void add_threads_option(CLI::App& command, int& threads) {

@@ -28,6 +28,13 @@ Mask load_mask(const std::string& path);
 void write_results(const std::string& out_path, const Tensor& output,
                    const std::string& weights_path, const Tensor& weights);
 
+// Checks for numeric options that name the rule: "--heads: must be > 0, got 0" (CLI11's own
+// PositiveNumber printed its range as "0.000000 to 1797693…" with 300 digits). --help shows
+// them as POSITIVE and NONNEGATIVE. Text that is not a number passes them, for the option's
+// conversion to report.
+CLI::Validator positive();
+CLI::Validator non_negative();
+
 // --threads N (default: all cores); applied by apply_threads().
 void add_threads_option(CLI::App& command, int& threads);
 void apply_threads(int threads);

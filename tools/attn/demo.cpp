@@ -224,10 +224,10 @@ void add_demo_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--d-model", args->d_model, "model width")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--heads", args->heads, "number of heads; must divide --d-model")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--seed", args->seed, "seed of the random embeddings and weights")
       ->capture_default_str();
   add_impl_option(*cmd, args->impl);

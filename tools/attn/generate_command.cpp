@@ -65,11 +65,11 @@ void add_generate_command(CLI::App& app) {
       ->required();
   cmd->add_option("--prompt", a.prompt, "text to continue");
   cmd->add_option("--max-new-tokens", a.options.max_new_tokens, "tokens to generate")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(non_negative())->capture_default_str();
   cmd->add_option("--temperature", a.options.sampling.temperature, "0 = greedy; higher = more random")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(non_negative())->capture_default_str();
   cmd->add_option("--top-k", a.options.sampling.top_k, "draw from the k most likely tokens (0 = all)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(non_negative())->capture_default_str();
   cmd->add_option("--seed", a.options.seed, "sampling seed: the same seed gives the same text")
       ->capture_default_str();
   cmd->add_flag("--no-cache", a.no_cache, "re-run the whole window for every token (slow; for comparison)");

@@ -54,6 +54,16 @@ bool add_commands(CLI::App& app, int argc, char** argv) {
   return true;
 }
 
+// "attn bench forward": the command the arguments reached, for the hint after a parse error.
+std::string reached_command(CLI::App& app) {
+  std::string path = "attn";
+  for (CLI::App* at = &app; !at->get_subcommands().empty();) {
+    at = at->get_subcommands().front();
+    path += " " + at->get_name();
+  }
+  return path;
+}
+
 }  // namespace
 
 // Keep freed memory for reuse instead of returning it to the kernel: each call allocates its
@@ -83,7 +93,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    print_error(std::string(e.what()) + " (run 'attn --help')");
+    print_error(std::string(e.what()) + " (run '" + reached_command(app) + " --help')");
     return 2;
   } catch (const attn::Error& e) {
     print_error(e.what());

@@ -45,10 +45,10 @@ void add_mha_command(CLI::App& app) {
   cmd->add_option("--wo", args->wo, "output projection WO.npy (d_model, d_out); omit for none");
   cmd->add_option("--heads", args->heads, "number of heads; must divide d_model")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_flag("--causal", args->causal, "causal mask: position t sees positions <= t");
   cmd->add_option("--window", args->window, "sliding-window causal: the last W positions only")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--out", args->out, "where to write Y.npy")->required();
   cmd->add_option("--weights", args->weights, "also write the weights W.npy (B, H, T, T)");
   add_impl_option(*cmd, args->impl);

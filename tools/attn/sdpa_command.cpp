@@ -45,7 +45,7 @@ void add_sdpa_command(CLI::App& app) {
   cmd->add_flag("--causal", args->causal,
                 "causal mask; bottom-right aligned when Tq != Tk (query i sees keys <= Tk-Tq+i)");
   cmd->add_option("--window", args->window, "sliding-window causal: the last W keys only")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--mask", args->mask,
                   "mask M.npy broadcast to (…, Tq, Tk): bool = true where allowed; float = added");
   cmd->add_option("--scale", args->scale, "score scale (default 1/sqrt(d))");

@@ -226,10 +226,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--grad-clip", a.train.grad_clip, "clip the global gradient norm (0 = off)")
       ->capture_default_str();
   cmd->add_option("--eval-interval", a.eval_interval, "steps between evaluations and checkpoints")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(positive())->capture_default_str();
   cmd->add_option("--eval-iters", a.train.eval_iters, "batches per loss estimate")->capture_default_str();
   cmd->add_option("--log-interval", a.log_interval, "steps between log lines when not on a terminal")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(positive())->capture_default_str();
   cmd->add_option("--seed", a.train.seed, "initialisation, data order and dropout")->capture_default_str();
   add_threads_option(*cmd, a.threads);
   cmd->callback([args] { run_train(*args); });
