@@ -1,7 +1,8 @@
 // The KV cache and cached decoding: token by token equals one causal pass over the whole
 // sequence; the sliding-window ring equals the sliding-window mask; GQA through the cache
-// equals the reference with repeated K/V heads; bf16 storage within its stated bound; RoPE's
-// relative-position property; thread-count independence; the errors.
+// equals the reference with repeated K/V heads; bf16 storage within its stated bound, and equal
+// to f32 storage (to 1e-5) where the values are bf16 already; RoPE's relative-position
+// property; thread-count independence; the errors.
 #include "attn/kv_cache.hpp"
 
 #include <gtest/gtest.h>
@@ -130,6 +131,37 @@ TEST(KVCache, Bfloat16StorageStaysWithinItsBound) {
   float v_max = 0.0f;
   for (float x : v.to_vector()) v_max = std::max(v_max, std::fabs(x));
   EXPECT_TRUE(AllClose(attend_cached(q, bf16).output, attend_cached(q, f32).output, 1e-2 * v_max));
+}
+
+// Widening bf16 to float is exact, so a bf16 cache and an f32 cache holding the same
+// bf16-representable values may differ only by rounding in the sums (far tighter than the
+// 1e-2 bound above, which is about bf16's rounding of the values). Head dims from 8 to 128
+// cover the kernel's row widths (1, 2, 4 and 8 vectors in registers, and the loop for any
+// other), with several query rows, GQA, and a window whose ring wraps.
+TEST(KVCache, Bfloat16CacheEqualsFloatCacheOfTheSameValues) {
+  for (int64_t d : {8, 16, 24, 32, 40, 48, 64, 96, 128}) {
+    KVCacheConfig c;
+    c.kv_heads = 2;
+    c.head_dim = d;
+    c.window = 300;
+    c.capacity = 320;
+    KVCache f32(c);
+    c.dtype = CacheDtype::kBFloat16;
+    KVCache bf16(c);
+    auto rounded = [](Tensor t) {
+      for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = from_bfloat16(to_bfloat16(t.data()[i]));
+      return t;
+    };
+    for (int64_t step = 0; step < 3; ++step) {  // 3 × 150 positions: the ring wraps
+      const Tensor k = rounded(rand_normal({1, 2, 150, d}, 40 + step));
+      const Tensor v = rounded(rand_normal({1, 2, 150, d}, 50 + step));
+      f32.append(k, v);
+      bf16.append(k, v);
+    }
+    const Tensor q = rand_normal({1, 4, 3, d}, 60);  // 3 new queries, 2 query heads per K/V head
+    EXPECT_TRUE(AllClose(attend_cached(q, bf16).output, attend_cached(q, f32).output, 1e-5))
+        << "d = " << d;
+  }
 }
 
 TEST(KVCache, BfloatConversionRoundsToNearestEven) {
