@@ -17,6 +17,22 @@ KeyRange visible_keys(const FlashProblem& p, int64_t b, int64_t q0, int64_t rows
   return range;
 }
 
+DiagonalCut diagonal_cut(const FlashProblem& p, int64_t q0, size_t rows, int64_t j0, size_t cols) {
+  return {p.causal || p.window > 0, p.tk - p.tq + q0 - j0, rows, cols};
+}
+
+size_t DiagonalCut::keys_seen_by(size_t r_end) const {
+  if (!applies) return cols;
+  return static_cast<size_t>(
+      std::clamp<int64_t>(offset + static_cast<int64_t>(r_end), 0, static_cast<int64_t>(cols)));
+}
+
+size_t DiagonalCut::first_query_seeing(size_t c) const {
+  if (!applies) return 0;
+  return static_cast<size_t>(
+      std::clamp<int64_t>(static_cast<int64_t>(c) - offset, 0, static_cast<int64_t>(rows)));
+}
+
 void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
                 size_t cols, float* st, size_t ldq) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();

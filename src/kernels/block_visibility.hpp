@@ -18,6 +18,19 @@ struct KeyRange {
 // this range are never visited: past the causal diagonal, before the window, or padding.
 KeyRange visible_keys(const FlashProblem& p, int64_t b, int64_t q0, int64_t rows);
 
+// How far below the causal diagonal (bottom-right aligned; a sliding window implies it) one
+// (query block, key block) pair reaches: key c of the block is seen by the queries
+// r >= first_query_seeing(c), and queries [0, r_end) see keys [0, keys_seen_by(r_end)) at most.
+// The kernels skip the tiles past it. Without a causal rule every query may see every key.
+struct DiagonalCut {
+  bool applies;
+  int64_t offset;  // position of query 0 − the block's first key
+  size_t rows, cols;
+  size_t keys_seen_by(size_t r_end) const;
+  size_t first_query_seeing(size_t c) const;
+};
+DiagonalCut diagonal_cut(const FlashProblem& p, int64_t q0, size_t rows, int64_t j0, size_t cols);
+
 // Sets to -inf (or adds the additive mask to) the transposed scores st[c·ldq + r] of key
 // j0 + c and query q0 + r, for the keys that query may not see: the causal / sliding-window
 // rule and the explicit mask. Query lanes past `rows` (padding) are left alone.

@@ -8,8 +8,9 @@
 //   finally O_i = o / l,  logsumexp_i = m + log l   (l = 0: O = 0, logsumexp = +inf)
 // Blocks entirely above the causal diagonal (or before a sliding window) are never visited;
 // only blocks that cross it are masked element by element. Inside such a block the work above
-// the diagonal is skipped at tile granularity (DiagonalCut): score tiles whose queries cannot
-// see their keys, and softmax and P·V columns past the last key a row group sees. At T = 64
+// the diagonal is skipped at tile granularity (DiagonalCut, block_visibility.hpp): score
+// tiles whose queries cannot see their keys, and softmax and P·V terms past the last key a
+// group of rows sees. At T = 64
 // (one block, half of it above the diagonal) that made the forward 1.5–2× faster, with the
 // same bits out (the skipped products were of zeros, or of scores the mask then discards).
 //
@@ -57,54 +58,18 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-// The block's keys that queries [0, r_end) can see at all: past them, key rows of Sᵀ are -inf
-// for every one of those queries (the causal diagonal, with Tk − Tq + q0 the position of query
-// 0), so the three phases below stop there. Where the block is wholly below the diagonal, or
-// there is no causal rule, that is every key.
-struct DiagonalCut {
-  bool applies;
-  int64_t first_position_minus_j0;  // position of query 0 − the block's first key
-  size_t cols;
-  size_t keys_seen_by_queries_before(size_t r_end) const {
-    if (!applies) return cols;
-    return static_cast<size_t>(std::clamp<int64_t>(
-        first_position_minus_j0 + static_cast<int64_t>(r_end), 0, static_cast<int64_t>(cols)));
-  }
-  // Query vectors (of N) before the first query that key row c can be seen by: none of their
-  // lanes sees key c (nor any later key).
-  size_t vectors_blind_to_key(size_t c, size_t N) const {
-    if (!applies) return 0;
-    const int64_t first_seeing = static_cast<int64_t>(c) - first_position_minus_j0;
-    return static_cast<size_t>(std::max<int64_t>(first_seeing, 0)) / N;
-  }
-};
-
-// Sᵀ = K_j · (scale·Q)ᵀ: keys broadcast from K's rows in place, a tile of key rows at a
-// time, each skipping the query vectors that cannot see any of its keys (mask_block sets
-// those lanes to -inf afterwards, as it does every lane before the diagonal).
-void ScoreBlock(const DiagonalCut& cut, size_t cols, size_t query_vectors, const float* k,
-                size_t ldk, size_t d, const float* qt, size_t ldq, float* st) {
-  const size_t N = hn::Lanes(DF());
-  for (size_t c0 = 0; c0 < cols; c0 += kTileRows) {
-    const size_t tile = std::min(kTileRows, cols - c0);
-    const size_t skip = std::min(cut.vectors_blind_to_key(c0, N), query_vectors);
-    TileProduct<false>(tile, query_vectors - skip, k + c0 * ldk, ldk, 1, d, qt + skip * N, ldq,
-                       st + c0 * ldq + skip * N, ldq);
-  }
-}
-
 // The online-softmax step, vectorised across query rows (one vector = N queries): scores ->
 // probabilities in place, m and l updated, alpha = e^(m_old − m_new) for rescaling o. Each
-// vector of queries runs over the keys any of them sees, plus kTileRows more (masked: their
-// probabilities come out 0), because o += P·V reads a tile of kTileRows query rows up to the
-// last key its last row sees, and the tile may start in the vector before.
+// vector of queries runs over the keys any of them sees (DiagonalCut), plus kTileRows more
+// (masked: their probabilities come out 0), because o += P·V reads a tile of kTileRows query
+// rows up to the last key its last row sees, and the tile may start in the vector before.
 void SoftmaxUpdate(const DiagonalCut& cut, float* st, size_t ldq, float* m, float* l,
                    float* alpha) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const VF minus_inf = hn::Set(df, kMinusInf);
   for (size_t r = 0; r < ldq; r += N) {
-    const size_t cols = cut.keys_seen_by_queries_before(r + N + kTileRows);
+    const size_t cols = cut.keys_seen_by(r + N + kTileRows);
     VF block_max = minus_inf;
     for (size_t c = 0; c < cols; ++c) block_max = hn::Max(block_max, hn::LoadU(df, st + c * ldq + r));
     const VF m_old = hn::LoadU(df, m + r);
@@ -175,11 +140,14 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
 
   const bool pack_v = dv % N != 0;
   const size_t ldk = static_cast<size_t>(p.k_stride[2]);
-  const int64_t first_position = p.tk - p.tq + q0;  // of query 0 (bottom-right alignment)
   for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
     const size_t cols = static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0));
-    const DiagonalCut cut{p.causal || p.window > 0, first_position - j0, cols};
-    ScoreBlock(cut, cols, ldq / N, k + j0 * p.k_stride[2], ldk, d, qt, ldq, st);
+    const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, cols);
+    // Sᵀ = K_j · (scale·Q)ᵀ: keys broadcast from K's rows in place; a tile of keys skips the
+    // query vectors none of which sees them (mask_block sets those lanes to -inf below).
+    TileProductFromVector<false>(
+        cols, ldq / N, [&](size_t c) { return cut.first_query_seeing(c) / N; },
+        k + j0 * p.k_stride[2], ldk, 1, d, qt, ldq, st, ldq);
     mask_block(p, b, h, q0, rows, j0, cols, st, ldq);
     SoftmaxUpdate(cut, st, ldq, m, l, alpha);
     RescaleOutput(alpha, rows, o, ldo);
@@ -190,14 +158,11 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
       vrows = vp;
       ldv = ldo;
     }
-    // o += P·V_j, P read from Pᵀ across its rows, a tile of query rows at a time over the keys
-    // its last row sees.
-    for (size_t r0 = 0; r0 < rows; r0 += kTileRows) {
-      const size_t tile = std::min(kTileRows, rows - r0);
-      const size_t keys = cut.keys_seen_by_queries_before(r0 + tile);
-      if (keys == 0) continue;
-      TileProduct<true>(tile, ldo / N, st + r0, 1, ldq, keys, vrows, ldv, o + r0 * ldo, ldo);
-    }
+    // o += P·V_j, P read from Pᵀ across its rows; a tile of query rows runs over the keys its
+    // last row sees.
+    TileProductToTerm<true>(
+        rows, ldo / N, [&](size_t r, size_t tile) { return cut.keys_seen_by(r + tile); }, st, 1,
+        ldq, vrows, ldv, o, ldo);
   }
 
   // Normalise once at the end (one reciprocal per row: a division per element cost as much as

@@ -103,6 +103,47 @@ HWY_INLINE void TileProduct(size_t rows, size_t vectors, const float* a, size_t 
   }
 }
 
+// The same product for a C whose leading corner is not needed (the part above a causal
+// diagonal): the tile of rows from r on covers only vectors [first_vector(r), vectors) of C
+// (the caller masks the rest), or runs its inner loop only over [first_term(r), inner) (A is
+// 0 before), or only over [0, last_term(r, tile)) (A is 0 after). Each C element that is
+// computed is computed exactly as TileProduct would.
+template <bool kAccumulate, class FirstVector>
+HWY_INLINE void TileProductFromVector(size_t rows, size_t vectors, const FirstVector& first_vector,
+                                      const float* a, size_t a_row, size_t a_col, size_t inner,
+                                      const float* b, size_t ldb, float* c, size_t ldc) {
+  const size_t N = hn::Lanes(DF());
+  for (size_t r = 0; r < rows; r += kTileRows) {
+    const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
+    const size_t skip = first_vector(r) < vectors ? first_vector(r) : vectors;
+    TileProduct<kAccumulate>(tile, vectors - skip, a + r * a_row, a_row, a_col, inner, b + skip * N,
+                             ldb, c + r * ldc + skip * N, ldc);
+  }
+}
+
+template <bool kAccumulate, class FirstTerm>
+HWY_INLINE void TileProductFromTerm(size_t rows, size_t vectors, const FirstTerm& first_term,
+                                    const float* a, size_t a_row, size_t a_col, size_t inner,
+                                    const float* b, size_t ldb, float* c, size_t ldc) {
+  for (size_t r = 0; r < rows; r += kTileRows) {
+    const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
+    const size_t t0 = first_term(r) < inner ? first_term(r) : inner;
+    TileProduct<kAccumulate>(tile, vectors, a + r * a_row + t0 * a_col, a_row, a_col, inner - t0,
+                             b + t0 * ldb, ldb, c + r * ldc, ldc);
+  }
+}
+
+template <bool kAccumulate, class LastTerm>
+HWY_INLINE void TileProductToTerm(size_t rows, size_t vectors, const LastTerm& last_term,
+                                  const float* a, size_t a_row, size_t a_col, const float* b,
+                                  size_t ldb, float* c, size_t ldc) {
+  for (size_t r = 0; r < rows; r += kTileRows) {
+    const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
+    TileProduct<kAccumulate>(tile, vectors, a + r * a_row, a_row, a_col, last_term(r, tile), b, ldb,
+                             c + r * ldc, ldc);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace attn::kernels
 HWY_AFTER_NAMESPACE();
