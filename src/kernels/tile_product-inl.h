@@ -106,8 +106,8 @@ HWY_INLINE void TileProduct(size_t rows, size_t vectors, const float* a, size_t 
 // The same product for a C whose leading corner is not needed (the part above a causal
 // diagonal): the tile of rows from r on covers only vectors [first_vector(r), vectors) of C
 // (the caller masks the rest), or runs its inner loop only over [first_term(r), inner) (A is
-// 0 before), or only over [0, last_term(r, tile)) (A is 0 after). Each C element that is
-// computed is computed exactly as TileProduct would.
+// 0 before), or only over [0, last_term(r, tile)) (A is 0 after). Each C element computed is
+// TileProduct's, less terms that are 0 (at most the sign of a zero result can differ).
 template <bool kAccumulate, class FirstVector>
 HWY_INLINE void TileProductFromVector(size_t rows, size_t vectors, const FirstVector& first_vector,
                                       const float* a, size_t a_row, size_t a_col, size_t inner,
