@@ -53,13 +53,6 @@ void PackTransposed(const float* src, int64_t stride, size_t rows, size_t width,
   }
 }
 
-// The keys a vector of queries from r on needs P and dS for: those any of them sees, plus
-// kTileRows more (masked, so P and dS come out 0), because the products that read them take
-// tiles of kTileRows rows, which may start in the vector before (as in the forward).
-size_t KeysForVector(const DiagonalCut& cut, size_t r, size_t N) {
-  return cut.keys_seen_by(r + N + kTileRows);
-}
-
 // Pᵀ = exp(Sᵀ − L) in place, the queries' L in the lanes. Masked scores (−inf) and rows with
 // no visible key (L = +inf) give 0.
 void Probabilities(const DiagonalCut& cut, float* st, size_t ldq, const float* lse) {
@@ -67,7 +60,7 @@ void Probabilities(const DiagonalCut& cut, float* st, size_t ldq, const float* l
   const size_t N = hn::Lanes(df);
   for (size_t r = 0; r < ldq; r += N) {
     const VF l = hn::LoadU(df, lse + r);
-    const size_t cols = KeysForVector(cut, r, N);
+    const size_t cols = KeysForQueryVector(cut, r);
     for (size_t c = 0; c < cols; ++c) {
       float* s = st + c * ldq + r;
       hn::StoreU(ExpFlushed(df, hn::Sub(hn::LoadU(df, s), l)), df, s);
@@ -86,7 +79,7 @@ void ScoreGradient(const DiagonalCut& cut, const float* pt, float* dpt, size_t l
   const VF zero = hn::Zero(df);
   for (size_t r = 0; r < ldq; r += N) {
     const VF d = hn::LoadU(df, delta + r);
-    const size_t cols = KeysForVector(cut, r, N);
+    const size_t cols = KeysForQueryVector(cut, r);
     for (size_t c = 0; c < cols; ++c) {
       const VF pr = hn::LoadU(df, pt + c * ldq + r);
       const VF ds = hn::Mul(hn::Mul(s, pr), hn::Sub(hn::LoadU(df, dpt + c * ldq + r), d));

@@ -60,16 +60,14 @@ namespace HWY_NAMESPACE {
 
 // The online-softmax step, vectorised across query rows (one vector = N queries): scores ->
 // probabilities in place, m and l updated, alpha = e^(m_old − m_new) for rescaling o. Each
-// vector of queries runs over the keys any of them sees (DiagonalCut), plus kTileRows more
-// (masked: their probabilities come out 0), because o += P·V reads a tile of kTileRows query
-// rows up to the last key its last row sees, and the tile may start in the vector before.
+// vector of queries runs over the keys o += P·V will read for it (KeysForQueryVector).
 void SoftmaxUpdate(const DiagonalCut& cut, float* st, size_t ldq, float* m, float* l,
                    float* alpha) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const VF minus_inf = hn::Set(df, kMinusInf);
   for (size_t r = 0; r < ldq; r += N) {
-    const size_t cols = cut.keys_seen_by(r + N + kTileRows);
+    const size_t cols = KeysForQueryVector(cut, r);
     VF block_max = minus_inf;
     for (size_t c = 0; c < cols; ++c) block_max = hn::Max(block_max, hn::LoadU(df, st + c * ldq + r));
     const VF m_old = hn::LoadU(df, m + r);

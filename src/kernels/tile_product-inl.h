@@ -133,6 +133,15 @@ HWY_INLINE void TileProductFromTerm(size_t rows, size_t vectors, const FirstTerm
   }
 }
 
+// The keys a vector of query lanes from row r on needs its element-wise values (P, dS) for,
+// when TileProductToTerm/FromTerm read them: those any of its rows sees, plus kTileRows more
+// (masked, so their values come out 0), because a tile of kTileRows rows may start in the
+// vector before and run to the keys its last row sees. `cut` is a DiagonalCut.
+template <class Cut>
+HWY_INLINE size_t KeysForQueryVector(const Cut& cut, size_t r) {
+  return cut.keys_seen_by(r + hn::Lanes(DF()) + kTileRows);
+}
+
 template <bool kAccumulate, class LastTerm>
 HWY_INLINE void TileProductToTerm(size_t rows, size_t vectors, const LastTerm& last_term,
                                   const float* a, size_t a_row, size_t a_col, const float* b,
