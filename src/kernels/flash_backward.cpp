@@ -9,9 +9,10 @@
 // Five products per block pair where the forward has two, all one register-tiled product
 // (tile_product-inl.h) with different strides. In a pair that crosses the causal diagonal,
 // each skips the tiles above it (DiagonalCut, as in the forward): at T = 64, one such pair
-// per head, that made the backward 1.4–2× faster with the same gradients, bit for bit. Scores are kept transposed, keys × queries in
-// the vector lanes, as in the forward: L_i and D_i are then one vector per lane group and the
-// element-wise steps need no horizontal work; dS is read down its columns for dQ.
+// per head, that made the backward 1.4–2× faster with the same gradients, bit for bit.
+// Scores are kept transposed, keys × queries in the vector lanes, as in the forward: L_i and
+// D_i are then one vector per lane group and the element-wise steps need no horizontal work;
+// dS is read down its columns for dQ.
 //
 // Memory: Q_i, dO_i (rows and transposed), the two score tiles, dQ_i, one block's dK/dV
 // contribution and the two-pass order's 512-key dK/dV accumulators live in a fixed scratch
@@ -169,31 +170,23 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
                 const PairShape& z, const DiagonalCut& cut, const Buffers& s) {
   const size_t N = hn::Lanes(DF());
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
-  const auto blind_vectors = [&](size_t c) { return cut.first_query_seeing(c) / N; };
-  TileProductFromVector<false>(z.cols, z.ldq / N, blind_vectors, KeyRows(p, b, h, j0), ldk, 1,
-                               z.d, s.qt, z.ldq, s.pt, z.ldq);                 // Sᵀ
+  TileProductFromVector<false>(cut, z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt,
+                               z.ldq, s.pt, z.ldq);                            // Sᵀ
   mask_block(p, b, h, q0, z.rows, j0, z.cols, s.pt, z.ldq);
   Probabilities(cut, s.pt, z.ldq, s.lse);                                      // Pᵀ
-  TileProductFromVector<false>(z.cols, z.ldq / N, blind_vectors, ValueRows(p, b, h, j0), ldv_in,
-                               1, z.dv, s.dot, z.ldq, s.dpt, z.ldq);           // dPᵀ
+  TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
+                               s.dot, z.ldq, s.dpt, z.ldq);                    // dPᵀ
   ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta, p.scale);                    // s·dSᵀ
 }
 
-// dV_j (+)= Pᵀ·dO_i into rows of z.ldv floats per key, and dK_j (+)= dSᵀ·Q_i into rows of
-// z.ldd: a tile of keys runs over the queries from the first that sees any of them (P and dS
-// are 0 before).
+// out (+)= Aᵀ·X for the pair's keys: dV_j from (Pᵀ, dO_i), dK_j from (s·dSᵀ, Q_i), out and X
+// rows ld floats apart. A tile of keys runs over the queries from the first that sees any of
+// them (P and dS are 0 before).
 template <bool kAccumulate>
-void ValueGradient(const DiagonalCut& cut, const PairShape& z, const Buffers& s, float* dv) {
-  TileProductFromTerm<kAccumulate>(
-      z.cols, z.ldv / hn::Lanes(DF()), [&](size_t c) { return cut.first_query_seeing(c); }, s.pt,
-      z.ldq, 1, z.rows, s.do_rows, z.ldv, dv, z.ldv);
-}
-
-template <bool kAccumulate>
-void KeyGradient(const DiagonalCut& cut, const PairShape& z, const Buffers& s, float* dk) {
-  TileProductFromTerm<kAccumulate>(
-      z.cols, z.ldd / hn::Lanes(DF()), [&](size_t c) { return cut.first_query_seeing(c); }, s.dpt,
-      z.ldq, 1, z.rows, s.q_rows, z.ldd, dk, z.ldd);
+void KeyGradient(const DiagonalCut& cut, const PairShape& z, const float* at, const float* x,
+                 size_t ld, float* out) {
+  TileProductFromTerm<kAccumulate>(cut, z.cols, ld / hn::Lanes(DF()), at, z.ldq, 1, z.rows, x, ld,
+                                   out, ld);
 }
 
 // dQ_i += dS·K_j, dS read from dSᵀ down its columns, a tile of query rows over the keys its
@@ -209,9 +202,8 @@ void AccumulateQueryGradient(const FlashProblem& p, int64_t b, int64_t h, int64_
     k_block = s.k_rows;
     ld_k_block = z.ldd;
   }
-  TileProductToTerm<true>(
-      z.rows, z.ldd / N, [&](size_t r, size_t tile) { return cut.keys_seen_by(r + tile); }, s.dpt,
-      1, z.ldq, k_block, ld_k_block, s.dq, z.ldd);
+  TileProductToTerm<true>(cut, z.rows, z.ldd / N, s.dpt, 1, z.ldq, k_block, ld_k_block, s.dq,
+                          z.ldd);
 }
 
 void StoreQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
@@ -238,9 +230,9 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, z.cols);
     PairScores(p, b, h, q0, j0, z, cut, s);
     if (key_gradients) {
-      ValueGradient<false>(cut, z, s, s.tile);
+      KeyGradient<false>(cut, z, s.pt, s.do_rows, z.ldv, s.tile);
       AddRows(s.tile, z.ldv, z.cols, z.dv, dv + j0 * bp.dv_stride[2], bp.dv_stride[2]);  // dV_j
-      KeyGradient<false>(cut, z, s, s.tile);
+      KeyGradient<false>(cut, z, s.dpt, s.q_rows, z.ldd, s.tile);
       AddRows(s.tile, z.ldd, z.cols, z.d, dk + j0 * bp.dk_stride[2], bp.dk_stride[2]);   // dK_j
     }
     AccumulateQueryGradient(p, b, h, j0, z, cut, s);
@@ -291,8 +283,9 @@ void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv
                                     static_cast<size_t>(std::min(kKeyBlock, last - j0)));
         const DiagonalCut cut = diagonal_cut(p, q0, z.rows, j0, z.cols);
         PairScores(p, b, h, q0, j0, z, cut, s);
-        ValueGradient<true>(cut, z, s, s.dv_block + static_cast<size_t>(j0 - j_begin) * z.ldv);
-        KeyGradient<true>(cut, z, s, s.dk_block + static_cast<size_t>(j0 - j_begin) * z.ldd);
+        const auto at = static_cast<size_t>(j0 - j_begin);
+        KeyGradient<true>(cut, z, s.pt, s.do_rows, z.ldv, s.dv_block + at * z.ldv);   // dV_j
+        KeyGradient<true>(cut, z, s.dpt, s.q_rows, z.ldd, s.dk_block + at * z.ldd);   // dK_j
       }
     }
   }

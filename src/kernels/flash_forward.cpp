@@ -10,9 +10,9 @@
 // only blocks that cross it are masked element by element. Inside such a block the work above
 // the diagonal is skipped at tile granularity (DiagonalCut, block_visibility.hpp): score
 // tiles whose queries cannot see their keys, and softmax and P·V terms past the last key a
-// group of rows sees. At T = 64
-// (one block, half of it above the diagonal) that made the forward 1.5–2× faster, with the
-// same bits out (the skipped products were of zeros, or of scores the mask then discards).
+// group of rows sees. At T = 64 (one block, half of it above the diagonal) that made the
+// forward 1.5–2× faster, with the same bits out (the skipped products were of zeros, or of
+// scores the mask then discards).
 //
 // SIMD through Highway with runtime dispatch (this file is compiled once per target).
 // The scores are computed transposed, Sᵀ = K·(scale·Q)ᵀ, one key per row and the block's
@@ -143,9 +143,8 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, cols);
     // Sᵀ = K_j · (scale·Q)ᵀ: keys broadcast from K's rows in place; a tile of keys skips the
     // query vectors none of which sees them (mask_block sets those lanes to -inf below).
-    TileProductFromVector<false>(
-        cols, ldq / N, [&](size_t c) { return cut.first_query_seeing(c) / N; },
-        k + j0 * p.k_stride[2], ldk, 1, d, qt, ldq, st, ldq);
+    TileProductFromVector<false>(cut, cols, ldq / N, k + j0 * p.k_stride[2], ldk, 1, d, qt, ldq,
+                                 st, ldq);
     mask_block(p, b, h, q0, rows, j0, cols, st, ldq);
     SoftmaxUpdate(cut, st, ldq, m, l, alpha);
     RescaleOutput(alpha, rows, o, ldo);
@@ -158,9 +157,7 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
     }
     // o += P·V_j, P read from Pᵀ across its rows; a tile of query rows runs over the keys its
     // last row sees.
-    TileProductToTerm<true>(
-        rows, ldo / N, [&](size_t r, size_t tile) { return cut.keys_seen_by(r + tile); }, st, 1,
-        ldq, vrows, ldv, o, ldo);
+    TileProductToTerm<true>(cut, rows, ldo / N, st, 1, ldq, vrows, ldv, o, ldo);
   }
 
   // Normalise once at the end (one reciprocal per row: a division per element cost as much as

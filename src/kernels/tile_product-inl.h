@@ -103,54 +103,62 @@ HWY_INLINE void TileProduct(size_t rows, size_t vectors, const float* a, size_t 
   }
 }
 
-// The same product for a C whose leading corner is not needed (the part above a causal
-// diagonal): the tile of rows from r on covers only vectors [first_vector(r), vectors) of C
-// (the caller masks the rest), or runs its inner loop only over [first_term(r), inner) (A is
-// 0 before), or only over [0, last_term(r, tile)) (A is 0 after). Each C element computed is
-// TileProduct's, less terms that are 0 (at most the sign of a zero result can differ).
-template <bool kAccumulate, class FirstVector>
-HWY_INLINE void TileProductFromVector(size_t rows, size_t vectors, const FirstVector& first_vector,
-                                      const float* a, size_t a_row, size_t a_col, size_t inner,
-                                      const float* b, size_t ldb, float* c, size_t ldc) {
+// The same product where a causal diagonal crosses C, `cut` being the pair's DiagonalCut
+// (block_visibility.hpp): the tile of rows from r on leaves out what lies above the diagonal.
+// Each C element computed is TileProduct's, less terms that are 0 (at most the sign of a zero
+// result can differ).
+//
+// Rows are keys and C's lanes queries (Sᵀ, dPᵀ): the tile covers only the query vectors from
+// the one holding the first query that sees key r (the caller masks the lanes before it).
+template <bool kAccumulate, class Cut>
+HWY_INLINE void TileProductFromVector(const Cut& cut, size_t rows, size_t vectors, const float* a,
+                                      size_t a_row, size_t a_col, size_t inner, const float* b,
+                                      size_t ldb, float* c, size_t ldc) {
   const size_t N = hn::Lanes(DF());
   for (size_t r = 0; r < rows; r += kTileRows) {
     const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
-    const size_t skip = first_vector(r) < vectors ? first_vector(r) : vectors;
+    const size_t first = cut.first_query_seeing(r) / N;
+    const size_t skip = first < vectors ? first : vectors;
     TileProduct<kAccumulate>(tile, vectors - skip, a + r * a_row, a_row, a_col, inner, b + skip * N,
                              ldb, c + r * ldc + skip * N, ldc);
   }
 }
 
-template <bool kAccumulate, class FirstTerm>
-HWY_INLINE void TileProductFromTerm(size_t rows, size_t vectors, const FirstTerm& first_term,
-                                    const float* a, size_t a_row, size_t a_col, size_t inner,
-                                    const float* b, size_t ldb, float* c, size_t ldc) {
+// Rows are keys and the inner terms queries (dV = Pᵀ·dO, dK = dSᵀ·Q): the tile's terms start
+// at the first query that sees key r (A is 0 before).
+template <bool kAccumulate, class Cut>
+HWY_INLINE void TileProductFromTerm(const Cut& cut, size_t rows, size_t vectors, const float* a,
+                                    size_t a_row, size_t a_col, size_t inner, const float* b,
+                                    size_t ldb, float* c, size_t ldc) {
   for (size_t r = 0; r < rows; r += kTileRows) {
     const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
-    const size_t t0 = first_term(r) < inner ? first_term(r) : inner;
+    const size_t first = cut.first_query_seeing(r);
+    const size_t t0 = first < inner ? first : inner;
     TileProduct<kAccumulate>(tile, vectors, a + r * a_row + t0 * a_col, a_row, a_col, inner - t0,
                              b + t0 * ldb, ldb, c + r * ldc, ldc);
+  }
+}
+
+// Rows are queries and the inner terms keys (O += P·V, dQ += dS·K): the tile's terms stop at
+// the last key its last row sees (A is 0 after).
+template <bool kAccumulate, class Cut>
+HWY_INLINE void TileProductToTerm(const Cut& cut, size_t rows, size_t vectors, const float* a,
+                                  size_t a_row, size_t a_col, const float* b, size_t ldb, float* c,
+                                  size_t ldc) {
+  for (size_t r = 0; r < rows; r += kTileRows) {
+    const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
+    TileProduct<kAccumulate>(tile, vectors, a + r * a_row, a_row, a_col, cut.keys_seen_by(r + tile),
+                             b, ldb, c + r * ldc, ldc);
   }
 }
 
 // The keys a vector of query lanes from row r on needs its element-wise values (P, dS) for,
 // when TileProductToTerm/FromTerm read them: those any of its rows sees, plus kTileRows more
 // (masked, so their values come out 0), because a tile of kTileRows rows may start in the
-// vector before and run to the keys its last row sees. `cut` is a DiagonalCut.
+// vector before and run to the keys its last row sees.
 template <class Cut>
 HWY_INLINE size_t KeysForQueryVector(const Cut& cut, size_t r) {
   return cut.keys_seen_by(r + hn::Lanes(DF()) + kTileRows);
-}
-
-template <bool kAccumulate, class LastTerm>
-HWY_INLINE void TileProductToTerm(size_t rows, size_t vectors, const LastTerm& last_term,
-                                  const float* a, size_t a_row, size_t a_col, const float* b,
-                                  size_t ldb, float* c, size_t ldc) {
-  for (size_t r = 0; r < rows; r += kTileRows) {
-    const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
-    TileProduct<kAccumulate>(tile, vectors, a + r * a_row, a_row, a_col, last_term(r, tile), b, ldb,
-                             c + r * ldc, ldc);
-  }
 }
 
 }  // namespace HWY_NAMESPACE
