@@ -4,16 +4,14 @@
 #include <algorithm>
 
 #include "attn/gemm.hpp"
+#include "src/kernels/reductions.hpp"
 #include "src/nn/row_parallel.hpp"
 
 namespace attn::nn {
 
 void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums) {
   parallel_ranges(cols, 64, [&](int64_t first, int64_t last) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = m + r * cols;
-      for (int64_t c = first; c < last; ++c) sums[c] += row[c];
-    }
+    kernels::add_column_sums(m + first, rows, last - first, cols, sums + first);
   });
 }
 

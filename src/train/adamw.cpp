@@ -5,6 +5,7 @@
 #include "attn/error.hpp"
 #include "attn/train.hpp"
 #include "src/kernels/adamw.hpp"
+#include "src/kernels/reductions.hpp"
 #include "src/nn/row_parallel.hpp"
 
 namespace attn {
@@ -51,9 +52,7 @@ float clip_grad_norm(Gpt& model, float max_norm) {
   constexpr int64_t kChunk = 65536;
   std::vector<double> partial(static_cast<size_t>((n + kChunk - 1) / kChunk));
   nn::parallel_ranges(n, kChunk, [&](int64_t first, int64_t last) {
-    double sum = 0.0;
-    for (int64_t i = first; i < last; ++i) sum += static_cast<double>(g[i]) * g[i];
-    partial[static_cast<size_t>(first / kChunk)] = sum;
+    partial[static_cast<size_t>(first / kChunk)] = kernels::sum_of_squares(g + first, last - first);
   });
   double squares = 0.0;
   for (double p : partial) squares += p;

@@ -1,0 +1,88 @@
+// See reductions.hpp.
+#include "src/kernels/reductions.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/kernels/reductions.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attn::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Four independent accumulators hide the latency of the additions; floats are widened to
+// double half a float vector at a time (Rebind gives a float tag as wide as the double one).
+double SumOfSquares(const float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(dd));
+  auto a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {
+    const auto v0 = hn::PromoteTo(dd, hn::LoadU(df, x + i));
+    const auto v1 = hn::PromoteTo(dd, hn::LoadU(df, x + i + lanes));
+    const auto v2 = hn::PromoteTo(dd, hn::LoadU(df, x + i + 2 * lanes));
+    const auto v3 = hn::PromoteTo(dd, hn::LoadU(df, x + i + 3 * lanes));
+    a0 = hn::MulAdd(v0, v0, a0);
+    a1 = hn::MulAdd(v1, v1, a1);
+    a2 = hn::MulAdd(v2, v2, a2);
+    a3 = hn::MulAdd(v3, v3, a3);
+  }
+  double sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
+void AddColumnSums(const float* HWY_RESTRICT m, int64_t rows, int64_t cols, int64_t ld,
+                   float* HWY_RESTRICT sums) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t c = 0;
+  // Four vectors of columns at a time, each lane a running sum over the rows in order.
+  for (; c + 4 * lanes <= cols; c += 4 * lanes) {
+    auto s0 = hn::LoadU(d, sums + c), s1 = hn::LoadU(d, sums + c + lanes);
+    auto s2 = hn::LoadU(d, sums + c + 2 * lanes), s3 = hn::LoadU(d, sums + c + 3 * lanes);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = m + r * ld + c;
+      s0 = hn::Add(s0, hn::LoadU(d, row));
+      s1 = hn::Add(s1, hn::LoadU(d, row + lanes));
+      s2 = hn::Add(s2, hn::LoadU(d, row + 2 * lanes));
+      s3 = hn::Add(s3, hn::LoadU(d, row + 3 * lanes));
+    }
+    hn::StoreU(s0, d, sums + c);
+    hn::StoreU(s1, d, sums + c + lanes);
+    hn::StoreU(s2, d, sums + c + 2 * lanes);
+    hn::StoreU(s3, d, sums + c + 3 * lanes);
+  }
+  for (; c + lanes <= cols; c += lanes) {
+    auto s = hn::LoadU(d, sums + c);
+    for (int64_t r = 0; r < rows; ++r) s = hn::Add(s, hn::LoadU(d, m + r * ld + c));
+    hn::StoreU(s, d, sums + c);
+  }
+  for (; c < cols; ++c) {
+    float s = sums[c];
+    for (int64_t r = 0; r < rows; ++r) s += m[r * ld + c];
+    sums[c] = s;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace attn::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace attn::kernels {
+
+HWY_EXPORT(SumOfSquares);
+HWY_EXPORT(AddColumnSums);
+
+double sum_of_squares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n); }
+
+void add_column_sums(const float* m, int64_t rows, int64_t cols, int64_t ld, float* sums) {
+  HWY_DYNAMIC_DISPATCH(AddColumnSums)(m, rows, cols, ld, sums);
+}
+
+}  // namespace attn::kernels
+#endif  // HWY_ONCE
