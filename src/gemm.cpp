@@ -42,42 +42,83 @@ void sgemm_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, float a
              static_cast<int>(status));
 }
 
-}  // namespace
-
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc) {
+// The checks both entry points make.
+void check_sizes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
+                 int64_t ldb, int64_t ldc) {
   ATTN_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: sizes must be >= 0, got m=", m, " n=", n,
              " k=", k);
   ATTN_CHECK(lda >= std::max<int64_t>(1, trans_a ? m : k) &&
                  ldb >= std::max<int64_t>(1, trans_b ? k : n) && ldc >= std::max<int64_t>(1, n),
              "gemm: leading dimensions too small: lda=", lda, " ldb=", ldb, " ldc=", ldc,
              " for m=", m, " n=", n, " k=", k);
-  if (m == 0 || n == 0) return;
-  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+}
+
+// One block of C: rows [r0, r0 + rows) and columns [c0, c0 + cols).
+struct Block {
+  int64_t r0, rows, c0, cols;
+};
+
+// Runs block(b) over the blocks of an (m, n) product with inner size k: the whole of C on the
+// calling thread when it is small, else one block per core (splitting the longer of C's dims,
+// so each worker reads half of one operand), in multiples of kRowGrain.
+template <class BlockFn>
+void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block) {
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   const int64_t blocks =
       std::min<int64_t>(cores, (std::max(m, n) + kRowGrain - 1) / kRowGrain);
   if (m * n * k < kParallelThreshold || blocks <= 1) {
-    sgemm_one_thread(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    block(Block{0, m, 0, n});
     return;
   }
-  // Split the longer of C's dims: each worker then reads half of one operand.
   if (n > m) {
     const int64_t cols = (n / blocks + kRowGrain - 1) / kRowGrain * kRowGrain;
-    parallel_for((n + cols - 1) / cols, [&](int64_t block) {
-      const int64_t c0 = block * cols, count = std::min(cols, n - c0);
-      const float* b_block = trans_b ? b + c0 * ldb : b + c0;  // column c0 of op(B)
-      sgemm_one_thread(ta, tb, m, count, k, alpha, a, lda, b_block, ldb, beta, c + c0, ldc);
+    parallel_for((n + cols - 1) / cols, [&](int64_t i) {
+      block(Block{0, m, i * cols, std::min(cols, n - i * cols)});
     });
     return;
   }
   const int64_t rows = (m / blocks + kRowGrain - 1) / kRowGrain * kRowGrain;
-  parallel_for((m + rows - 1) / rows, [&](int64_t block) {
-    const int64_t r0 = block * rows, count = std::min(rows, m - r0);
-    // Row r0 of op(A): row r0 of A, or column r0 of A when transposed.
-    const float* a_block = trans_a ? a + r0 : a + r0 * lda;
-    sgemm_one_thread(ta, tb, count, n, k, alpha, a_block, lda, b, ldb, beta, c + r0 * ldc, ldc);
+  parallel_for((m + rows - 1) / rows, [&](int64_t i) {
+    block(Block{i * rows, std::min(rows, m - i * rows), 0, n});
+  });
+}
+
+// The block's product on this thread: row r0 of op(A) is row r0 of A, or column r0 when A is
+// transposed; column c0 of op(B) likewise.
+void multiply_block(const Block& x, char ta, char tb, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const float* a_block = ta == 'T' ? a + x.r0 : a + x.r0 * lda;
+  const float* b_block = tb == 'T' ? b + x.c0 * ldb : b + x.c0;
+  sgemm_one_thread(ta, tb, x.rows, x.cols, k, alpha, a_block, lda, b_block, ldb, beta,
+                   c + x.r0 * ldc + x.c0, ldc);
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc) {
+  check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  for_each_block(m, n, k, [&](const Block& x) {
+    multiply_block(x, ta, tb, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  });
+}
+
+void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+               int64_t lda, const float* b, int64_t ldb, const float* bias, float* c,
+               int64_t ldc) {
+  check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  // Each worker writes the bias into its own block just before multiplying into it (beta =
+  // 1): the copy runs on every core, and the product finds the block in its cache.
+  for_each_block(m, n, k, [&](const Block& x) {
+    for (int64_t r = x.r0; r < x.r0 + x.rows; ++r) {
+      std::copy(bias + x.c0, bias + x.c0 + x.cols, c + r * ldc + x.c0);
+    }
+    multiply_block(x, ta, tb, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
   });
 }
 

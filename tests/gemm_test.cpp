@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+#include <string>
+
 #include "attn/matmul.hpp"
 #include "attn/random.hpp"
 #include "attn/threads.hpp"
@@ -15,30 +18,44 @@ namespace {
 // Tolerance from the problem: k products of values of size ~1, float accumulation.
 double tolerance(int64_t k) { return 1e-6 * static_cast<double>(k) + 1e-6; }
 
-TEST(Gemm, MatchesTheReferenceForEveryTransposeAndThreadCount) {
-  struct Size { int64_t m, n, k; };
-  for (const Size s : {Size{1, 1, 1}, Size{7, 5, 3}, Size{130, 70, 33}, Size{70, 300, 64}, Size{257, 129, 200}}) {
+struct Size {
+  int64_t m, n, k;
+};
+
+// body(size, ta, tb, a, b, what) for every size, transpose of A and B, and thread count, with
+// op(A) (m, k) and op(B) (k, n) drawn at random; `what` names the case for a failure.
+template <class Body>
+void for_every_case(std::initializer_list<Size> sizes, const Body& body) {
+  for (const Size s : sizes) {
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       for (bool ta : {false, true}) {
         for (bool tb : {false, true}) {
           const Tensor a = rand_normal(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 1);
           const Tensor b = rand_normal(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 2);
-          const Tensor c0 = rand_normal({s.m, s.n}, 3);
-          Tensor c = c0.clone();
-          gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f, c.data(), s.n);
-          const Tensor op_a = ta ? a.transpose(0, 1) : a, op_b = tb ? b.transpose(0, 1) : b;
-          Tensor expected = reference::matmul(op_a, op_b);
-          for (int64_t i = 0; i < s.m; ++i)
-            for (int64_t j = 0; j < s.n; ++j)
-              expected.at({i, j}) = 0.5f * expected.at({i, j}) + 2.0f * c0.at({i, j});
-          EXPECT_TRUE(testing::AllClose(c, expected, tolerance(s.k)))
-              << s.m << "x" << s.n << "x" << s.k << " ta=" << ta << " tb=" << tb << " threads=" << threads;
+          const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                                   std::to_string(s.k) + " ta=" + std::to_string(ta) +
+                                   " tb=" + std::to_string(tb) + " threads=" + std::to_string(threads);
+          body(s, ta, tb, a, b, what);
         }
       }
     }
   }
   set_num_threads(0);
+}
+
+TEST(Gemm, MatchesTheReferenceForEveryTransposeAndThreadCount) {
+  for_every_case({{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {70, 300, 64}, {257, 129, 200}},
+                 [](Size s, bool ta, bool tb, const Tensor& a, const Tensor& b, const std::string& what) {
+    const Tensor c0 = rand_normal({s.m, s.n}, 3);
+    Tensor c = c0.clone();
+    gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f, c.data(), s.n);
+    const Tensor op_a = ta ? a.transpose(0, 1) : a, op_b = tb ? b.transpose(0, 1) : b;
+    Tensor expected = reference::matmul(op_a, op_b);
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) expected.at({i, j}) = 0.5f * expected.at({i, j}) + 2.0f * c0.at({i, j});
+    EXPECT_TRUE(testing::AllClose(c, expected, tolerance(s.k))) << what;
+  });
 }
 
 // The split over workers is fixed by the shape and the core count, so 1 and 2 threads compute
@@ -57,6 +74,26 @@ TEST(Gemm, ResultsDoNotDependOnTheThreadCount) {
   }
   set_num_threads(0);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(testing::BitwiseEqual(runs[0][i], runs[1][i])) << i;
+}
+
+// gemm_bias is gemm with beta = 1 over C pre-filled with the bias, bit for bit, for both
+// splits (rows and columns), transposes, a leading dimension wider than n, and 1 or 2 threads.
+TEST(Gemm, BiasVariantEqualsAProductIntoRowsOfTheBias) {
+  for_every_case({{3, 5, 7}, {200, 70, 33}, {40, 300, 64}},
+                 [](Size s, bool ta, bool tb, const Tensor& a, const Tensor& b, const std::string& what) {
+    const Tensor bias = rand_normal({s.n}, 3);
+    const int64_t ldc = s.n + 3;
+    Tensor expected({s.m, ldc}), got({s.m, ldc});
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) expected.at({i, j}) = bias.at({j});
+    gemm(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), a.dim(1), b.data(), b.dim(1), 1.0f,
+         expected.data(), ldc);
+    gemm_bias(ta, tb, s.m, s.n, s.k, a.data(), a.dim(1), b.data(), b.dim(1), bias.data(), got.data(), ldc);
+    EXPECT_TRUE(testing::BitwiseEqual(got, expected)) << what;
+  });
+  float x = 0;
+  EXPECT_TRUE(testing::ThrowsWith([&] { gemm_bias(false, false, 2, 3, 4, &x, 3, &x, 3, &x, &x, 3); },
+                                  "leading dimensions too small: lda=3"));
 }
 
 TEST(Gemm, MatmulAndLinearTakeViews) {

@@ -15,6 +15,12 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
           int64_t ldc);
 
+// C = op(A) · op(B) + bias, the bias (n values) added to every row of C (a linear layer's
+// forward); the same checks as gemm.
+void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+               int64_t lda, const float* b, int64_t ldb, const float* bias, float* c,
+               int64_t ldc);
+
 // (M, K)·(K, N) -> (M, N) for matrix views whose last dim is contiguous or whose first dim is
 // (a transpose); anything else is copied first.
 Tensor matmul(const Tensor& a, const Tensor& b);
