@@ -6,7 +6,6 @@
 #include <hwy/aligned_allocator.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -98,21 +97,11 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
     kernels::decode_chunk(p, group / p.kv_heads, group % p.kv_heads, p0, p1,
                           partials.data() + static_cast<size_t>(task) * partial_floats, buffer.get());
   };
-  // Each worker first takes the tasks of its own slice of the cache, so that from one step to
-  // the next a core re-reads the same heads and positions and finds them in its own L2, then
-  // helps with the other slices (a busy core elsewhere must not leave its slice undone). With
+  // parallel_for gives each worker its own slice of the tasks first, so from one step to the
+  // next a core re-reads the same heads and positions and finds them in its own L2 (with
   // tasks handed out first come, first served, the slices wandered between the cores: bf16,
-  // L = 1k, 2 threads took 63 µs per step; with slices, 50.
-  const int64_t slices = std::min<int64_t>(num_threads(), tasks);
-  std::vector<std::atomic<int64_t>> cursor(static_cast<size_t>(slices));
-  for (int64_t s = 0; s < slices; ++s) cursor[static_cast<size_t>(s)] = s * tasks / slices;
-  parallel_for_workers(slices, [&](int64_t, int worker) {
-    for (int64_t k = 0; k < slices; ++k) {
-      const int64_t s = (worker + k) % slices, end = (s + 1) * tasks / slices;
-      auto& next = cursor[static_cast<size_t>(s)];
-      for (int64_t task = next.fetch_add(1); task < end; task = next.fetch_add(1)) run(task, worker);
-    }
-  });
+  // L = 1k, 2 threads took 63 µs per step instead of 50).
+  parallel_for_workers(tasks, run);
 
   // Merge each row's partials in chunk order.
   SdpaResult result{Tensor({p.batch, p.heads, p.tq, p.d}), Tensor{}, Tensor({p.batch, p.heads, p.tq})};

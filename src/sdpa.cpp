@@ -28,18 +28,19 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
   const kernels::FlashProblem p = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v),
                                                 as_rank4(out), mask4, options, logsumexp);
 
-  // Tasks: (batch, head, query block), the blocks of one head consecutive so that the
-  // threads share that head's K and V in cache (taking the blocks of every head in turn
-  // instead streamed all heads' K/V through L3). With a causal mask later blocks see more
-  // keys, so each head's blocks go last-first (the pool hands out indices in increasing
-  // order) and the cheap early blocks fill the gaps. Heads sharing a K/V head are adjacent.
+  // Tasks: (batch, head, query block), the blocks of one head consecutive, so a thread keeps
+  // that head's K and V in cache (taking the blocks of every head in turn instead streamed
+  // all heads' K/V through L3). Heads sharing a K/V head are adjacent. With a causal mask
+  // later blocks see more keys, so each head's blocks run alternately from both ends (last,
+  // first, second-last, …): a thread's share that ends inside a head (one head, say) gets
+  // its fair part of the work.
   const int64_t blocks = (dims.tq + kernels::kQueryBlock - 1) / kernels::kQueryBlock;
   const int64_t heads_total = dims.batch * dims.heads;
   const size_t scratch_floats = kernels::flash_forward_scratch_floats(p);
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
   parallel_for_workers(blocks * heads_total, [&](int64_t task, int worker) {
     const int64_t bh = task / blocks;
-    const int64_t block = blocks - 1 - task % blocks;
+    const int64_t block = blocks - 1 - alternating_ends(task % blocks, blocks);
     auto& buffer = scratch[static_cast<size_t>(worker)];
     if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
     const int64_t q0 = block * kernels::kQueryBlock;

@@ -96,14 +96,18 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   }
   // Two passes: (batch, K/V head, key chunk) tasks for dK, dV; (batch, head, query block)
   // tasks for dQ.
+  // A causal mask makes early key chunks and late query blocks the dear ones: the tasks run
+  // alternately from both ends of each list, so the threads' shares cost the same.
   const int64_t chunks = (dims.tk + kernels::kKeyChunk - 1) / kernels::kKeyChunk;
-  parallel_for_workers(pairs * chunks, [&](int64_t task, int worker) {
+  parallel_for_workers(pairs * chunks, [&](int64_t i, int worker) {
+    const int64_t task = alternating_ends(i, pairs * chunks);
     const int64_t pair = task / chunks, j_begin = task % chunks * kernels::kKeyChunk;
     kernels::flash_backward_key_chunk(p, pair / dims.kv_heads, pair % dims.kv_heads, j_begin,
                                       buffer_of(worker));
   });
   const int64_t query_blocks = (dims.tq + kernels::kQueryBlock - 1) / kernels::kQueryBlock;
-  parallel_for_workers(dims.batch * dims.heads * query_blocks, [&](int64_t task, int worker) {
+  parallel_for_workers(dims.batch * dims.heads * query_blocks, [&](int64_t i, int worker) {
+    const int64_t task = alternating_ends(i, dims.batch * dims.heads * query_blocks);
     const int64_t bh = task / query_blocks, q0 = task % query_blocks * kernels::kQueryBlock;
     kernels::flash_backward_query_block(p, bh / dims.heads, bh % dims.heads, q0, buffer_of(worker));
   });

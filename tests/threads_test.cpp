@@ -1,4 +1,5 @@
-// parallel_for: every index once, at any thread count; exceptions reach the caller.
+// parallel_for: every index once, at any thread count (more threads than the pool keeps shares
+// for inline, too); exceptions reach the caller.
 #include "attn/threads.hpp"
 
 #include <gtest/gtest.h>
@@ -19,10 +20,26 @@ class ThreadCount : public ::testing::TestWithParam<int> {
 };
 
 TEST_P(ThreadCount, EveryIndexRunsExactlyOnce) {
-  std::vector<std::atomic<int>> hits(1000);
-  parallel_for(1000, [&](int64_t i) { hits[static_cast<size_t>(i)]++; });
-  for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
+  // Counts below, at and above the thread count: some threads' shares are empty.
+  for (int64_t n : {1, 2, 3, 5, 8, 9, 17, 1000}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    parallel_for(n, [&](int64_t i) { hits[static_cast<size_t>(i)]++; });
+    for (const auto& h : hits) ASSERT_EQ(h.load(), 1) << "n = " << n;
+  }
   parallel_for(0, [](int64_t) { FAIL() << "no index to run"; });
+}
+
+TEST(Threads, AlternatingEndsIsAPermutationFromBothEnds) {
+  EXPECT_EQ(alternating_ends(0, 5), 0);
+  EXPECT_EQ(alternating_ends(1, 5), 4);
+  EXPECT_EQ(alternating_ends(2, 5), 1);
+  EXPECT_EQ(alternating_ends(3, 5), 3);
+  EXPECT_EQ(alternating_ends(4, 5), 2);
+  for (int64_t n = 1; n <= 20; ++n) {
+    std::vector<int> seen(static_cast<size_t>(n), 0);
+    for (int64_t i = 0; i < n; ++i) seen[static_cast<size_t>(alternating_ends(i, n))]++;
+    for (int count : seen) ASSERT_EQ(count, 1) << "n = " << n;
+  }
 }
 
 TEST_P(ThreadCount, ExceptionsPropagate) {
@@ -53,7 +70,7 @@ TEST_P(ThreadCount, WorkerIndicesAreInRangeAndNestedCallsKeepTheirs) {
   EXPECT_EQ(bad[0].load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Threads, ThreadCount, ::testing::Values(1, 2, 3));
+INSTANTIATE_TEST_SUITE_P(Threads, ThreadCount, ::testing::Values(1, 2, 3, 9));
 
 TEST(Threads, SetAndDefault) {
   set_num_threads(3);
