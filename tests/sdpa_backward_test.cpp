@@ -15,6 +15,7 @@
 #include "attn/sdpa_backward.hpp"
 #include "attn/threads.hpp"
 #include "attention_sweep.hpp"
+#include "simd_targets.hpp"
 #include "src/sdpa_common.hpp"
 #include "test_util.hpp"
 
@@ -260,6 +261,18 @@ std::vector<testing::SweepCase> backward_sweep() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BackwardSweep, ::testing::ValuesIn(backward_sweep()));
+
+// As the forward's test of the same name: every SIMD target this machine runs.
+TEST(SdpaBackward, EverySimdTargetMatchesTheReference) {
+  testing::for_each_simd_target([](const char* target) {
+    for (const testing::SweepCase& c :
+         {testing::SweepCase{12, 4, 1, 64, 64, 32, 32, testing::MaskCase::kCausal, true, 2, 5},
+          testing::SweepCase{2, 4, 2, 70, 135, 24, 24, testing::MaskCase::kCausal, false, 1, 6},
+          testing::SweepCase{1, 2, 1, 33, 33, 8, 8, testing::MaskCase::kNone, true, 2, 7}}) {
+      EXPECT_TRUE(FusedMatchesReference(c)) << "on " << target;
+    }
+  });
+}
 
 TEST(SdpaBackward, EveryMaskKindAndLayout) {
   for (testing::MaskCase mask : testing::kMaskCases) {

@@ -12,6 +12,7 @@
 #include "attn/sdpa.hpp"
 #include "attn/threads.hpp"
 #include "attention_sweep.hpp"
+#include "simd_targets.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -46,6 +47,19 @@ class FusedSweep : public ::testing::TestWithParam<SweepCase> {};
 TEST_P(FusedSweep, MatchesTheReference) { EXPECT_TRUE(MatchesReference(GetParam())); }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FusedSweep, ::testing::ValuesIn(testing::attention_sweep()));
+
+// The kernels on every SIMD target the machine can run, not only the one dispatch picks:
+// the GPT's shape (T = 64, d = 32: whole transpose tiles) and shapes with edges (T = 70,
+// d = 24; d = 8, narrower than a vector), causal and not, both layouts.
+TEST(FusedSdpa, EverySimdTargetMatchesTheReference) {
+  testing::for_each_simd_target([](const char* target) {
+    for (const SweepCase& c : {SweepCase{12, 4, 1, 64, 64, 32, 32, MaskCase::kCausal, true, 2, 5},
+                               SweepCase{2, 4, 2, 70, 135, 24, 24, MaskCase::kCausal, false, 1, 6},
+                               SweepCase{1, 2, 1, 33, 33, 8, 8, MaskCase::kNone, true, 2, 7}}) {
+      EXPECT_TRUE(MatchesReference(c)) << "on " << target;
+    }
+  });
+}
 
 // Every mask kind on one mid-sized shape that crosses block boundaries, both layouts.
 TEST(FusedSdpa, EveryMaskKindAndLayout) {

@@ -42,18 +42,6 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-// dst[e·ld + r] = factor·src[r][e]: the transpose of `rows` rows of `width`, lanes past `rows`
-// zero. Written one dst row at a time: the strided side is the reads, which stay in L1 (a
-// block's rows), not the writes (the other order was 4 % of a GPT training step at T = 64).
-void PackTransposed(const float* src, int64_t stride, size_t rows, size_t width, float factor,
-                    float* dst, size_t ld) {
-  for (size_t e = 0; e < width; ++e) {
-    float* out = dst + e * ld;
-    for (size_t r = 0; r < rows; ++r) out[r] = factor * src[static_cast<int64_t>(r) * stride + static_cast<int64_t>(e)];
-    std::fill(out + rows, out + ld, 0.0f);
-  }
-}
-
 // Pᵀ = exp(Sᵀ − L) in place, the queries' L in the lanes. Masked scores (−inf) and rows with
 // no visible key (L = +inf) give 0.
 void Probabilities(const DiagonalCut& cut, float* st, size_t ldq, const float* lse) {

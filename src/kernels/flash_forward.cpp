@@ -124,11 +124,7 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
   const float* v = p.v + b * p.v_stride[0] + kv_h * p.v_stride[1];
 
   // Qᵀ, pre-scaled (S = K·(scale·Q)ᵀ saves a multiply per score); padding rows are zero.
-  std::fill(qt, qt + d * ldq, 0.0f);
-  for (size_t r = 0; r < rows; ++r) {
-    const float* row = q + static_cast<int64_t>(r) * p.q_stride[2];
-    for (size_t e = 0; e < d; ++e) qt[e * ldq + r] = row[e] * p.scale;
-  }
+  PackTransposed(q, p.q_stride[2], rows, d, p.scale, qt, ldq);
   std::fill(o, o + rows * ldo, 0.0f);
   std::fill(m, m + ldq, kMinusInf);
   std::fill(l, l + ldq, 0.0f);

@@ -39,6 +39,90 @@ inline void PackRows(const float* src, int64_t stride, size_t rows, size_t width
   }
 }
 
+// Transposes a square tile of N × N floats in registers: rows r[0..N) in, columns out, each
+// multiplied by `factor` and stored at dst + c·ld. The x86 shuffles of the classic
+// four-stage (AVX-512) and three-stage (AVX2) transposes; other targets have no tile version.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr bool kHasTransposeTile = true;
+inline void TransposeTile(const float* src, int64_t stride, float factor, float* dst, size_t ld) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * stride);
+  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved: (a0 b0 a1 b1) per 128-bit lane
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // r[4i + j], lane L: column 4L + j of rows 4i .. 4i + 3
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  const __m512 f = _mm512_set1_ps(factor);
+  for (int j = 0; j < 4; ++j) {  // gather lane L of r[j], r[4 + j], r[8 + j], r[12 + j]
+    const __m512 even_a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    const __m512 odd_a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+    const __m512 even_b = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 odd_b = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    _mm512_storeu_ps(dst + (0 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0x88)));
+    _mm512_storeu_ps(dst + (8 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0xdd)));
+    _mm512_storeu_ps(dst + (4 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0x88)));
+    _mm512_storeu_ps(dst + (12 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0xdd)));
+  }
+}
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+constexpr bool kHasTransposeTile = true;
+inline void TransposeTile(const float* src, int64_t stride, float factor, float* dst, size_t ld) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * stride);
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {  // r[4i + j], lane L: column 4L + j of rows 4i .. 4i + 3
+    r[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  const __m256 f = _mm256_set1_ps(factor);
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(dst + j * ld, _mm256_mul_ps(f, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20)));
+    _mm256_storeu_ps(dst + (4 + j) * ld, _mm256_mul_ps(f, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31)));
+  }
+}
+#else
+constexpr bool kHasTransposeTile = false;
+inline void TransposeTile(const float*, int64_t, float, float*, size_t) {}
+#endif
+
+// dst[e·ld + r] = factor·src[r·stride + e] for r < rows, e < width, and 0 for rows ≤ r < ld:
+// `rows` rows of `width` floats transposed (a query block's Qᵀ or dOᵀ). Whole N × N tiles go
+// through TransposeTile; the edges element by element, reading down a column so the strided
+// side is the reads (they stay in L1). Element by element throughout, this was a fifth of
+// each attention kernel at T = 64, d = 32 (the GPT's).
+inline void PackTransposed(const float* src, int64_t stride, size_t rows, size_t width,
+                           float factor, float* dst, size_t ld) {
+  const size_t N = hn::Lanes(DF());
+  const bool tiles = kHasTransposeTile && N * N <= 256;
+  const size_t tiled_rows = tiles ? rows / N * N : 0, tiled_width = tiles ? width / N * N : 0;
+  for (size_t e0 = 0; e0 < tiled_width; e0 += N) {
+    for (size_t r0 = 0; r0 < tiled_rows; r0 += N) {
+      TransposeTile(src + static_cast<int64_t>(r0) * stride + static_cast<int64_t>(e0), stride, factor,
+                    dst + e0 * ld + r0, ld);
+    }
+  }
+  for (size_t e = 0; e < width; ++e) {
+    float* out = dst + e * ld;
+    // Columns inside the tiles still need their last rows; columns past them, every row.
+    for (size_t r = e < tiled_width ? tiled_rows : 0; r < rows; ++r) {
+      out[r] = factor * src[static_cast<int64_t>(r) * stride + static_cast<int64_t>(e)];
+    }
+    std::fill(out + rows, out + ld, 0.0f);
+  }
+}
+
 // exp(x) for x ≤ 0, flushed to 0 below x = −64 (e^−64 ≈ 1.6e−28). A probability that small is
 // worth nothing next to the row's largest, 1, but when it, or its product with a value, is
 // subnormal (< 2^−126), every FMA that touches it costs a microcode assist: with

@@ -1,0 +1,24 @@
+// Runs a check once per SIMD target that both this CPU supports and the build compiled
+// (Highway dispatches to the best one, so without this the others' code would run on no test
+// machine with a better CPU): AVX-512, AVX2 and the portable EMU128 on an AVX-512 machine.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+
+#include "hwy/targets.h"
+
+namespace attn::testing {
+
+// check(target name) under each target in turn; the default dispatch is restored after.
+inline void for_each_simd_target(const std::function<void(const char*)>& check) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    check(hwy::TargetName(target));
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+}  // namespace attn::testing
