@@ -119,12 +119,17 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   for (size_t r = 0; r < ldq; ++r) {
     // Padding lanes: L = +inf makes their P, and so every gradient they touch, 0.
     s.lse[r] = r < rows ? lse[r] : std::numeric_limits<float>::infinity();
-    float dot = 0.0f;
-    for (size_t e = 0; r < rows && e < dv; ++e) {
-      dot += d_o[static_cast<int64_t>(r) * bp.d_out_stride[2] + static_cast<int64_t>(e)] *
-             o[static_cast<int64_t>(r) * p.out_stride[2] + static_cast<int64_t>(e)];
+  }
+  // D = Σ_e dO∘O per query, with the queries in the lanes: Oᵀ goes through the tile buffer
+  // (free until the first pair), and the sums need no horizontal additions (one chain of
+  // scalar additions per query was half of this function at d = 32). Padding lanes: dOᵀ is 0.
+  PackTransposed(o, p.out_stride[2], rows, dv, 1.0f, s.tile, ldq);
+  for (size_t r = 0; r < ldq; r += N) {
+    VF sum = hn::Zero(DF());
+    for (size_t e = 0; e < dv; ++e) {
+      sum = hn::MulAdd(hn::LoadU(DF(), s.dot + e * ldq + r), hn::LoadU(DF(), s.tile + e * ldq + r), sum);
     }
-    s.delta[r] = dot;
+    hn::StoreU(sum, DF(), s.delta + r);
   }
   std::fill(s.dq, s.dq + rows * ldd, 0.0f);
 }
