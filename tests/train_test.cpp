@@ -59,28 +59,56 @@ TEST(LearningRate, WarmsUpThenFollowsTheCosineToTheFloor) {
 }
 
 TEST(AdamW, TheVectorKernelGivesTheScalarFormulasBits) {
-  // 37 elements: whole vectors and a scalar tail, at any vector width.
+  // 37 elements: whole vectors and a scalar tail, at any vector width; decayed or not, with
+  // the gradients scaled (clipping) or as they are.
   const int n = 37;
-  std::vector<float> p(n), m(n), v(n), g(n), decay(n);
-  for (int i = 0; i < n; ++i) {
-    p[i] = std::sin(0.7f * i);
-    m[i] = 0.01f * std::cos(1.3f * i);
-    v[i] = 1e-4f * (1.0f + std::sin(0.3f * i));
-    g[i] = 0.05f * std::sin(2.1f * i + 1.0f);
-    decay[i] = static_cast<float>(i % 3 == 0);
+  for (const float keep : {1.0f, 1.0f - 1e-4f}) {
+    for (const float grad_scale : {1.0f, 0.37f}) {
+      std::vector<float> p(n), m(n), v(n), g(n);
+      for (int i = 0; i < n; ++i) {
+        p[i] = std::sin(0.7f * i);
+        m[i] = 0.01f * std::cos(1.3f * i);
+        v[i] = 1e-4f * (1.0f + std::sin(0.3f * i));
+        g[i] = 0.05f * std::sin(2.1f * i + 1.0f);
+      }
+      const kernels::AdamWStep s{0.9f, 0.99f, 1e-3f / 0.1f, std::sqrt(0.0199f), 1e-8f, grad_scale};
+      std::vector<float> want_p = p, want_m = m, want_v = v;
+      for (int i = 0; i < n; ++i) {
+        const float gi = grad_scale * g[i];
+        want_p[i] *= keep;
+        want_m[i] = s.beta1 * want_m[i] + (1.0f - s.beta1) * gi;
+        want_v[i] = s.beta2 * want_v[i] + (1.0f - s.beta2) * gi * gi;
+        want_p[i] -= s.step_size * want_m[i] / (std::sqrt(want_v[i]) / s.sqrt_bias2 + s.eps);
+      }
+      kernels::adamw_update_span(p.data(), m.data(), v.data(), g.data(), n, keep, s);
+      EXPECT_EQ(p, want_p) << "keep " << keep << ", scale " << grad_scale;
+      EXPECT_EQ(m, want_m);
+      EXPECT_EQ(v, want_v);
+    }
   }
-  const kernels::AdamWStep s{0.9f, 0.99f, 1e-3f / 0.1f, 1e-4f, std::sqrt(0.0199f), 1e-8f};
-  std::vector<float> want_p = p, want_m = m, want_v = v;
-  for (int i = 0; i < n; ++i) {
-    want_p[i] *= 1.0f - s.decay_rate * decay[i];
-    want_m[i] = s.beta1 * want_m[i] + (1.0f - s.beta1) * g[i];
-    want_v[i] = s.beta2 * want_v[i] + (1.0f - s.beta2) * g[i] * g[i];
-    want_p[i] -= s.step_size * want_m[i] / (std::sqrt(want_v[i]) / s.sqrt_bias2 + s.eps);
+}
+
+// A step with the gradients scaled by c is the step after clip_grad_norm scaled them by c,
+// bit for bit (the trainer clips that way, without rewriting the gradients).
+TEST(AdamW, AGradientScaleIsClippingInPlace) {
+  GptConfig c = small_config(5);
+  Gpt scaled(c, 1), clipped(c, 1);
+  for (Gpt* model : {&scaled, &clipped}) {
+    float* g = model->gradients().data();
+    for (int64_t i = 0; i < model->num_parameters(); ++i) g[i] = 0.3f * std::sin(0.01f * static_cast<float>(i));
   }
-  kernels::adamw_update_span(p.data(), m.data(), v.data(), g.data(), decay.data(), n, s);
-  EXPECT_EQ(p, want_p);
-  EXPECT_EQ(m, want_m);
-  EXPECT_EQ(v, want_v);
+  AdamW a(scaled, AdamWOptions{}), b(clipped, AdamWOptions{});
+  const float norm = grad_norm(scaled);
+  ASSERT_GT(norm, 1.0f);
+  a.step(scaled, 1e-3f, clip_scale(norm, 1.0f));
+  EXPECT_EQ(clip_grad_norm(clipped, 1.0f), norm);
+  b.step(clipped, 1e-3f);
+  EXPECT_TRUE(testing::BitwiseEqual(scaled.parameters(), clipped.parameters()));
+  EXPECT_TRUE(testing::BitwiseEqual(a.m, b.m));
+  EXPECT_TRUE(testing::BitwiseEqual(a.v, b.v));
+  EXPECT_EQ(clip_scale(0.5f, 1.0f), 1.0f);
+  EXPECT_EQ(clip_scale(4.0f, 0.0f), 1.0f);
+  EXPECT_TRUE(testing::ThrowsWith([] { clip_scale(INFINITY, 1.0f); }, "gradient norm is inf"));
 }
 
 TEST(AdamW, FollowsTheFormulaAndDecaysOnlyMarkedParameters) {

@@ -28,18 +28,33 @@ struct AdamWOptions {
 class AdamW {
  public:
   AdamW(const Gpt& model, const AdamWOptions& options);
-  void step(Gpt& model, float lr);
+  // One update from the model's gradients, each taken times grad_scale (clip_scale's factor:
+  // clipping without a pass that rewrites the gradients).
+  void step(Gpt& model, float lr, float grad_scale = 1.0f);
   const AdamWOptions& options() const { return options_; }
   int64_t steps = 0;  // t
   Tensor m, v;        // the moments, in the parameter buffer's layout
 
  private:
+  // A run of the parameter buffer with or without weight decay.
+  struct Span {
+    int64_t offset, size;
+    bool decay;
+  };
   AdamWOptions options_;
-  std::vector<float> decay_;  // per element of the buffer: 1 where weight decay applies, else 0
+  std::vector<Span> spans_;  // in buffer order, covering it
 };
 
-// Scales the gradients so that their global L2 norm is at most max_norm (as
-// torch.nn.utils.clip_grad_norm_: by max_norm / (norm + 1e-6) when above it). Returns the norm
+// The global L2 norm of the model's gradients (summed in double over fixed chunks: the same
+// for every thread count).
+float grad_norm(const Gpt& model);
+
+// The factor that brings a gradient of this norm to at most max_norm, as
+// torch.nn.utils.clip_grad_norm_: max_norm / (norm + 1e-6) when that is below 1, else 1 (and 1
+// when max_norm ≤ 0: no clipping). Throws attn::Error when norm is not finite.
+float clip_scale(float norm, float max_norm);
+
+// Scales the gradients in place by clip_scale(grad_norm(model), max_norm). Returns the norm
 // before clipping. max_norm ≤ 0 only measures.
 float clip_grad_norm(Gpt& model, float max_norm);
 

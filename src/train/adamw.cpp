@@ -1,4 +1,5 @@
 // AdamW, gradient clipping and the learning-rate schedule (include/attn/train.hpp).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -17,35 +18,45 @@ AdamW::AdamW(const Gpt& model, const AdamWOptions& options)
              "AdamW: betas must be in [0, 1), got ", options.beta1, ", ", options.beta2);
   ATTN_CHECK(options.eps > 0.0f && options.weight_decay >= 0.0f,
              "AdamW: eps must be > 0 and weight_decay >= 0");
-  decay_.assign(static_cast<size_t>(model.num_parameters()), 0.0f);
   for (const GptParameter& p : model.parameter_table()) {
     int64_t numel = 1;
     for (int64_t d : p.shape) numel *= d;
     const bool embedding = p.name == "wte" || p.name == "wpe";
     const bool decay = p.decay || (embedding && options.decay_embeddings);
-    std::fill_n(decay_.begin() + p.offset, numel, decay ? 1.0f : 0.0f);
+    const bool continues = !spans_.empty() && spans_.back().decay == decay &&
+                           spans_.back().offset + spans_.back().size == p.offset;
+    if (continues) {
+      spans_.back().size += numel;
+    } else {
+      spans_.push_back({p.offset, numel, decay});
+    }
   }
 }
 
-void AdamW::step(Gpt& model, float lr) {
+void AdamW::step(Gpt& model, float lr, float grad_scale) {
   ATTN_CHECK(std::isfinite(lr) && lr >= 0.0f, "AdamW: learning rate must be finite and >= 0, got ", lr);
   ++steps;
   const AdamWOptions& o = options_;
   const double t = static_cast<double>(steps);
   const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
   const float sqrt_bias2 = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
-  const kernels::AdamWStep update{o.beta1, o.beta2, lr / bias1, lr * o.weight_decay, sqrt_bias2,
-                                  o.eps};
+  const kernels::AdamWStep update{o.beta1, o.beta2, lr / bias1, sqrt_bias2, o.eps, grad_scale};
+  const float keep_decayed = 1.0f - lr * o.weight_decay;
   float *p = model.parameters().data(), *mm = m.data(), *vv = v.data();
   const float* g = model.gradients().data();
+  // Fixed chunks, each cut where a span with or without decay begins.
   nn::parallel_ranges(model.num_parameters(), 65536, [&](int64_t first, int64_t last) {
-    kernels::adamw_update_span(p + first, mm + first, vv + first, g + first,
-                               decay_.data() + first, last - first, update);
+    for (const Span& span : spans_) {
+      const int64_t begin = std::max(first, span.offset), end = std::min(last, span.offset + span.size);
+      if (begin >= end) continue;
+      kernels::adamw_update_span(p + begin, mm + begin, vv + begin, g + begin, end - begin,
+                                 span.decay ? keep_decayed : 1.0f, update);
+    }
   });
 }
 
-float clip_grad_norm(Gpt& model, float max_norm) {
-  float* g = model.gradients().data();
+float grad_norm(const Gpt& model) {
+  const float* g = model.gradients().data();
   const int64_t n = model.num_parameters();
   // Σ g² in double over fixed chunks, the chunks' sums added in order: the same norm for every
   // thread count.
@@ -56,15 +67,24 @@ float clip_grad_norm(Gpt& model, float max_norm) {
   });
   double squares = 0.0;
   for (double p : partial) squares += p;
-  const float norm = static_cast<float>(std::sqrt(squares));
+  return static_cast<float>(std::sqrt(squares));
+}
+
+float clip_scale(float norm, float max_norm) {
   ATTN_CHECK(std::isfinite(norm), "training diverged: the gradient norm is ", norm);
-  if (max_norm > 0.0f) {
-    const float scale = max_norm / (norm + 1e-6f);
-    if (scale < 1.0f) {
-      nn::parallel_ranges(n, kChunk, [&](int64_t first, int64_t last) {
-        for (int64_t i = first; i < last; ++i) g[i] *= scale;
-      });
-    }
+  if (max_norm <= 0.0f) return 1.0f;
+  const float scale = max_norm / (norm + 1e-6f);
+  return scale < 1.0f ? scale : 1.0f;
+}
+
+float clip_grad_norm(Gpt& model, float max_norm) {
+  const float norm = grad_norm(model);
+  const float scale = clip_scale(norm, max_norm);
+  if (scale < 1.0f) {
+    float* g = model.gradients().data();
+    nn::parallel_ranges(model.num_parameters(), 65536, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) g[i] *= scale;
+    });
   }
   return norm;
 }

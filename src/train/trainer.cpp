@@ -110,8 +110,8 @@ StepResult Trainer::step() {
     model_.backward(1.0f / static_cast<float>(o.grad_accum));
   }
   r.loss = static_cast<float>(loss / static_cast<double>(o.grad_accum));
-  r.grad_norm = clip_grad_norm(model_, o.grad_clip);
-  optimizer_.step(model_, r.lr);
+  r.grad_norm = grad_norm(model_);
+  optimizer_.step(model_, r.lr, clip_scale(r.grad_norm, o.grad_clip));
   ++iteration_;
   return r;
 }
