@@ -9,6 +9,7 @@
 #include "attn/sdpa.hpp"
 #include "attn/threads.hpp"
 #include "src/kernels/flash_forward.hpp"
+#include "src/kernels/prefetch.hpp"
 #include "src/flash_problem.hpp"
 #include "src/sdpa_common.hpp"
 
@@ -38,14 +39,24 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
   const int64_t heads_total = dims.batch * dims.heads;
   const size_t scratch_floats = kernels::flash_forward_scratch_floats(p);
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
-  parallel_for_workers(blocks * heads_total, [&](int64_t task, int worker) {
+  struct Block {
+    int64_t b, h, q0, rows;
+  };
+  auto block_of = [&](int64_t task) {
     const int64_t bh = task / blocks;
-    const int64_t block = blocks - 1 - alternating_ends(task % blocks, blocks);
+    const int64_t q0 = (blocks - 1 - alternating_ends(task % blocks, blocks)) * kernels::kQueryBlock;
+    return Block{bh / dims.heads, bh % dims.heads, q0, std::min(kernels::kQueryBlock, dims.tq - q0)};
+  };
+  const int64_t tasks = blocks * heads_total;
+  parallel_for_workers(tasks, [&](int64_t task, int worker) {
     auto& buffer = scratch[static_cast<size_t>(worker)];
     if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
-    const int64_t q0 = block * kernels::kQueryBlock;
-    const int64_t rows = std::min(kernels::kQueryBlock, dims.tq - q0);
-    kernels::flash_forward_block(p, bh / dims.heads, bh % dims.heads, q0, rows, buffer.get());
+    if (task + 1 < tasks) {  // most often this worker's next task (see kernels/prefetch.hpp)
+      const Block next = block_of(task + 1);
+      kernels::prefetch_forward_block(p, next.b, next.h, next.q0, next.rows);
+    }
+    const Block x = block_of(task);
+    kernels::flash_forward_block(p, x.b, x.h, x.q0, x.rows, buffer.get());
   });
 }
 

@@ -14,6 +14,7 @@
 #include "attn/threads.hpp"
 #include "src/flash_problem.hpp"
 #include "src/kernels/flash_backward.hpp"
+#include "src/kernels/prefetch.hpp"
 #include "src/sdpa_common.hpp"
 
 namespace attn {
@@ -90,6 +91,9 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   const int64_t pairs = dims.batch * dims.kv_heads;
   if (pairs >= backward_two_pass_below()) {  // tasks: (batch, K/V head)
     parallel_for_workers(pairs, [&](int64_t task, int worker) {
+      if (task + 1 < pairs) {  // most often this worker's next task (see kernels/prefetch.hpp)
+        kernels::prefetch_backward_head(p, (task + 1) / dims.kv_heads, (task + 1) % dims.kv_heads);
+      }
       kernels::flash_backward_head(p, task / dims.kv_heads, task % dims.kv_heads, buffer_of(worker));
     });
     return;
