@@ -3,7 +3,10 @@
 // share it (the g query heads of a group and the Tq new tokens). Decoding is bound by the
 // bytes of K and V streamed from memory, so the loop is shaped around one pass over them:
 // for each key, its d values are loaded once (widened from bfloat16 in registers when the
-// cache stores bf16) and dotted with every row.
+// cache stores bf16) and dotted with every row. No software prefetch: asking for a block's
+// value rows before scoring its keys (four prefetches per key) made the step slower on the
+// AVX-512 machine — L = 1k on two threads 62 µs with it, 55 without; the hardware follows
+// the two sequential streams by itself.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -54,8 +57,8 @@ HWY_INLINE VF KeyProducts(DF df, const VF* qv, const void* keys, size_t at) {
 // keys sharing one horizontal reduction — interleaves within 128-bit blocks, then the blocks
 // added through memory — was no faster for f32 and made the bf16 step 1.5× slower: 9.6
 // instead of 6.0 ms at L = 64k on two threads.)
-template <bool kBf16, size_t NV>
-HWY_INLINE void ScoreKeys(const float* q, const void* keys, const size_t* offsets, int64_t first,
+template <bool kBf16, size_t NV, class Rows>
+HWY_INLINE void ScoreKeys(const float* q, const void* keys, const Rows& offsets, int64_t first,
                           int64_t last, float* sr) {
   const DF df;
   const size_t N = hn::Lanes(df);
@@ -68,9 +71,9 @@ HWY_INLINE void ScoreKeys(const float* q, const void* keys, const size_t* offset
 }
 
 // The same for any number of vectors (head dims that are not 1, 2, 4 or 8 vectors).
-template <bool kBf16>
+template <bool kBf16, class Rows>
 HWY_INLINE void ScoreKeysAnyWidth(const float* q, size_t ld, const void* keys,
-                                  const size_t* offsets, int64_t first, int64_t last, float* sr) {
+                                  const Rows& offsets, int64_t first, int64_t last, float* sr) {
   const DF df;
   const size_t N = hn::Lanes(df);
   for (int64_t c = first; c < last; ++c) {
@@ -83,9 +86,9 @@ HWY_INLINE void ScoreKeysAnyWidth(const float* q, size_t ld, const void* keys,
 }
 
 // o[0 .. NV·N) += Σ_c pr[c] · V[row c][e .. e + NV·N), with o in registers throughout.
-template <bool kBf16, size_t NV>
+template <bool kBf16, size_t NV, class Rows>
 HWY_INLINE void AccumulateValues(const float* pr, size_t cols, const void* values,
-                                 const size_t* offsets, size_t e, float* o) {
+                                 const Rows& offsets, size_t e, float* o) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[NV];
@@ -102,125 +105,150 @@ HWY_INLINE void AccumulateValues(const float* pr, size_t cols, const void* value
   for (size_t x = 0; x < NV; ++x) hn::StoreU(acc[x], df, o + x * N);
 }
 
+// Where the cached row of key c of a block starts in the storage, in elements. A block
+// inside the ring is consecutive slots: first + c·d, which the loops turn into a pointer
+// increment (a table of offsets cost a multiply and a load per key, about 6 % of the step);
+// only a block across the ring's end (sliding window) takes the table.
+struct ConsecutiveRows {
+  size_t first, stride;
+  size_t operator[](size_t c) const { return first + c * stride; }
+};
+struct TabledRows {
+  const size_t* offsets;
+  size_t operator[](size_t c) const { return offsets[c]; }
+};
+
+// One task's state: its rows (the g·Tq queries of a cached head), their scaled queries and
+// scores, and the partial softmax state m, l, o.
+struct ChunkState {
+  size_t rows, d, ld, ldo;
+  const int64_t* row_position;  // absolute position of each row's query
+  int64_t window;
+  const float* qs;  // rows × ld, scaled, zero-padded
+  float* s;         // rows × kDecodeKeyBlock scores, then probabilities
+  float *m, *l, *o;
+};
+
+// Scores, online softmax and o += P·V for the keys j0 .. j0 + cols − 1 of one block.
+template <bool kBf16, class Rows>
+void DecodeBlock(const ChunkState& t, const void* keys, const void* values, const Rows& offsets,
+                 int64_t j0, size_t cols) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  // Scores, row by row: the keys a row may see in this block are a contiguous range
+  // (causal and window by absolute position), the others get -inf.
+  for (size_t r = 0; r < t.rows; ++r) {
+    const int64_t query_position = t.row_position[r];
+    int64_t first = 0, last = std::min<int64_t>(static_cast<int64_t>(cols), query_position - j0 + 1);
+    if (t.window > 0) first = std::clamp<int64_t>(query_position - t.window + 1 - j0, 0, last);
+    float* sr = t.s + r * kDecodeKeyBlock;
+    for (int64_t c = 0; c < first; ++c) sr[c] = kMinusInf;
+    for (int64_t c = std::max<int64_t>(last, 0); c < static_cast<int64_t>(cols); ++c) sr[c] = kMinusInf;
+    if (last <= first) continue;
+    const float* qr = t.qs + r * t.ld;
+    switch (t.ld / N) {  // the query row stays in registers across the keys
+      case 1: ScoreKeys<kBf16, 1>(qr, keys, offsets, first, last, sr); break;
+      case 2: ScoreKeys<kBf16, 2>(qr, keys, offsets, first, last, sr); break;
+      case 4: ScoreKeys<kBf16, 4>(qr, keys, offsets, first, last, sr); break;
+      case 8: ScoreKeys<kBf16, 8>(qr, keys, offsets, first, last, sr); break;
+      default: ScoreKeysAnyWidth<kBf16>(qr, t.ld, keys, offsets, first, last, sr); break;
+    }
+  }
+  // Online softmax per row over the block's keys, in whole vectors (the columns past `cols`
+  // are set to -inf, so they come out 0).
+  const size_t width = round_up(cols, N);
+  for (size_t r = 0; r < t.rows; ++r) {
+    float* sr = t.s + r * kDecodeKeyBlock;
+    std::fill(sr + cols, sr + width, kMinusInf);
+    VF vmax = hn::Set(df, kMinusInf);
+    for (size_t c = 0; c < width; c += N) vmax = hn::Max(vmax, hn::LoadU(df, sr + c));
+    const float block_max = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    if (block_max == kMinusInf) {
+      std::fill(sr, sr + width, 0.0f);
+      continue;
+    }
+    const float new_max = std::max(t.m[r], block_max);
+    const VF shift = hn::Set(df, new_max);
+    VF vsum = hn::Zero(df);
+    for (size_t c = 0; c < width; c += N) {
+      const VF e = ExpFlushed(df, hn::Sub(hn::LoadU(df, sr + c), shift));
+      hn::StoreU(e, df, sr + c);
+      vsum = hn::Add(vsum, e);
+    }
+    const float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
+    const float alpha = t.m[r] - new_max < -64.0f ? 0.0f : std::exp(t.m[r] - new_max);
+    t.l[r] = alpha * t.l[r] + sum;
+    if (alpha != 1.0f) {
+      const VF va = hn::Set(df, alpha);
+      float* orow = t.o + r * t.ldo;
+      for (size_t e = 0; e < t.ldo; e += N) hn::StoreU(hn::Mul(va, hn::LoadU(df, orow + e)), df, orow + e);
+    }
+    t.m[r] = new_max;
+  }
+  // o += P·V. Per row, up to four vectors of o stay in registers across the block's keys:
+  // updating o in memory key by key chained every FMA behind a store-to-load forward (that
+  // version took ~45 cycles per key on one cached head). Value rows come from L1 after the
+  // first query row.
+  for (size_t r = 0; r < t.rows; ++r) {
+    const float* pr = t.s + r * kDecodeKeyBlock;
+    float* orow = t.o + r * t.ldo;
+    for (size_t e = 0; e < t.ld; e += 4 * N) {
+      // The vector count is a template argument so the accumulators stay in registers
+      // (with a run-time count they were spilled, ~6 ns per key).
+      switch (std::min<size_t>(4, (t.ld - e) / N)) {
+        case 4: AccumulateValues<kBf16, 4>(pr, cols, values, offsets, e, orow + e); break;
+        case 3: AccumulateValues<kBf16, 3>(pr, cols, values, offsets, e, orow + e); break;
+        case 2: AccumulateValues<kBf16, 2>(pr, cols, values, offsets, e, orow + e); break;
+        default: AccumulateValues<kBf16, 1>(pr, cols, values, offsets, e, orow + e); break;
+      }
+    }
+  }
+}
+
 template <bool kBf16>
 void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
                    float* partial, float* scratch) {
-  const void* const keys = p.k;
-  const void* const values = p.v;
-  const DF df;
-  const size_t N = hn::Lanes(df);
+  const size_t N = hn::Lanes(DF());
   const int64_t group = p.heads / p.kv_heads;
   const size_t rows = static_cast<size_t>(group * p.tq);
   const size_t d = static_cast<size_t>(p.d), ld = round_up(d, N);
   const size_t ldo = round_up(d, 64);  // matches decode_row_floats
-  float* m = partial;
-  float* l = m + rows;
-  float* o = l + rows;
-  float* qs = scratch;           // rows × ld, scaled, zero-padded
-  float* s = qs + rows * ld;     // rows × kDecodeKeyBlock scores, then probabilities
+  float* qs = scratch;
+  // Absolute position of each row's query: row r is new token r mod Tq (computed once: an
+  // integer % per key and row cost more than the key's arithmetic). Kept per thread, as the
+  // offsets table below, so that a task allocates nothing.
+  thread_local std::vector<int64_t> row_position;
+  row_position.resize(rows);
+  const ChunkState t{rows, d, ld, ldo, row_position.data(), p.window, qs, qs + rows * ld,
+                     partial, partial + rows, partial + 2 * rows};
 
   for (size_t r = 0; r < rows; ++r) {
     const int64_t h = kv_h * group + static_cast<int64_t>(r) / p.tq;
     const int64_t i = static_cast<int64_t>(r) % p.tq;
     const float* row = p.q + b * p.q_stride[0] + h * p.q_stride[1] + i * p.q_stride[2];
     for (size_t e = 0; e < ld; ++e) qs[r * ld + e] = e < d ? row[e] * p.scale : 0.0f;
-    m[r] = kMinusInf;
-    l[r] = 0.0f;
-    std::fill(o + r * ldo, o + r * ldo + ldo, 0.0f);
+    t.m[r] = kMinusInf;
+    t.l[r] = 0.0f;
+    std::fill(t.o + r * ldo, t.o + r * ldo + ldo, 0.0f);
+    row_position[r] = p.position - p.tq + i;
   }
   const int64_t head_base = (b * p.kv_heads + kv_h) * p.capacity;
-  const int64_t first_query = p.position - p.tq;
-
-  // Offset of the cached row at absolute position j0 + c, without a division per key (a 64-bit
-  // `%` per key cost ~40 cycles, more than the rest of the key's work).
-  // (Both lists are kept per thread, so that a task allocates nothing.)
   thread_local std::vector<size_t> offsets;
-  offsets.resize(kDecodeKeyBlock);
-  // Absolute position of each row's query: row r is new token r mod Tq (computed once: an
-  // integer % per key and row cost more than the key's arithmetic).
-  thread_local std::vector<int64_t> row_position;
-  row_position.resize(rows);
-  for (size_t r = 0; r < rows; ++r) row_position[r] = first_query + static_cast<int64_t>(r) % p.tq;
   for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
     const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
-    int64_t slot = j0 % p.capacity;
+    const int64_t slot0 = j0 % p.capacity;  // one division per block, not per key
+    if (slot0 + static_cast<int64_t>(cols) <= p.capacity) {
+      DecodeBlock<kBf16>(t, p.k, p.v, ConsecutiveRows{static_cast<size_t>((head_base + slot0) * p.d), d},
+                         j0, cols);
+      continue;
+    }
+    offsets.resize(cols);
+    int64_t slot = slot0;
     for (size_t c = 0; c < cols; ++c, ++slot) {
       if (slot == p.capacity) slot = 0;  // the ring wraps
       offsets[c] = static_cast<size_t>((head_base + slot) * p.d);
     }
-    // Ask for this block's value rows now (into L2), so that they stream in while the keys are
-    // scored: the value pass then finds them close instead of starting a second stream cold.
-    const size_t row_bytes = d * (kBf16 ? 2 : 4);
-    for (size_t c = 0; c < cols; ++c) {
-      const char* row = static_cast<const char*>(values) + offsets[c] * (kBf16 ? 2 : 4);
-      for (size_t byte = 0; byte < row_bytes; byte += 64) __builtin_prefetch(row + byte, 0, 2);
-    }
-    // Scores, row by row: the keys a row may see in this block are a contiguous range
-    // (causal and window by absolute position), the others get -inf.
-    for (size_t r = 0; r < rows; ++r) {
-      const int64_t query_position = row_position[r];
-      int64_t first = 0, last = std::min<int64_t>(static_cast<int64_t>(cols), query_position - j0 + 1);
-      if (p.window > 0) first = std::clamp<int64_t>(query_position - p.window + 1 - j0, 0, last);
-      float* sr = s + r * kDecodeKeyBlock;
-      for (int64_t c = 0; c < first; ++c) sr[c] = kMinusInf;
-      for (int64_t c = std::max<int64_t>(last, 0); c < static_cast<int64_t>(cols); ++c) sr[c] = kMinusInf;
-      if (last <= first) continue;
-      const float* qr = qs + r * ld;
-      switch (ld / N) {  // the query row stays in registers across the keys
-        case 1: ScoreKeys<kBf16, 1>(qr, keys, offsets.data(), first, last, sr); break;
-        case 2: ScoreKeys<kBf16, 2>(qr, keys, offsets.data(), first, last, sr); break;
-        case 4: ScoreKeys<kBf16, 4>(qr, keys, offsets.data(), first, last, sr); break;
-        case 8: ScoreKeys<kBf16, 8>(qr, keys, offsets.data(), first, last, sr); break;
-        default: ScoreKeysAnyWidth<kBf16>(qr, ld, keys, offsets.data(), first, last, sr); break;
-      }
-    }
-    // Online softmax per row over this block of keys (kDecodeKeyBlock is a multiple of any N; the
-    // columns past `cols` are -inf, so they come out 0).
-    for (size_t r = 0; r < rows; ++r) {
-      float* sr = s + r * kDecodeKeyBlock;
-      std::fill(sr + cols, sr + kDecodeKeyBlock, kMinusInf);
-      VF vmax = hn::Set(df, kMinusInf);
-      for (size_t c = 0; c < kDecodeKeyBlock; c += N) vmax = hn::Max(vmax, hn::LoadU(df, sr + c));
-      const float block_max = hn::GetLane(hn::MaxOfLanes(df, vmax));
-      if (block_max == kMinusInf) {
-        std::fill(sr, sr + kDecodeKeyBlock, 0.0f);
-        continue;
-      }
-      const float new_max = std::max(m[r], block_max);
-      const VF shift = hn::Set(df, new_max);
-      VF vsum = hn::Zero(df);
-      for (size_t c = 0; c < kDecodeKeyBlock; c += N) {
-        const VF e = ExpFlushed(df, hn::Sub(hn::LoadU(df, sr + c), shift));
-        hn::StoreU(e, df, sr + c);
-        vsum = hn::Add(vsum, e);
-      }
-      const float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
-      const float alpha = m[r] - new_max < -64.0f ? 0.0f : std::exp(m[r] - new_max);
-      l[r] = alpha * l[r] + sum;
-      if (alpha != 1.0f) {
-        const VF va = hn::Set(df, alpha);
-        for (size_t e = 0; e < ldo; e += N) hn::StoreU(hn::Mul(va, hn::LoadU(df, o + r * ldo + e)), df, o + r * ldo + e);
-      }
-      m[r] = new_max;
-    }
-    // o += P·V. Per row, up to four vectors of o stay in registers across the block's keys:
-    // updating o in memory key by key chained every FMA behind a store-to-load forward (that
-    // version took ~45 cycles per key on one cached head). Value rows come from L1 after the
-    // first query row.
-    for (size_t r = 0; r < rows; ++r) {
-      const float* pr = s + r * kDecodeKeyBlock;
-      float* orow = o + r * ldo;
-      for (size_t e = 0; e < ld; e += 4 * N) {
-        // The vector count is a template argument so the accumulators stay in registers
-        // (with a run-time count they were spilled, ~6 ns per key).
-        switch (std::min<size_t>(4, (ld - e) / N)) {
-          case 4: AccumulateValues<kBf16, 4>(pr, cols, values, offsets.data(), e, orow + e); break;
-          case 3: AccumulateValues<kBf16, 3>(pr, cols, values, offsets.data(), e, orow + e); break;
-          case 2: AccumulateValues<kBf16, 2>(pr, cols, values, offsets.data(), e, orow + e); break;
-          default: AccumulateValues<kBf16, 1>(pr, cols, values, offsets.data(), e, orow + e); break;
-        }
-      }
-    }
+    DecodeBlock<kBf16>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols);
   }
 }
 
