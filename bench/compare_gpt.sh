@@ -10,7 +10,11 @@
 # n_embd 128, block 64, batch 12, AdamW, warm-up + cosine, clipping at 1.0. Both run on 2
 # threads; PyTorch also on 1 thread and with OMP_WAIT_POLICY=passive, because its default
 # OpenMP spin-wait collapses on this 2-core machine; attn also with a busy loop on the other
-# core, 2 threads next to 1 (two threads should never lose). Each side reports the median ms of one
+# core, 2 threads next to 1 (two threads should never lose). PyTorch runs both under this
+# environment's OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set for old OpenBLAS builds: they pin
+# its AVX2 Haswell kernel) and without them, when OpenBLAS picks its own kernel for this CPU
+# (AVX-512 here, 20-30 % faster); "PyTorch's best" is the fastest of all its rows. Each side
+# reports the median ms of one
 # training step (forward, backward, clipping, AdamW; data sampling and evaluation excluded);
 # attn's peak resident memory comes from /usr/bin/time.
 set -euo pipefail
@@ -56,7 +60,10 @@ read -r attn1_busy _ <<<"$(run_attn_busy 1)"
 torch2=$(run_torch 2 "")
 torch2p=$(run_torch 2 OMP_WAIT_POLICY=passive)
 torch1=$(run_torch 1 "")
-best=$(printf '%s\n' "$torch2" "$torch2p" "$torch1" | sort -g | head -1)
+own_kernel="-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"
+torch2p_own=$(run_torch 2 "$own_kernel OMP_WAIT_POLICY=passive")
+torch1_own=$(run_torch 1 "$own_kernel")
+best=$(printf '%s\n' "$torch2" "$torch2p" "$torch1" "$torch2p_own" "$torch1_own" | sort -g | head -1)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 echo "GPT training step, $iters steps, $(basename "$corpus"), char level, 4x4x128, block 64, batch 12"
@@ -68,4 +75,6 @@ printf '%-34s %10s\n' "attn, 1 thread, other core busy" "$attn1_busy"
 printf '%-34s %10s\n' "PyTorch, 2 threads" "$torch2"
 printf '%-34s %10s\n' "PyTorch, 2 threads, passive wait" "$torch2p"
 printf '%-34s %10s\n' "PyTorch, 1 thread" "$torch1"
+printf '%-34s %10s\n' "PyTorch, 2 thr, passive, own BLAS" "$torch2p_own"
+printf '%-34s %10s\n' "PyTorch, 1 thread, own BLAS" "$torch1_own"
 echo "attn (2 threads) vs PyTorch's best: $(ratio "$best" "$attn2")x faster; vs PyTorch 2 threads: $(ratio "$torch2" "$attn2")x"
