@@ -10,6 +10,8 @@
 // (seen on an AVX2 machine), so the same blocks are computed whatever the thread count and
 // the results are bitwise the same for 1 and 2 threads.
 //
+// MatmulPrecision::kBFloat16 runs each block through src/gemm_bf16 instead of sgemm.
+//
 // oneDNN is opened on the first product (src/onednn_library.hpp), not at program start.
 #include "attn/gemm.hpp"
 
@@ -18,6 +20,7 @@
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/gemm_bf16.hpp"
 #include "src/onednn_library.hpp"
 
 namespace attn {
@@ -30,14 +33,23 @@ constexpr int64_t kParallelThreshold = int64_t{1} << 18;
 // Row blocks are multiples of this, so each worker's block matches the kernel's tiles.
 constexpr int64_t kRowGrain = 16;
 
-void sgemm_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
-                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                      float* c, int64_t ldc) {
+// One product on this thread, with OpenMP limited to one thread meanwhile (the worker's
+// setting restored after, also when it throws).
+void multiply_one_thread(MatmulPrecision precision, char ta, char tb, int64_t m, int64_t n,
+                         int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+                         int64_t ldb, float beta, float* c, int64_t ldc) {
   const detail::OneDnn& dnnl = detail::onednn();
-  const int previous = dnnl.omp_get_max_threads();
-  dnnl.omp_set_num_threads(1);
+  struct OneOpenMpThread {
+    const detail::OneDnn& dnnl;
+    const int previous = dnnl.omp_get_max_threads();
+    explicit OneOpenMpThread(const detail::OneDnn& d) : dnnl(d) { dnnl.omp_set_num_threads(1); }
+    ~OneOpenMpThread() { dnnl.omp_set_num_threads(previous); }
+  } one_thread(dnnl);
+  if (precision == MatmulPrecision::kBFloat16) {
+    detail::gemm_bf16_one_thread(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   const dnnl_status_t status = dnnl.sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  dnnl.omp_set_num_threads(previous);
   ATTN_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ",
              static_cast<int>(status));
 }
@@ -85,30 +97,31 @@ void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block) {
 
 // The block's product on this thread: row r0 of op(A) is row r0 of A, or column r0 when A is
 // transposed; column c0 of op(B) likewise.
-void multiply_block(const Block& x, char ta, char tb, int64_t k, float alpha, const float* a,
-                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void multiply_block(const Block& x, MatmulPrecision precision, char ta, char tb, int64_t k,
+                    float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    float beta, float* c, int64_t ldc) {
   const float* a_block = ta == 'T' ? a + x.r0 : a + x.r0 * lda;
   const float* b_block = tb == 'T' ? b + x.c0 * ldb : b + x.c0;
-  sgemm_one_thread(ta, tb, x.rows, x.cols, k, alpha, a_block, lda, b_block, ldb, beta,
-                   c + x.r0 * ldc + x.c0, ldc);
+  multiply_one_thread(precision, ta, tb, x.rows, x.cols, k, alpha, a_block, lda, b_block, ldb,
+                      beta, c + x.r0 * ldc + x.c0, ldc);
 }
 
 }  // namespace
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc) {
+          int64_t ldc, MatmulPrecision precision) {
   check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
   for_each_block(m, n, k, [&](const Block& x) {
-    multiply_block(x, ta, tb, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    multiply_block(x, precision, ta, tb, k, alpha, a, lda, b, ldb, beta, c, ldc);
   });
 }
 
 void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                int64_t lda, const float* b, int64_t ldb, const float* bias, float* c,
-               int64_t ldc) {
+               int64_t ldc, MatmulPrecision precision) {
   check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
@@ -118,7 +131,7 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
     for (int64_t r = x.r0; r < x.r0 + x.rows; ++r) {
       std::copy(bias + x.c0, bias + x.c0 + x.cols, c + r * ldc + x.c0);
     }
-    multiply_block(x, ta, tb, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+    multiply_block(x, precision, ta, tb, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
   });
 }
 

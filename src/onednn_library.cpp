@@ -36,6 +36,27 @@ OneDnn open_onednn() {
   bind(library, "dnnl_sgemm", functions.sgemm);
   bind(library, "omp_get_max_threads", functions.omp_get_max_threads);
   bind(library, "omp_set_num_threads", functions.omp_set_num_threads);
+  bind(library, "dnnl_engine_create", functions.engine_create);
+  bind(library, "dnnl_stream_create", functions.stream_create);
+  bind(library, "dnnl_stream_wait", functions.stream_wait);
+  bind(library, "dnnl_memory_desc_init_by_strides", functions.memory_desc_init_by_strides);
+  bind(library, "dnnl_matmul_desc_init", functions.matmul_desc_init);
+  bind(library, "dnnl_primitive_attr_create", functions.primitive_attr_create);
+  bind(library, "dnnl_primitive_attr_destroy", functions.primitive_attr_destroy);
+  bind(library, "dnnl_primitive_attr_set_output_scales", functions.primitive_attr_set_output_scales);
+  bind(library, "dnnl_primitive_attr_set_post_ops", functions.primitive_attr_set_post_ops);
+  bind(library, "dnnl_post_ops_create", functions.post_ops_create);
+  bind(library, "dnnl_post_ops_destroy", functions.post_ops_destroy);
+  bind(library, "dnnl_post_ops_append_sum", functions.post_ops_append_sum);
+  bind(library, "dnnl_primitive_desc_create", functions.primitive_desc_create);
+  bind(library, "dnnl_primitive_desc_destroy", functions.primitive_desc_destroy);
+  bind(library, "dnnl_primitive_create", functions.primitive_create);
+  bind(library, "dnnl_primitive_execute", functions.primitive_execute);
+  bind(library, "dnnl_memory_create", functions.memory_create);
+  bind(library, "dnnl_memory_set_data_handle", functions.memory_set_data_handle);
+  bind(library, "dnnl_memory_destroy", functions.memory_destroy);
+  bind(library, "dnnl_primitive_destroy", functions.primitive_destroy);
+  bind(library, "dnnl_stream_destroy", functions.stream_destroy);
   return functions;  // the library stays loaded until the process ends
 }
 

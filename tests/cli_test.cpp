@@ -186,6 +186,17 @@ TEST_F(Cli, TrainResumeAndGenerate) {
   EXPECT_EQ(a.out, b.out);                 // seeded
   EXPECT_EQ(a.out, c.out);                 // the cache gives the tokens of the full window
 
+  // Mixed precision: said in the header line, kept by the checkpoint for --resume.
+  const CliResult bf16 = run("train --corpus " + path("corpus.txt") + " --out " + path("bf16") + model +
+                             " --max-iters 4 --precision bf16");
+  ASSERT_EQ(bf16.status, 0) << bf16.err;
+  EXPECT_NE(bf16.out.find(", bf16 products"), std::string::npos) << bf16.out;
+  const CliResult bf16_resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("bf16") +
+                                     " --resume --max-iters 6 --threads 1");
+  ASSERT_EQ(bf16_resumed.status, 0) << bf16_resumed.err;
+  EXPECT_NE(bf16_resumed.out.find(", bf16 products, resumed at iteration 4"), std::string::npos) << bf16_resumed.out;
+  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --precision fp16", "--precision");
+
   expect_error("train --corpus " + path("missing.txt") + " --out " + path("x"), "missing.txt: cannot open");
   expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --n-embd 15", "must divide by n_head");
   expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --tokenizer " +

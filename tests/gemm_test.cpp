@@ -4,45 +4,21 @@
 
 #include <gtest/gtest.h>
 
-#include <initializer_list>
-#include <string>
 
 #include "attn/matmul.hpp"
 #include "attn/random.hpp"
 #include "attn/threads.hpp"
+#include "gemm_cases.hpp"
 #include "test_util.hpp"
 
 namespace attn {
 namespace {
 
+using testing::for_every_case;
+using testing::Size;
+
 // Tolerance from the problem: k products of values of size ~1, float accumulation.
 double tolerance(int64_t k) { return 1e-6 * static_cast<double>(k) + 1e-6; }
-
-struct Size {
-  int64_t m, n, k;
-};
-
-// body(size, ta, tb, a, b, what) for every size, transpose of A and B, and thread count, with
-// op(A) (m, k) and op(B) (k, n) drawn at random; `what` names the case for a failure.
-template <class Body>
-void for_every_case(std::initializer_list<Size> sizes, const Body& body) {
-  for (const Size s : sizes) {
-    for (int threads : {1, 2}) {
-      set_num_threads(threads);
-      for (bool ta : {false, true}) {
-        for (bool tb : {false, true}) {
-          const Tensor a = rand_normal(ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 1);
-          const Tensor b = rand_normal(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 2);
-          const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-                                   std::to_string(s.k) + " ta=" + std::to_string(ta) +
-                                   " tb=" + std::to_string(tb) + " threads=" + std::to_string(threads);
-          body(s, ta, tb, a, b, what);
-        }
-      }
-    }
-  }
-  set_num_threads(0);
-}
 
 TEST(Gemm, MatchesTheReferenceForEveryTransposeAndThreadCount) {
   for_every_case({{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {70, 300, 64}, {257, 129, 200}},

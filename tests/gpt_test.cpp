@@ -163,17 +163,26 @@ TEST(Gpt, ParameterTableTilesTheBufferAndDecaysOnlyBlockMatrices) {
   EXPECT_EQ(model.parameter("ln_f.weight").to_vector(), std::vector<float>(8, 1.0f));
 }
 
-TEST(Gpt, ResultsDoNotDependOnTheThreadCount) {
+// A model wide enough that its products and attention split over the threads.
+GptConfig split_config() {
   GptConfig c = tiny();
   c.n_embd = 64;
   c.n_head = 4;
   c.block_size = 64;
+  return c;
+}
+
+// One training forward and backward on 1 and on 2 threads: the same loss and gradients, bit
+// for bit.
+void expect_independent_of_the_thread_count(MatmulPrecision precision) {
+  const GptConfig c = split_config();
   const Batch b = random_batch(4, 64, c.vocab_size, 3);
   float losses[2];
   Tensor grads[2];
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     Gpt model(c, 1);
+    model.set_training_precision(precision);
     losses[threads - 1] = model.forward(b.ids, b.targets, 4);
     model.backward();
     grads[threads - 1] = model.gradients().clone();
@@ -181,6 +190,36 @@ TEST(Gpt, ResultsDoNotDependOnTheThreadCount) {
   set_num_threads(0);
   EXPECT_EQ(losses[0], losses[1]);
   EXPECT_TRUE(testing::BitwiseEqual(grads[0], grads[1]));
+}
+
+TEST(Gpt, ResultsDoNotDependOnTheThreadCount) {
+  expect_independent_of_the_thread_count(MatmulPrecision::kFloat32);
+}
+
+// Mixed precision: the training passes round the products' operands to bf16, so loss and
+// gradients move by bf16's rounding (2^-9 relative) and no more; inference stays float;
+// thread-count independence holds as in float.
+TEST(Gpt, BfloatTrainingPassesStayCloseToFloatAndInferenceStaysFloat) {
+  const GptConfig c = split_config();
+  const Batch b = random_batch(4, 64, c.vocab_size, 3);
+  Gpt f32(c, 1), bf16(c, 1);
+  perturb(f32, 5);
+  perturb(bf16, 5);
+  bf16.set_training_precision(MatmulPrecision::kBFloat16);
+  const float loss32 = f32.forward(b.ids, b.targets, 4), loss16 = bf16.forward(b.ids, b.targets, 4);
+  f32.backward();
+  bf16.backward();
+  EXPECT_NEAR(loss16, loss32, 1e-2 * loss32);
+  EXPECT_NE(loss16, loss32);  // the rounding happened
+  const std::vector<float> g32 = f32.gradients().to_vector(), g16 = bf16.gradients().to_vector();
+  double largest = 0.0, worst = 0.0;
+  for (size_t i = 0; i < g32.size(); ++i) {
+    largest = std::max(largest, static_cast<double>(std::fabs(g32[i])));
+    worst = std::max(worst, static_cast<double>(std::fabs(g32[i] - g16[i])));
+  }
+  EXPECT_LT(worst, 3e-2 * largest) << "worst gradient difference " << worst << " of " << largest;
+  EXPECT_EQ(bf16.loss(b.ids, b.targets, 4), f32.loss(b.ids, b.targets, 4));
+  expect_independent_of_the_thread_count(MatmulPrecision::kBFloat16);
 }
 
 TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {

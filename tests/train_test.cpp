@@ -200,6 +200,35 @@ TEST_F(Training, ResumingGivesTheLossCurveOfAnUninterruptedRun) {
   }
 }
 
+// In mixed precision too: the checkpoint keeps the precision, and the resumed run repeats
+// the uninterrupted one bit for bit; it learns as the float run does.
+TEST_F(Training, ABfloatRunResumesExactlyAndLearnsAsTheFloatRun) {
+  const CharTokenizer tok = CharTokenizer::train(kText);
+  TrainOptions o = small_options();
+  o.max_iters = 40;
+  const GptConfig c = small_config(tok.vocab_size());
+  Trainer f32(c, o, corpus_tokens(tok, 20));
+  o.precision = MatmulPrecision::kBFloat16;
+  Trainer whole(c, o, corpus_tokens(tok, 20));
+  EXPECT_EQ(whole.model().training_precision(), MatmulPrecision::kBFloat16);
+  std::vector<float> expected, float_losses;
+  while (!whole.done()) expected.push_back(whole.step().loss);
+  while (!f32.done()) float_losses.push_back(f32.step().loss);
+  EXPECT_NE(expected, float_losses);
+  EXPECT_NEAR(expected.back(), float_losses.back(), 0.05f * float_losses.back());
+
+  Trainer first(c, o, corpus_tokens(tok, 20));
+  std::vector<float> got;
+  for (int i = 0; i < 5; ++i) got.push_back(first.step().loss);
+  first.save(path("bf16.safetensors"), tok);
+  Trainer second = Trainer::resume(path("bf16.safetensors"), corpus_tokens(tok, 20));
+  EXPECT_EQ(second.options().precision, MatmulPrecision::kBFloat16);
+  EXPECT_EQ(second.model().training_precision(), MatmulPrecision::kBFloat16);
+  while (!second.done()) got.push_back(second.step().loss);
+  EXPECT_EQ(got, expected);
+  EXPECT_TRUE(testing::BitwiseEqual(second.model().parameters(), whole.model().parameters()));
+}
+
 TEST_F(Training, ACheckpointLoadsForGeneration) {
   const CharTokenizer tok = CharTokenizer::train(kText);
   Trainer trainer(small_config(tok.vocab_size()), small_options(), corpus_tokens(tok, 20));
@@ -254,6 +283,19 @@ TEST_F(Training, BrokenCheckpointsFailClearly) {
     f.metadata["train_options"] = options.dump();
   });
   EXPECT_FALSE(Trainer::resume(older, corpus_tokens(tok, 20)).options().adamw.decay_embeddings);
+  // And before the precision option: a float run. An unknown precision is an error.
+  const std::string no_precision = rewrite("no_precision", [](Safetensors& f) {
+    nlohmann::json options = nlohmann::json::parse(f.metadata["train_options"]);
+    options.erase("precision");
+    f.metadata["train_options"] = options.dump();
+  });
+  EXPECT_EQ(Trainer::resume(no_precision, corpus_tokens(tok, 20)).options().precision, MatmulPrecision::kFloat32);
+  const std::string fp16 = rewrite("fp16", [](Safetensors& f) {
+    nlohmann::json options = nlohmann::json::parse(f.metadata["train_options"]);
+    options["precision"] = "fp16";
+    f.metadata["train_options"] = options.dump();
+  });
+  EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(fp16, corpus_tokens(tok, 20)); }, "precision must be \"f32\" or \"bf16\", got \"fp16\""));
   // Truncated: the file's own reader reports it, with the path.
   std::string bytes;
   {

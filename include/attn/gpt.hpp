@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attn/gemm.hpp"
 #include "attn/kv_cache.hpp"
 #include "attn/mha.hpp"
 #include "attn/tensor.hpp"
@@ -96,9 +97,13 @@ class Gpt {
 
   // Training step, first half: ids and targets are (batch, T) row-major, 1 ≤ T ≤ block_size.
   // Returns the mean cross-entropy and keeps the activations for backward(). Dropout (when
-  // configured) draws its masks from dropout_seed.
+  // configured) draws its masks from dropout_seed. The matrix products of forward() and
+  // backward() run in training_precision() (bf16: mixed precision, the parameters and every
+  // sum stay float); logits(), loss() and decoding always run in float.
   float forward(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch,
                 uint64_t dropout_seed = 0);
+  void set_training_precision(MatmulPrecision precision) { training_precision_ = precision; }
+  MatmulPrecision training_precision() const { return training_precision_; }
   // Second half: gradients() += loss_scale · dLoss/dθ for the last forward (loss_scale < 1
   // averages accumulated micro-batches).
   void backward(float loss_scale = 1.0f);
@@ -141,6 +146,7 @@ class Gpt {
   // matches, else inference_acts_.
   mutable std::unique_ptr<nn::Activations> acts_;
   mutable std::unique_ptr<nn::Activations> inference_acts_;
+  MatmulPrecision training_precision_ = MatmulPrecision::kFloat32;
 };
 
 // One KVCache per layer, all at the same position.

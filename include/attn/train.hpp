@@ -75,6 +75,9 @@ struct TrainOptions {
   AdamWOptions adamw;
   uint64_t seed = 1337;
   double val_fraction = 0.1;  // the last part of the tokens is the validation split
+  // The training passes' matrix products (Gpt::set_training_precision): kBFloat16 is mixed
+  // precision, bf16 operands with float sums, parameters, moments and evaluation in float.
+  MatmulPrecision precision = MatmulPrecision::kFloat32;
 };
 
 struct StepResult {

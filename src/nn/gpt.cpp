@@ -175,7 +175,7 @@ void Gpt::forward_logits(std::span<const int64_t> ids, nn::Activations& a) const
   nn::layer_norm_forward(x, params + global_.lnf_w, at_or_null(params, global_.lnf_b), a.rows, c,
                          a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data());
   gemm(false, true, a.rows, v, c, 1.0f, a.lnf.data(), c, params + global_.wte, c, 0.0f,
-       a.probs.data(), v);
+       a.probs.data(), v, a.precision);
 }
 
 void Gpt::check_ids_and_targets(std::span<const int64_t> ids, std::span<const int64_t> targets,
@@ -205,6 +205,7 @@ float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> target
   a.targets.assign(targets.begin(), targets.end());
   a.ids.assign(ids.begin(), ids.end());
   a.dropout.seed(config_.dropout, dropout_seed);
+  a.precision = training_precision_;
   forward_logits(ids, a);
   const float loss = mean_cross_entropy(a, a.targets.data());
   a.has_forward = true;
@@ -220,8 +221,9 @@ float Gpt::loss(std::span<const int64_t> ids, std::span<const int64_t> targets, 
 
 // Buffers for loss() and logits(): the training buffers when the shape matches or there are
 // none yet (evaluation runs the training batch shape; a second set would double the
-// activation memory), else a set kept while the shape repeats. Either way dropout is off, and a pending backward() is
-// cancelled (its probabilities are overwritten).
+// activation memory), else a set kept while the shape repeats. Either way dropout is off, the
+// products run in float, and a pending backward() is cancelled (its probabilities are
+// overwritten).
 nn::Activations& Gpt::inference_activations(int64_t batch, int64_t t) const {
   const bool training_shape = !acts_ || (acts_->batch == batch && acts_->t == t);
   std::unique_ptr<nn::Activations>& buffers = training_shape ? acts_ : inference_acts_;
@@ -230,6 +232,7 @@ nn::Activations& Gpt::inference_activations(int64_t batch, int64_t t) const {
   }
   buffers->has_forward = false;
   buffers->dropout.seed(0.0f, 0);
+  buffers->precision = MatmulPrecision::kFloat32;
   return *buffers;
 }
 
@@ -253,8 +256,9 @@ void Gpt::backward(float loss_scale) {
   // Tied head: logits = lnf·wteᵀ, so d_lnf = dlogits·wte and d_wte += dlogitsᵀ·lnf.
   const float* dlogits = a.probs.data();
   gemm(false, false, a.rows, c, v, 1.0f, dlogits, v, params + global_.wte, c, 0.0f,
-       a.d_ln.data(), c);
-  gemm(true, false, v, c, a.rows, 1.0f, dlogits, v, a.lnf.data(), c, 1.0f, grads + global_.wte, c);
+       a.d_ln.data(), c, a.precision);
+  gemm(true, false, v, c, a.rows, 1.0f, dlogits, v, a.lnf.data(), c, 1.0f, grads + global_.wte, c,
+       a.precision);
   const float* x_final = layers_.empty() ? a.encoded.data() : a.layers.back().residual3.data();
   std::fill(a.d_residual.data(), a.d_residual.data() + a.rows * c, 0.0f);
   nn::layer_norm_backward(a.d_ln.data(), x_final, params + global_.lnf_w, a.lnf_mean.data(),

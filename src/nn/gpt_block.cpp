@@ -108,11 +108,14 @@ Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_)
 }
 
 void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
-                 const float* ln, int64_t rows, float* hidden, float* activated, float* out) {
+                 const float* ln, int64_t rows, float* hidden, float* activated, float* out,
+                 MatmulPrecision precision) {
   const int64_t c = config.n_embd;
-  linear_forward(ln, params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c, hidden);
+  linear_forward(ln, params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c, hidden,
+                 precision);
   gelu_forward(hidden, rows * 4 * c, activated);
-  linear_forward(activated, params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c, c, out);
+  linear_forward(activated, params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c, c, out,
+                 precision);
 }
 
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
@@ -121,7 +124,7 @@ void block_forward(const GptConfig& config, const LayerOffsets& at, const float*
   layer_norm_forward(x, params + at.ln1_w, at_or_null(params, at.ln1_b), rows, c, la.ln1.data(),
                      la.ln1_mean.data(), la.ln1_rstd.data());
   linear_forward(la.ln1.data(), params + at.wqkv, at_or_null(params, at.bqkv), rows, c, width,
-                 la.qkv.data());
+                 la.qkv.data(), a.precision);
   QkvViews v = qkv_views(config, la.qkv);
   if (config.positions == PositionKind::kRotary) {
     apply_rope(v.q, 0);
@@ -131,13 +134,15 @@ void block_forward(const GptConfig& config, const LayerOffsets& at, const float*
   detail::sdpa_into(detail::check_attention(v.q, v.k, v.v, options), v.q, v.k, v.v, options,
                     la.att.permute({0, 2, 1, 3}), la.lse.data());
   float* branch = a.scratch.data();
-  linear_forward(la.att.data(), params + at.wo, at_or_null(params, at.bo), rows, c, c, branch);
+  linear_forward(la.att.data(), params + at.wo, at_or_null(params, at.bo), rows, c, c, branch,
+                 a.precision);
   a.dropout.apply(branch, rows * c, DropoutSite::kAttention, layer);
   add_into(x, branch, rows * c, la.residual2.data());
 
   layer_norm_forward(la.residual2.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,
                      la.ln2.data(), la.ln2_mean.data(), la.ln2_rstd.data());
-  mlp_forward(config, at, params, la.ln2.data(), rows, la.fch.data(), la.fch_gelu.data(), branch);
+  mlp_forward(config, at, params, la.ln2.data(), rows, la.fch.data(), la.fch_gelu.data(), branch,
+              a.precision);
   a.dropout.apply(branch, rows * c, DropoutSite::kMlp, layer);
   add_into(la.residual2.data(), branch, rows * c, la.residual3.data());
 }
@@ -152,10 +157,10 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
   std::memcpy(d_branch, a.d_residual.data(), sizeof(float) * static_cast<size_t>(rows * c));
   a.dropout.apply(d_branch, rows * c, DropoutSite::kMlp, layer);
   linear_backward(d_branch, la.fch_gelu.data(), params + at.wproj, rows, 4 * c, c, a.d_fch.data(),
-                  false, grads + at.wproj, at_or_null(grads, at.bproj));
+                  false, grads + at.wproj, at_or_null(grads, at.bproj), a.precision);
   gelu_backward(a.d_fch.data(), la.fch.data(), rows * 4 * c, a.d_fch.data());
   linear_backward(a.d_fch.data(), la.ln2.data(), params + at.wfc, rows, c, 4 * c, a.d_ln.data(),
-                  false, grads + at.wfc, at_or_null(grads, at.bfc));
+                  false, grads + at.wfc, at_or_null(grads, at.bfc), a.precision);
   layer_norm_backward(a.d_ln.data(), la.residual2.data(), params + at.ln2_w, la.ln2_mean.data(),
                       la.ln2_rstd.data(), rows, c, a.d_residual.data(), grads + at.ln2_w,
                       at_or_null(grads, at.ln2_b));
@@ -164,7 +169,7 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
   std::memcpy(d_branch, a.d_residual.data(), sizeof(float) * static_cast<size_t>(rows * c));
   a.dropout.apply(d_branch, rows * c, DropoutSite::kAttention, layer);
   linear_backward(d_branch, la.att.data(), params + at.wo, rows, c, c, a.d_att.data(), false,
-                  grads + at.wo, at_or_null(grads, at.bo));
+                  grads + at.wo, at_or_null(grads, at.bo), a.precision);
   const QkvViews v = qkv_views(config, la.qkv);
   QkvViews d = qkv_views(config, a.d_qkv);
   const SdpaOptions options = causal();
@@ -176,7 +181,7 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
     apply_rope_inverse(d.k, 0);
   }
   linear_backward(a.d_qkv.data(), la.ln1.data(), params + at.wqkv, rows, c, width, a.d_ln.data(),
-                  false, grads + at.wqkv, at_or_null(grads, at.bqkv));
+                  false, grads + at.wqkv, at_or_null(grads, at.bqkv), a.precision);
   layer_norm_backward(a.d_ln.data(), x, params + at.ln1_w, la.ln1_mean.data(), la.ln1_rstd.data(),
                       rows, c, a.d_residual.data(), grads + at.ln1_w, at_or_null(grads, at.ln1_b));
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attn/gemm.hpp"
 #include "attn/gpt.hpp"
 #include "attn/tensor.hpp"
 
@@ -71,13 +72,15 @@ struct Activations {
   Tensor d_residual, d_branch, d_ln, d_att, d_qkv, d_fch, scratch;
   std::vector<int64_t> ids, targets;
   Dropout dropout;
+  MatmulPrecision precision = MatmulPrecision::kFloat32;  // of this pass's matrix products
   bool has_forward = false;
 };
 
 // The MLP of one block on rows of LayerNorm₂ output: hidden = ln·Wfc + bfc,
 // activated = gelu(hidden), out = activated·Wproj + bproj.
 void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
-                 const float* ln, int64_t rows, float* hidden, float* activated, float* out);
+                 const float* ln, int64_t rows, float* hidden, float* activated, float* out,
+                 MatmulPrecision precision = MatmulPrecision::kFloat32);
 
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                    const float* x, LayerActivations& la, Activations& a, int64_t layer);

@@ -16,18 +16,22 @@ void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums) {
 }
 
 void linear_forward(const float* x, const float* w, const float* bias, int64_t rows, int64_t in,
-                    int64_t out, float* y) {
+                    int64_t out, float* y, MatmulPrecision precision) {
   if (bias) {
-    gemm_bias(false, false, rows, out, in, x, in, w, out, bias, y, out);
+    gemm_bias(false, false, rows, out, in, x, in, w, out, bias, y, out, precision);
   } else {
-    gemm(false, false, rows, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
+    gemm(false, false, rows, out, in, 1.0f, x, in, w, out, 0.0f, y, out, precision);
   }
 }
 
 void linear_backward(const float* dy, const float* x, const float* w, int64_t rows, int64_t in,
-                     int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias) {
-  if (dx) gemm(false, true, rows, in, out, 1.0f, dy, out, w, out, accumulate_dx ? 1.0f : 0.0f, dx, in);
-  gemm(true, false, in, out, rows, 1.0f, x, in, dy, out, 1.0f, dw, out);
+                     int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias,
+                     MatmulPrecision precision) {
+  if (dx) {
+    gemm(false, true, rows, in, out, 1.0f, dy, out, w, out, accumulate_dx ? 1.0f : 0.0f, dx, in,
+         precision);
+  }
+  gemm(true, false, in, out, rows, 1.0f, x, in, dy, out, 1.0f, dw, out, precision);
   if (d_bias) add_column_sums(dy, rows, out, d_bias);
 }
 

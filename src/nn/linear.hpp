@@ -1,18 +1,21 @@
 // A fully connected layer on contiguous row-major matrices, y = x·W + b with W (in, out), and
-// its backward. Every product goes through attn::gemm (oneDNN).
+// its backward. Every product goes through attn::gemm (oneDNN), in the precision given.
 #pragma once
 
 #include <cstdint>
+
+#include "attn/gemm.hpp"
 
 namespace attn::nn {
 
 // y (rows, out) = x (rows, in) · w (in, out) + bias (out; may be null).
 void linear_forward(const float* x, const float* w, const float* bias, int64_t rows, int64_t in,
-                    int64_t out, float* y);
+                    int64_t out, float* y, MatmulPrecision precision = MatmulPrecision::kFloat32);
 
 // dx = dy·Wᵀ (overwritten, or added to when accumulate_dx; dx may be null to skip it),
-// dw += xᵀ·dy, d_bias += Σ_rows dy (d_bias may be null).
+// dw += xᵀ·dy, d_bias += Σ_rows dy (d_bias may be null; always summed in float).
 void linear_backward(const float* dy, const float* x, const float* w, int64_t rows, int64_t in,
-                     int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias);
+                     int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias,
+                     MatmulPrecision precision = MatmulPrecision::kFloat32);
 
 }  // namespace attn::nn

@@ -24,7 +24,8 @@ std::string options_json(const TrainOptions& o) {
       {"beta2", o.adamw.beta2},         {"eps", o.adamw.eps},
       {"weight_decay", o.adamw.weight_decay}, {"decay_embeddings", o.adamw.decay_embeddings},
       {"seed", o.seed},
-      {"val_fraction", o.val_fraction}};
+      {"val_fraction", o.val_fraction},
+      {"precision", o.precision == MatmulPrecision::kBFloat16 ? "bf16" : "f32"}};
   return j.dump();
 }
 
@@ -48,6 +49,11 @@ TrainOptions options_from_json(const std::string& text) {
   o.adamw.decay_embeddings = j.value("decay_embeddings", false);
   o.seed = j.at("seed").get<uint64_t>();
   o.val_fraction = j.at("val_fraction").get<double>();
+  // Checkpoints from before the option (same format version) trained in float.
+  const std::string precision = j.value("precision", "f32");
+  ATTN_CHECK(precision == "f32" || precision == "bf16", "checkpoint: precision must be \"f32\" or \"bf16\", got \"",
+             precision, "\"");
+  o.precision = precision == "bf16" ? MatmulPrecision::kBFloat16 : MatmulPrecision::kFloat32;
   detail::check_options(o);
   return o;
 }

@@ -50,6 +50,7 @@ Trainer::Trainer(const GptConfig& config, const TrainOptions& options, std::vect
       optimizer_(model_, options.adamw),
       data_rng_(options.seed) {
   detail::check_options(options_);
+  model_.set_training_precision(options_.precision);
   const size_t split = split_point(tokens.size(), options_.val_fraction);
   const size_t need = static_cast<size_t>(config.block_size) + 1;
   ATTN_CHECK(split >= need && tokens.size() - split >= need, "train: ", tokens.size(),

@@ -1,0 +1,169 @@
+// See gemm_bf16.hpp. Each call rounds the two operands into bfloat16 buffers of the calling
+// thread, as they are stored (op() is then a matter of the descriptors' strides), and runs a
+// oneDNN matmul primitive made for that shape: made once per shape and thread and kept, since
+// making one costs far more than a product of a GPT's size.
+#include "src/gemm_bf16.hpp"
+
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "src/kernels/bfloat16.hpp"
+#include "src/onednn_library.hpp"
+
+namespace attn::detail {
+namespace {
+
+std::atomic<bool> g_force_fallback{false};
+
+void check(dnnl_status_t status, const char* what) {
+  ATTN_CHECK(status == dnnl_success, "gemm (bf16): oneDNN ", what, " failed with status ",
+             static_cast<int>(status));
+}
+
+dnnl_engine_t cpu_engine() {
+  static const dnnl_engine_t engine = [] {
+    dnnl_engine_t e = nullptr;
+    check(onednn().engine_create(&e, dnnl_cpu, 0), "engine_create");
+    return e;
+  }();
+  return engine;
+}
+
+// What a primitive is made for: the product's shape and layout, alpha and beta.
+using ShapeKey = std::tuple<int64_t, int64_t, int64_t, char, char, int64_t, float, float>;
+
+struct Primitive {
+  dnnl_primitive_t primitive = nullptr;  // null: no bf16 kernel for it on this CPU
+  dnnl_memory_t src = nullptr, weights = nullptr, dst = nullptr;
+};
+
+void init_matrix(dnnl_memory_desc_t* md, int64_t rows, int64_t cols, int64_t row_stride,
+                 int64_t col_stride, dnnl_data_type_t type) {
+  const dnnl_dims_t dims = {rows, cols}, strides = {row_stride, col_stride};
+  check(onednn().memory_desc_init_by_strides(md, 2, dims, type, strides), "memory_desc_init");
+}
+
+// The attributes: output scale alpha, and beta·C added by a "sum" post-op.
+dnnl_primitive_attr_t make_attributes(float alpha, float beta) {
+  const OneDnn& dnnl = onednn();
+  dnnl_primitive_attr_t attr = nullptr;
+  check(dnnl.primitive_attr_create(&attr), "primitive_attr_create");
+  if (alpha != 1.0f) check(dnnl.primitive_attr_set_output_scales(attr, 1, 0, &alpha), "set_output_scales");
+  if (beta != 0.0f) {
+    dnnl_post_ops_t post_ops = nullptr;
+    check(dnnl.post_ops_create(&post_ops), "post_ops_create");
+    check(dnnl.post_ops_append_sum(post_ops, beta), "post_ops_append_sum");
+    check(dnnl.primitive_attr_set_post_ops(attr, post_ops), "set_post_ops");
+    dnnl.post_ops_destroy(post_ops);
+  }
+  return attr;
+}
+
+Primitive make_primitive(const ShapeKey& key) {
+  const auto [m, n, k, ta, tb, ldc, alpha, beta] = key;
+  const OneDnn& dnnl = onednn();
+  dnnl_memory_desc_t src, weights, dst;
+  // The operands are stored contiguously as given: op(A) (m, k) is A or Aᵀ of a (k, m) block.
+  init_matrix(&src, m, k, ta == 'T' ? 1 : k, ta == 'T' ? m : 1, dnnl_bf16);
+  init_matrix(&weights, k, n, tb == 'T' ? 1 : n, tb == 'T' ? k : 1, dnnl_bf16);
+  init_matrix(&dst, m, n, ldc, 1, dnnl_f32);
+  dnnl_matmul_desc_t desc;
+  check(dnnl.matmul_desc_init(&desc, &src, &weights, nullptr, &dst), "matmul_desc_init");
+  dnnl_primitive_attr_t attr = make_attributes(alpha, beta);
+  dnnl_primitive_desc_t pd = nullptr;
+  const dnnl_status_t status = dnnl.primitive_desc_create(&pd, &desc, attr, cpu_engine(), nullptr);
+  dnnl.primitive_attr_destroy(attr);
+  Primitive p;
+  if (status != dnnl_success) return p;  // no kernel for bf16 here (a CPU without AVX-512)
+  check(dnnl.primitive_create(&p.primitive, pd), "primitive_create");
+  dnnl.primitive_desc_destroy(pd);
+  check(dnnl.memory_create(&p.src, &src, cpu_engine(), DNNL_MEMORY_NONE), "memory_create");
+  check(dnnl.memory_create(&p.weights, &weights, cpu_engine(), DNNL_MEMORY_NONE), "memory_create");
+  check(dnnl.memory_create(&p.dst, &dst, cpu_engine(), DNNL_MEMORY_NONE), "memory_create");
+  return p;
+}
+
+// A thread's stream, primitives and operand buffers, released when the thread ends.
+struct ThreadState {
+  dnnl_stream_t stream = nullptr;
+  std::map<ShapeKey, Primitive> primitives;
+  std::vector<uint16_t> a, b;
+  std::vector<float> a_wide, b_wide;  // the fallback's rounded operands, as floats
+
+  ~ThreadState() {
+    const OneDnn& dnnl = onednn();
+    for (auto& [key, p] : primitives) {
+      if (p.primitive == nullptr) continue;
+      dnnl.memory_destroy(p.src);
+      dnnl.memory_destroy(p.weights);
+      dnnl.memory_destroy(p.dst);
+      dnnl.primitive_destroy(p.primitive);
+    }
+    if (stream != nullptr) dnnl.stream_destroy(stream);
+  }
+
+  const Primitive& primitive_for(const ShapeKey& key) {
+    auto it = primitives.find(key);
+    if (it == primitives.end()) it = primitives.emplace(key, make_primitive(key)).first;
+    return it->second;
+  }
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+
+// bits << 16: the rounded operand back as floats, for the fallback's float product.
+void widen(const std::vector<uint16_t>& bits, std::vector<float>& out) {
+  out.resize(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = std::bit_cast<float>(uint32_t{bits[i]} << 16);
+}
+
+}  // namespace
+
+void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                          float* c, int64_t ldc) {
+  ThreadState& t = thread_state();
+  // The operands as stored: A is (m, k), or (k, m) when transposed; B (k, n) or (n, k).
+  const int64_t a_rows = ta == 'T' ? k : m, a_cols = ta == 'T' ? m : k;
+  const int64_t b_rows = tb == 'T' ? n : k, b_cols = tb == 'T' ? k : n;
+  t.a.resize(static_cast<size_t>(a_rows * a_cols));
+  t.b.resize(static_cast<size_t>(b_rows * b_cols));
+  kernels::round_to_bfloat16(a, a_rows, a_cols, lda, t.a.data());
+  kernels::round_to_bfloat16(b, b_rows, b_cols, ldb, t.b.data());
+
+  const OneDnn& dnnl = onednn();
+  const Primitive* p = g_force_fallback.load() ? nullptr
+                                               : &t.primitive_for({m, n, k, ta, tb, ldc, alpha, beta});
+  if (p == nullptr || p->primitive == nullptr) {
+    widen(t.a, t.a_wide);
+    widen(t.b, t.b_wide);
+    const dnnl_status_t status = dnnl.sgemm(ta, tb, m, n, k, alpha, t.a_wide.data(), a_cols,
+                                            t.b_wide.data(), b_cols, beta, c, ldc);
+    check(status, "sgemm");
+    return;
+  }
+  if (t.stream == nullptr) check(dnnl.stream_create(&t.stream, cpu_engine(), dnnl_stream_default_flags), "stream_create");
+  check(dnnl.memory_set_data_handle(p->src, t.a.data()), "memory_set_data_handle");
+  check(dnnl.memory_set_data_handle(p->weights, t.b.data()), "memory_set_data_handle");
+  check(dnnl.memory_set_data_handle(p->dst, c), "memory_set_data_handle");
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->weights},
+                                  {DNNL_ARG_DST, p->dst}};
+  check(dnnl.primitive_execute(p->primitive, t.stream, 3, args), "primitive_execute");
+  check(dnnl.stream_wait(t.stream), "stream_wait");
+}
+
+bool use_bf16_fallback_for_test(bool fallback) {
+  g_force_fallback.store(fallback);
+  // Whether this CPU has the kernel: a primitive for a small product can be made.
+  return thread_state().primitive_for({16, 16, 16, 'N', 'N', 16, 1.0f, 0.0f}).primitive != nullptr;
+}
+
+}  // namespace attn::detail

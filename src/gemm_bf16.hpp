@@ -1,0 +1,22 @@
+// One block of a matrix product with bfloat16 operands, on the calling thread: the
+// MatmulPrecision::kBFloat16 path of attn::gemm (src/gemm.cpp splits the product into
+// blocks over the threads and calls this for each). Internal to the library.
+#pragma once
+
+#include <cstdint>
+
+namespace attn::detail {
+
+// C = alpha·op(A)·op(B) + beta·C with A and B rounded to bfloat16 (to nearest, ties to even)
+// and the products summed in float, as in gemm. Through oneDNN's bf16 matmul kernel where the
+// CPU has one (AVX-512: twice the multiply rate of float); otherwise the same rounded operands
+// go through the float product, so the numbers agree to the order of the additions.
+void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                          float* c, int64_t ldc);
+
+// For tests: true makes every bf16 product take the float fallback, false (the default) uses
+// oneDNN's kernel where the CPU has it. Returns whether this CPU has it.
+bool use_bf16_fallback_for_test(bool fallback);
+
+}  // namespace attn::detail

@@ -1,0 +1,20 @@
+// Rounding float matrices to bfloat16 (the top 16 bits of a float, 8 bits of mantissa), to
+// nearest with ties to even, vectorised with Highway: the operands of the bf16 matrix
+// products (attn/gemm.hpp). Highway's own DemoteTo truncates; this rounds as attn::to_bfloat16
+// (kv_cache.hpp) does, element for element, NaN staying a quiet NaN.
+#pragma once
+
+#include <cstdint>
+
+namespace attn::kernels {
+
+// dst[r·cols + c] = bf16(src[r·ld + c]) for r < rows, c < cols: a (rows, cols) block of a
+// row-major matrix with row stride ld, written contiguously.
+// With AVX-512 BF16 one instruction per 16 floats, where subnormal inputs round to 0;
+// elsewhere the Highway kernel.
+void round_to_bfloat16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst);
+// The Highway kernel on any CPU (the tests compare the two).
+void round_to_bfloat16_portable(const float* src, int64_t rows, int64_t cols, int64_t ld,
+                                uint16_t* dst);
+
+}  // namespace attn::kernels

@@ -1,0 +1,134 @@
+// MatmulPrecision::kBFloat16 (attn/gemm.hpp, src/gemm_bf16.cpp): the operands' rounding to
+// bfloat16 against the scalar attn::to_bfloat16, the products against the reference matmul
+// of the rounded operands (on oneDNN's bf16 kernel and on the float fallback), that the
+// rounding really happens, and thread-count independence.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <span>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attn/gemm.hpp"
+#include "attn/kv_cache.hpp"
+#include "attn/matmul.hpp"
+#include "attn/random.hpp"
+#include "attn/threads.hpp"
+#include "src/gemm_bf16.hpp"
+#include "src/kernels/bfloat16.hpp"
+#include "gemm_cases.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+// Values that exercise the rounding: ties both ways, carries into the exponent, large and
+// small magnitudes, the infinities and NaN; then random ones.
+std::vector<float> rounding_cases() {
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-9f, 1.0f + 3 * 0x1p-9f,
+                          1.0f + 0x1p-9f + 0x1p-20f, 0x1.ffffffp0f, -0x1.ff8p3f, 3.4e38f, -1e-30f,
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()};
+  const Tensor r = rand_normal({300}, 9);
+  for (float v : r.to_vector()) x.push_back(v * 100.0f);
+  return x;
+}
+
+TEST(Bfloat16, BothKernelsRoundAsTheScalarFunction) {
+  const std::vector<float> x = rounding_cases();
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<uint16_t> fast(x.size()), portable(x.size());
+  kernels::round_to_bfloat16(x.data(), 1, n, n, fast.data());
+  kernels::round_to_bfloat16_portable(x.data(), 1, n, n, portable.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(portable[i], to_bfloat16(x[i])) << "x = " << x[i];
+    EXPECT_EQ(fast[i], to_bfloat16(x[i])) << "x = " << x[i];
+  }
+  // Subnormal inputs: the portable kernel rounds them, AVX-512 BF16 reads them as 0.
+  const float tiny = 0x1p-130f;
+  uint16_t bits = 1;
+  kernels::round_to_bfloat16_portable(&tiny, 1, 1, 1, &bits);
+  EXPECT_EQ(bits, to_bfloat16(tiny));
+}
+
+TEST(Bfloat16, RoundsABlockOfAStridedMatrix) {
+  const Tensor m = rand_normal({7, 40}, 3);  // a (7, 33) block of rows 40 apart
+  std::vector<uint16_t> out(7 * 33);
+  kernels::round_to_bfloat16(m.data(), 7, 33, 40, out.data());
+  for (int64_t r = 0; r < 7; ++r)
+    for (int64_t c = 0; c < 33; ++c) ASSERT_EQ(out[r * 33 + c], to_bfloat16(m.at({r, c})));
+}
+
+// x rounded to bfloat16, as a float.
+Tensor rounded(const Tensor& x) {
+  Tensor out = x.contiguous().clone();
+  for (float& v : std::span<float>(out.data(), static_cast<size_t>(out.numel()))) {
+    v = from_bfloat16(to_bfloat16(v));
+  }
+  return out;
+}
+
+// Against the float reference of the rounded operands: the sums are float in both, in
+// different orders, so to k float roundings of products of size ~1.
+void expect_matches_rounded_reference(const char* kernel) {
+  testing::for_every_case({{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {40, 300, 64}},
+                          [&](testing::Size s, bool ta, bool tb, const Tensor& a, const Tensor& b,
+                              const std::string& what) {
+    const Tensor c0 = rand_normal({s.m, s.n}, 3);
+    Tensor c = c0.clone();
+    gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f, c.data(), s.n,
+         MatmulPrecision::kBFloat16);
+    const Tensor ra = rounded(a), rb = rounded(b);
+    Tensor expected = reference::matmul(ta ? ra.transpose(0, 1) : ra, tb ? rb.transpose(0, 1) : rb);
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) expected.at({i, j}) = 0.5f * expected.at({i, j}) + 2.0f * c0.at({i, j});
+    EXPECT_TRUE(testing::AllClose(c, expected, 2e-6 * static_cast<double>(s.k) + 1e-6)) << kernel << ": " << what;
+  });
+}
+
+TEST(GemmBf16, MatchesTheReferenceOfTheRoundedOperands) {
+  const bool has_kernel = detail::use_bf16_fallback_for_test(false);
+  expect_matches_rounded_reference(has_kernel ? "oneDNN bf16 kernel" : "fallback (no bf16 kernel on this CPU)");
+  detail::use_bf16_fallback_for_test(true);
+  expect_matches_rounded_reference("float fallback");
+  detail::use_bf16_fallback_for_test(false);
+}
+
+TEST(GemmBf16, TheOperandsAreReallyRounded) {
+  // 1 + 2^-9 is halfway between two bfloat16 values and rounds to even, 1: in bf16 the
+  // product of k such values with ones is k, in float k·(1 + 2^-9).
+  const int64_t m = 32, n = 32, k = 64;
+  const std::vector<float> a(m * k, 1.0f + 0x1p-9f), b(k * n, 1.0f);
+  std::vector<float> c32(m * n), c16(m * n);
+  gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c32.data(), n);
+  gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c16.data(), n, MatmulPrecision::kBFloat16);
+  EXPECT_FLOAT_EQ(c32[0], 64.0f * (1.0f + 0x1p-9f));
+  EXPECT_EQ(c16[0], 64.0f);
+  std::vector<float> biased(m * n);
+  const std::vector<float> bias(n, 0.25f);
+  gemm_bias(false, false, m, n, k, a.data(), k, b.data(), n, bias.data(), biased.data(), n,
+            MatmulPrecision::kBFloat16);
+  EXPECT_EQ(biased[5], 64.25f);
+}
+
+TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {
+  const Tensor x = rand_normal({390, 128}, 1), w = rand_normal({128, 512}, 2), dy = rand_normal({390, 512}, 3);
+  Tensor runs[2][2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Tensor y({390, 512}), dw({128, 512});
+    gemm(false, false, 390, 512, 128, 1.0f, x.data(), 128, w.data(), 512, 0.0f, y.data(), 512,
+         MatmulPrecision::kBFloat16);
+    gemm(true, false, 128, 512, 390, 1.0f, x.data(), 128, dy.data(), 512, 0.0f, dw.data(), 512,
+         MatmulPrecision::kBFloat16);
+    runs[threads - 1][0] = y;
+    runs[threads - 1][1] = dw;
+  }
+  set_num_threads(0);
+  EXPECT_TRUE(testing::BitwiseEqual(runs[0][0], runs[1][0]));
+  EXPECT_TRUE(testing::BitwiseEqual(runs[0][1], runs[1][1]));
+}
+
+}  // namespace
+}  // namespace attn
