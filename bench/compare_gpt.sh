@@ -13,8 +13,9 @@
 # core, 2 threads next to 1 (two threads should never lose). PyTorch runs both under this
 # environment's OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set for old OpenBLAS builds: they pin
 # its AVX2 Haswell kernel) and without them, when OpenBLAS picks its own kernel for this CPU
-# (AVX-512 here, 20-30 % faster); "PyTorch's best" is the fastest of all its rows. Each side
-# reports the median ms of one
+# (AVX-512 here, 20-30 % faster); and in mixed precision, attn with --precision bf16 next to
+# PyTorch's CPU autocast to bfloat16. "PyTorch's best" is the fastest of all its rows. Each
+# side reports the median ms of one
 # training step (forward, backward, clipping, AdamW; data sampling and evaluation excluded);
 # attn's peak resident memory comes from /usr/bin/time.
 set -euo pipefail
@@ -34,10 +35,11 @@ attn_median() {
   awk -F, 'NR > 1 && $5 != "" && $1 >= 10 { print $5 }' "$1/metrics.csv" | sort -g |
     awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }'
 }
-run_attn() {  # threads
-  /usr/bin/time -f "%M" -o "$work/time" "$attn" train --corpus "$corpus" --out "$work/attn$1" \
-    --max-iters "$iters" --eval-interval 1000000 --eval-iters 1 --threads "$1" >/dev/null
-  echo "$(attn_median "$work/attn$1") $(awk '{ printf "%.0f", $1 / 1024 }' "$work/time")"
+run_attn() {  # threads [precision]
+  /usr/bin/time -f "%M" -o "$work/time" "$attn" train --corpus "$corpus" --out "$work/attn$1$2" \
+    --max-iters "$iters" --eval-interval 1000000 --eval-iters 1 --threads "$1" \
+    --precision "${2:-f32}" >/dev/null
+  echo "$(attn_median "$work/attn$1$2") $(awk '{ printf "%.0f", $1 / 1024 }' "$work/time")"
 }
 # The same with another process keeping a core busy (a shell loop), as on a shared machine.
 run_attn_busy() {  # threads
@@ -48,12 +50,13 @@ run_attn_busy() {  # threads
   run_attn "$1"
   kill "$busy"
 }
-run_torch() {  # threads, extra env
-  env $2 /usr/bin/python3 "$here/gpt_torch.py" --corpus "$corpus" --iters "$iters" --threads "$1" |
+run_torch() {  # threads, extra env, extra options
+  env $2 /usr/bin/python3 "$here/gpt_torch.py" --corpus "$corpus" --iters "$iters" --threads "$1" ${3:-} |
     sed -n 's/.*median \([0-9.]*\) ms.*/\1/p'
 }
 
 read -r attn2 attn2_mib <<<"$(run_attn 2)"
+read -r attn2_bf16 attn2_bf16_mib <<<"$(run_attn 2 bf16)"
 read -r attn1 attn1_mib <<<"$(run_attn 1)"
 read -r attn2_busy _ <<<"$(run_attn_busy 2)"
 read -r attn1_busy _ <<<"$(run_attn_busy 1)"
@@ -63,12 +66,14 @@ torch1=$(run_torch 1 "")
 own_kernel="-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"
 torch2p_own=$(run_torch 2 "$own_kernel OMP_WAIT_POLICY=passive")
 torch1_own=$(run_torch 1 "$own_kernel")
-best=$(printf '%s\n' "$torch2" "$torch2p" "$torch1" "$torch2p_own" "$torch1_own" | sort -g | head -1)
+torch1_bf16=$(run_torch 1 "$own_kernel" --bf16)
+best=$(printf '%s\n' "$torch2" "$torch2p" "$torch1" "$torch2p_own" "$torch1_own" "$torch1_bf16" | sort -g | head -1)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 echo "GPT training step, $iters steps, $(basename "$corpus"), char level, 4x4x128, block 64, batch 12"
 printf '%-34s %10s %10s\n' "" "ms/iter" "peak MiB"
 printf '%-34s %10s %10s\n' "attn, 2 threads" "$attn2" "$attn2_mib"
+printf '%-34s %10s %10s\n' "attn, 2 threads, bf16 products" "$attn2_bf16" "$attn2_bf16_mib"
 printf '%-34s %10s %10s\n' "attn, 1 thread" "$attn1" "$attn1_mib"
 printf '%-34s %10s\n' "attn, 2 threads, other core busy" "$attn2_busy"
 printf '%-34s %10s\n' "attn, 1 thread, other core busy" "$attn1_busy"
@@ -77,4 +82,6 @@ printf '%-34s %10s\n' "PyTorch, 2 threads, passive wait" "$torch2p"
 printf '%-34s %10s\n' "PyTorch, 1 thread" "$torch1"
 printf '%-34s %10s\n' "PyTorch, 2 thr, passive, own BLAS" "$torch2p_own"
 printf '%-34s %10s\n' "PyTorch, 1 thread, own BLAS" "$torch1_own"
-echo "attn (2 threads) vs PyTorch's best: $(ratio "$best" "$attn2")x faster; vs PyTorch 2 threads: $(ratio "$torch2" "$attn2")x"
+printf '%-34s %10s\n' "PyTorch, 1 thr, own BLAS, bf16" "$torch1_bf16"
+echo "attn (2 threads) vs PyTorch's best: $(ratio "$best" "$attn2")x faster in float," \
+     "$(ratio "$best" "$attn2_bf16")x with bf16 products; vs PyTorch 2 threads: $(ratio "$torch2" "$attn2")x"

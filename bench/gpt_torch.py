@@ -122,6 +122,8 @@ def main():
     ap.add_argument("--eval", action="store_true", help="print the val loss at the end")
     ap.add_argument("--eval-batches", type=int, default=200, help="batches the val loss averages")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--bf16", action="store_true",
+                    help="mixed precision: the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     ap.add_argument("--init-from", metavar="CHECKPOINT",
                     help="start from the weights of an attn checkpoint (e.g. attn train --max-iters 0)")
     args = ap.parse_args()
@@ -153,7 +155,8 @@ def main():
             group["lr"] = learning_rate(it, 1e-3, 1e-4, 100, args.max_iters)
         x, y = windows(train)
         start = time.perf_counter()
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -161,7 +164,7 @@ def main():
         times.append(time.perf_counter() - start)
     warm = times[min(10, len(times) - 1):]
     print(f"pytorch {torch.__version__}: {args.iters} iterations, median {1e3 * sorted(warm)[len(warm) // 2]:.2f} ms/iter, "
-          f"last loss {loss.item():.4f}, {args.threads} threads")
+          f"last loss {loss.item():.4f}, {args.threads} threads{', bf16 autocast' if args.bf16 else ''}")
     if args.eval:
         model.eval()
         with torch.no_grad():
