@@ -36,19 +36,21 @@ attn_median() {
     awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }'
 }
 run_attn() {  # threads [precision]
-  /usr/bin/time -f "%M" -o "$work/time" "$attn" train --corpus "$corpus" --out "$work/attn$1$2" \
+  /usr/bin/time -f "%M" -o "$work/time" "$attn" train --corpus "$corpus" --out "$work/attn$1${2:-}" \
     --max-iters "$iters" --eval-interval 1000000 --eval-iters 1 --threads "$1" \
     --precision "${2:-f32}" >/dev/null
-  echo "$(attn_median "$work/attn$1$2") $(awk '{ printf "%.0f", $1 / 1024 }' "$work/time")"
+  echo "$(attn_median "$work/attn$1${2:-}") $(awk '{ printf "%.0f", $1 / 1024 }' "$work/time")"
 }
 # The same with another process keeping a core busy (a shell loop), as on a shared machine.
 run_attn_busy() {  # threads
   # One process, so that $! is the loop itself (a subshell in parentheses forks a second
   # process that survives the kill).
   sh -c 'while :; do :; done' >/dev/null &
-  local busy=$!
-  run_attn "$1"
+  local busy=$! result
+  # The loop is killed whether or not the run succeeds (a failed run once left it spinning).
+  result=$(run_attn "$1") || { kill "$busy"; return 1; }
   kill "$busy"
+  echo "$result"
 }
 run_torch() {  # threads, extra env, extra options
   env $2 /usr/bin/python3 "$here/gpt_torch.py" --corpus "$corpus" --iters "$iters" --threads "$1" ${3:-} |
