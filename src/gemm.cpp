@@ -108,6 +108,16 @@ void multiply_block(const Block& x, MatmulPrecision precision, char ta, char tb,
 
 }  // namespace
 
+std::string to_string(MatmulPrecision precision) {
+  return precision == MatmulPrecision::kBFloat16 ? "bf16" : "f32";
+}
+
+MatmulPrecision matmul_precision_from_string(std::string_view name) {
+  if (name == "f32") return MatmulPrecision::kFloat32;
+  if (name == "bf16") return MatmulPrecision::kBFloat16;
+  throw Error(detail::concat("precision must be \"f32\" or \"bf16\", got \"", name, "\""));
+}
+
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
           int64_t ldc, MatmulPrecision precision) {

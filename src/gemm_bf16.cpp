@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <bit>
-#include <cstring>
 #include <map>
 #include <tuple>
 #include <vector>

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "attn/tensor.hpp"
 
@@ -14,6 +16,8 @@ namespace attn {
 // CPU with AVX-512 BF16 (oneDNN's bf16 kernel); elsewhere the rounded operands go through the
 // float product (same rounding, float speed).
 enum class MatmulPrecision { kFloat32, kBFloat16 };
+std::string to_string(MatmulPrecision precision);  // "f32", "bf16"
+MatmulPrecision matmul_precision_from_string(std::string_view name);  // attn::Error otherwise
 
 // C = alpha · op(A) · op(B) + beta · C, row-major, op(X) = X or Xᵀ.
 // op(A) is (m, k), op(B) is (k, n), C is (m, n); lda, ldb, ldc are the row strides (in

@@ -83,6 +83,11 @@ bool cpu_has_avx512_bf16() {
 
 }  // namespace
 
+void round_to_bfloat16_portable(const float* src, int64_t rows, int64_t cols, int64_t ld,
+                                uint16_t* dst) {
+  HWY_DYNAMIC_DISPATCH(RoundToBfloat16)(src, rows, cols, ld, dst);
+}
+
 void round_to_bfloat16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst) {
 #if defined(__x86_64__)
   if (cpu_has_avx512_bf16()) {
@@ -90,12 +95,7 @@ void round_to_bfloat16(const float* src, int64_t rows, int64_t cols, int64_t ld,
     return;
   }
 #endif
-  HWY_DYNAMIC_DISPATCH(RoundToBfloat16)(src, rows, cols, ld, dst);
-}
-
-void round_to_bfloat16_portable(const float* src, int64_t rows, int64_t cols, int64_t ld,
-                                uint16_t* dst) {
-  HWY_DYNAMIC_DISPATCH(RoundToBfloat16)(src, rows, cols, ld, dst);
+  round_to_bfloat16_portable(src, rows, cols, ld, dst);
 }
 
 }  // namespace attn::kernels

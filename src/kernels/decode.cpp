@@ -121,7 +121,7 @@ struct TabledRows {
 // One task's state: its rows (the g·Tq queries of a cached head), their scaled queries and
 // scores, and the partial softmax state m, l, o.
 struct ChunkState {
-  size_t rows, d, ld, ldo;
+  size_t rows, ld, ldo;
   const int64_t* row_position;  // absolute position of each row's query
   int64_t window;
   const float* qs;  // rows × ld, scaled, zero-padded
@@ -219,7 +219,7 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
   // offsets table below, so that a task allocates nothing.
   thread_local std::vector<int64_t> row_position;
   row_position.resize(rows);
-  const ChunkState t{rows, d, ld, ldo, row_position.data(), p.window, qs, qs + rows * ld,
+  const ChunkState t{rows, ld, ldo, row_position.data(), p.window, qs, qs + rows * ld,
                      partial, partial + rows, partial + 2 * rows};
 
   for (size_t r = 0; r < rows; ++r) {

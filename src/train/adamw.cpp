@@ -10,6 +10,13 @@
 #include "src/nn/row_parallel.hpp"
 
 namespace attn {
+namespace {
+
+// The parameter buffer is cut into chunks of this many elements for the threads: fixed, so
+// that sums over it (the gradient norm) do not depend on the thread count.
+constexpr int64_t kChunk = 65536;
+
+}  // namespace
 
 AdamW::AdamW(const Gpt& model, const AdamWOptions& options)
     : m(Tensor({model.num_parameters()})), v(Tensor({model.num_parameters()})), options_(options) {
@@ -45,7 +52,7 @@ void AdamW::step(Gpt& model, float lr, float grad_scale) {
   float *p = model.parameters().data(), *mm = m.data(), *vv = v.data();
   const float* g = model.gradients().data();
   // Fixed chunks, each cut where a span with or without decay begins.
-  nn::parallel_ranges(model.num_parameters(), 65536, [&](int64_t first, int64_t last) {
+  nn::parallel_ranges(model.num_parameters(), kChunk, [&](int64_t first, int64_t last) {
     for (const Span& span : spans_) {
       const int64_t begin = std::max(first, span.offset), end = std::min(last, span.offset + span.size);
       if (begin >= end) continue;
@@ -60,7 +67,6 @@ float grad_norm(const Gpt& model) {
   const int64_t n = model.num_parameters();
   // Σ g² in double over fixed chunks, the chunks' sums added in order: the same norm for every
   // thread count.
-  constexpr int64_t kChunk = 65536;
   std::vector<double> partial(static_cast<size_t>((n + kChunk - 1) / kChunk));
   nn::parallel_ranges(n, kChunk, [&](int64_t first, int64_t last) {
     partial[static_cast<size_t>(first / kChunk)] = kernels::sum_of_squares(g + first, last - first);
@@ -82,7 +88,7 @@ float clip_grad_norm(Gpt& model, float max_norm) {
   const float scale = clip_scale(norm, max_norm);
   if (scale < 1.0f) {
     float* g = model.gradients().data();
-    nn::parallel_ranges(model.num_parameters(), 65536, [&](int64_t first, int64_t last) {
+    nn::parallel_ranges(model.num_parameters(), kChunk, [&](int64_t first, int64_t last) {
       for (int64_t i = first; i < last; ++i) g[i] *= scale;
     });
   }

@@ -25,7 +25,7 @@ std::string options_json(const TrainOptions& o) {
       {"weight_decay", o.adamw.weight_decay}, {"decay_embeddings", o.adamw.decay_embeddings},
       {"seed", o.seed},
       {"val_fraction", o.val_fraction},
-      {"precision", o.precision == MatmulPrecision::kBFloat16 ? "bf16" : "f32"}};
+      {"precision", to_string(o.precision)}};
   return j.dump();
 }
 
@@ -50,10 +50,7 @@ TrainOptions options_from_json(const std::string& text) {
   o.seed = j.at("seed").get<uint64_t>();
   o.val_fraction = j.at("val_fraction").get<double>();
   // Checkpoints from before the option (same format version) trained in float.
-  const std::string precision = j.value("precision", "f32");
-  ATTN_CHECK(precision == "f32" || precision == "bf16", "checkpoint: precision must be \"f32\" or \"bf16\", got \"",
-             precision, "\"");
-  o.precision = precision == "bf16" ? MatmulPrecision::kBFloat16 : MatmulPrecision::kFloat32;
+  o.precision = matmul_precision_from_string(j.value("precision", "f32"));
   detail::check_options(o);
   return o;
 }

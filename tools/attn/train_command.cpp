@@ -99,7 +99,7 @@ void run_train(TrainArgs& args) {
     args.model.vocab_size = tokenizer->vocab_size();
     args.model.bias = !args.no_bias;
     args.model.positions = position_kind_from_string(args.positions);
-    args.train.precision = args.precision == "bf16" ? MatmulPrecision::kBFloat16 : MatmulPrecision::kFloat32;
+    args.train.precision = matmul_precision_from_string(args.precision);
     std::vector<int64_t> tokens = tokenizer->encode(corpus);
     trainer.emplace(args.model, args.train, std::move(tokens), args.train.seed);
   }
