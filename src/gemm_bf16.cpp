@@ -79,8 +79,9 @@ Primitive make_primitive(const ShapeKey& key) {
   dnnl.primitive_attr_destroy(attr);
   Primitive p;
   if (status != dnnl_success) return p;  // no kernel for bf16 here (a CPU without AVX-512)
-  check(dnnl.primitive_create(&p.primitive, pd), "primitive_create");
-  dnnl.primitive_desc_destroy(pd);
+  const dnnl_status_t created = dnnl.primitive_create(&p.primitive, pd);
+  dnnl.primitive_desc_destroy(pd);  // before the check: a failure must not leak it
+  check(created, "primitive_create");
   check(dnnl.memory_create(&p.src, &src, cpu_engine(), DNNL_MEMORY_NONE), "memory_create");
   check(dnnl.memory_create(&p.weights, &weights, cpu_engine(), DNNL_MEMORY_NONE), "memory_create");
   check(dnnl.memory_create(&p.dst, &dst, cpu_engine(), DNNL_MEMORY_NONE), "memory_create");
