@@ -12,10 +12,10 @@
 
 #include "attn/gemm.hpp"
 #include "attn/kv_cache.hpp"
-#include "attn/matmul.hpp"
+#include "attn/reference_matmul.hpp"
 #include "attn/random.hpp"
 #include "attn/threads.hpp"
-#include "src/gemm_bf16.hpp"
+#include "src/linalg/gemm_bf16.hpp"
 #include "src/kernels/bfloat16.hpp"
 #include "gemm_cases.hpp"
 #include "test_util.hpp"

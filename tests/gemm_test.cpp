@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 
-#include "attn/matmul.hpp"
+#include "attn/reference_matmul.hpp"
 #include "attn/random.hpp"
 #include "attn/threads.hpp"
 #include "gemm_cases.hpp"

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "attn/matmul.hpp"
+#include "attn/reference_matmul.hpp"
 #include "attn/random.hpp"
 #include "test_util.hpp"
 

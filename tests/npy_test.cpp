@@ -9,7 +9,7 @@
 
 #include "attn/io.hpp"
 #include "attn/random.hpp"
-#include "src/io/files.hpp"
+#include "attn/files.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -188,10 +188,10 @@ TEST_F(Npy, WholeFileReads) {
   for (int i = 0; i < 40000; ++i) bytes += static_cast<char>(i * 7 + i / 256);
   for (const std::string& contents : {std::string(), std::string("\0x\n", 3), bytes}) {
     std::ofstream(path("f.bin"), std::ios::binary) << contents;
-    EXPECT_EQ(detail::read_whole_file(path("f.bin")), contents);
+    EXPECT_EQ(read_whole_file(path("f.bin")), contents);
   }
-  EXPECT_EQ(detail::read_whole_file(path("f.bin"), bytes.size()), bytes);
-  EXPECT_TRUE(ThrowsWith([&] { detail::read_whole_file(path("f.bin"), bytes.size() - 1); },
+  EXPECT_EQ(read_whole_file(path("f.bin"), bytes.size()), bytes);
+  EXPECT_TRUE(ThrowsWith([&] { read_whole_file(path("f.bin"), bytes.size() - 1); },
                          "40000 bytes, more than the 39999 this file may have"));
   // A pipe has no size: the whole of it is read, and the limit is found by reading.
   for (const uint64_t limit : {uint64_t{3000}, uint64_t{1000}}) {
@@ -201,9 +201,9 @@ TEST_F(Npy, WholeFileReads) {
     ::close(ends[1]);
     const std::string pipe_path = "/proc/self/fd/" + std::to_string(ends[0]);
     if (limit == 3000) {
-      EXPECT_EQ(detail::read_whole_file(pipe_path, limit), bytes.substr(0, 3000));
+      EXPECT_EQ(read_whole_file(pipe_path, limit), bytes.substr(0, 3000));
     } else {
-      EXPECT_TRUE(ThrowsWith([&] { detail::read_whole_file(pipe_path, limit); },
+      EXPECT_TRUE(ThrowsWith([&] { read_whole_file(pipe_path, limit); },
                              "longer than the 1000 bytes"));
     }
     ::close(ends[0]);

@@ -16,7 +16,7 @@
 #include "attn/threads.hpp"
 #include "attention_sweep.hpp"
 #include "simd_targets.hpp"
-#include "src/sdpa_common.hpp"
+#include "src/attention/fused.hpp"
 #include "test_util.hpp"
 
 namespace attn {

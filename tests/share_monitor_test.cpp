@@ -1,6 +1,6 @@
 // ShareMonitor: when the thread pool's helpers go without a core, short jobs run on the caller
 // alone for a while. Times and CPU readings are made up, so nothing here depends on the machine.
-#include "src/share_monitor.hpp"
+#include "src/core/share_monitor.hpp"
 
 #include <gtest/gtest.h>
 

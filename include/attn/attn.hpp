@@ -8,7 +8,7 @@
 #include "attn/io.hpp"
 #include "attn/kv_cache.hpp"
 #include "attn/mask.hpp"
-#include "attn/matmul.hpp"
+#include "attn/reference_matmul.hpp"
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attn/bfloat16.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
 
@@ -55,10 +56,6 @@ class KVCache {
   std::vector<float> k32_, v32_;
   std::vector<uint16_t> k16_, v16_;
 };
-
-// bfloat16 conversions: round to nearest-even (NaN stays NaN), and the exact widening.
-uint16_t to_bfloat16(float x);
-float from_bfloat16(uint16_t bits);
 
 // Attention of new queries against the cache (their own keys and values appended first):
 // q (B, H, Tq, d), H a multiple of H_kv; query i sits at position cache.position() − Tq + i

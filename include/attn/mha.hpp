@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attn/gemm.hpp"
 #include "attn/kv_cache.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
@@ -65,6 +66,9 @@ struct MhaConfig {
   bool rope = false;       // rotary position embeddings on Q and K (apply_rope)
   float rope_base = 10000.0f;
   uint64_t seed = 0;       // weights ~ N(0, 1/d_model) from this seed; biases 0
+  // The arithmetic of the layer's matrix products (attn/gemm.hpp): kBFloat16 rounds their
+  // operands to bfloat16 and sums in float, as the GPT's mixed-precision training does.
+  MatmulPrecision precision = MatmulPrecision::kFloat32;
 };
 
 // What MultiHeadAttention::forward keeps for the backward pass (training).
@@ -118,15 +122,6 @@ class MultiHeadAttention {
   Tensor wqkv, bqkv, wo, bo;
 
  private:
-  enum class QkvPart { kQuery, kKey, kValue };
-  // One part of the (B, T, width) projections as (B, heads, T, d_head), by strides alone.
-  Tensor qkv_heads(const Tensor& qkv, QkvPart part) const;
-  struct Projected {
-    Tensor qkv, q, k, v;  // q (B, H, T, d_head), k and v (B, H_kv, T, d_head): views of qkv
-  };
-  Projected project(const Tensor& x, int64_t position_offset) const;
-  Tensor output_projection(const Tensor& attended) const;  // (B, T, H, d_head) -> (B, T, d_model)
-
   MhaConfig config_;
 };
 

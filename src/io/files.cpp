@@ -1,5 +1,5 @@
-// See files.hpp.
-#include "src/io/files.hpp"
+// See include/attn/files.hpp.
+#include "attn/files.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 
 #include "attn/error.hpp"
 
-namespace attn::detail {
+namespace attn {
 
 InputFile::InputFile(const std::string& path)
     : file_(std::fopen(path.c_str(), "rb"), &std::fclose) {
@@ -71,4 +71,4 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   }
 }
 
-}  // namespace attn::detail
+}  // namespace attn

@@ -17,7 +17,7 @@
 
 #include "attn/error.hpp"
 #include "attn/io.hpp"
-#include "src/io/files.hpp"
+#include "attn/files.hpp"
 
 namespace attn {
 namespace {
@@ -272,15 +272,15 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
 }
 
 NpyArray read_npy(const std::string& path) {
-  return parse_npy(detail::read_whole_file(path), path);
+  return parse_npy(read_whole_file(path), path);
 }
 
 void write_npy(const std::string& path, const Tensor& t) {
-  detail::write_file_atomically(path, npy_image(t, NpyDtype::kFloat32));
+  write_file_atomically(path, npy_image(t, NpyDtype::kFloat32));
 }
 
 void write_npy_bool(const std::string& path, const Tensor& t) {
-  detail::write_file_atomically(path, npy_image(t, NpyDtype::kBool));
+  write_file_atomically(path, npy_image(t, NpyDtype::kBool));
 }
 
 }  // namespace attn

@@ -9,7 +9,7 @@
 
 #include "attn/error.hpp"
 #include "attn/io.hpp"
-#include "src/io/files.hpp"
+#include "attn/files.hpp"
 
 namespace attn {
 namespace {
@@ -191,7 +191,7 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& name)
 }
 
 Safetensors read_safetensors(const std::string& path) {
-  return parse_safetensors(detail::read_whole_file(path), path);
+  return parse_safetensors(read_whole_file(path), path);
 }
 
 std::string safetensors_image(const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -230,7 +230,7 @@ std::string safetensors_image(const std::vector<std::pair<std::string, Tensor>>&
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  detail::write_file_atomically(path, safetensors_image(tensors, metadata));
+  write_file_atomically(path, safetensors_image(tensors, metadata));
 }
 
 }  // namespace attn

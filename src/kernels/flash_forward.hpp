@@ -1,4 +1,4 @@
-// The fused attention forward kernel's contract, shared by the orchestration (src/sdpa.cpp)
+// The fused attention forward kernel's contract, shared by the orchestration (src/attention/sdpa.cpp)
 // and the SIMD code (flash_forward.cpp). Plain data: the kernel sees raw pointers and
 // element strides, never a Tensor.
 //
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "attn/mask.hpp"
+#include "src/kernels/flash_problem.hpp"
 
 namespace attn::kernels {
 
@@ -20,30 +20,6 @@ constexpr int64_t kKeyBlock = 128;
 // A query block padded for the widest vectors of any target (64 lanes); a multiple of 16.
 constexpr int64_t kQueryBlockPadded = (kQueryBlock + 63) / 64 * 64;
 
-struct FlashProblem {
-  // Q (B, H, Tq, d), K (B, Hkv, Tk, d), V (B, Hkv, Tk, dv), O (B, H, Tq, dv): element strides
-  // for the b, h and t dims; the last dim is contiguous.
-  const float* q;
-  int64_t q_stride[3];
-  const float* k;
-  int64_t k_stride[3];
-  const float* v;
-  int64_t v_stride[3];
-  float* out;
-  int64_t out_stride[3];
-  float* logsumexp;  // (B, H, Tq) contiguous, or nullptr
-
-  int64_t batch, heads, kv_heads, tq, tk, d, dv;
-  float scale;
-  bool causal;
-  int64_t window;  // 0 = unlimited
-
-  // Explicit mask as a (B, H, Tq, Tk) view (stride 0 where broadcast), or nullptr.
-  const float* mask;
-  int64_t mask_stride[4];
-  MaskKind mask_kind;
-  const int64_t* key_lengths;  // per batch entry: keys j >= key_lengths[b] are padding; or nullptr
-};
 
 // Floats of scratch one worker needs for one task of this problem.
 size_t flash_forward_scratch_floats(const FlashProblem& p);

@@ -1,11 +1,11 @@
-// See cross_entropy.hpp. Each row is max-subtracted before exp, so large logits never overflow.
+// See cross_entropy.hpp; the row loops are src/kernels/cross_entropy.cpp.
 #include "src/nn/cross_entropy.hpp"
 
-#include <cmath>
 #include <vector>
 
 #include "attn/error.hpp"
-#include "src/nn/row_parallel.hpp"
+#include "src/core/parallel_ranges.hpp"
+#include "src/kernels/cross_entropy.hpp"
 
 namespace attn::nn {
 
@@ -16,21 +16,9 @@ double cross_entropy_forward(float* logits_to_probs, const int64_t* targets, int
                " at row ", r, " outside [0, ", vocab, ")");
   }
   std::vector<double> losses(static_cast<size_t>(rows));
-  parallel_ranges(rows, 32, [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      float* row = logits_to_probs + r * vocab;
-      float max = row[0];
-      for (int64_t i = 1; i < vocab; ++i) max = std::max(max, row[i]);
-      const float target_logit = row[targets[r]];
-      float sum = 0.0f;
-      for (int64_t i = 0; i < vocab; ++i) {
-        row[i] = std::exp(row[i] - max);
-        sum += row[i];
-      }
-      const float inverse = 1.0f / sum;
-      for (int64_t i = 0; i < vocab; ++i) row[i] *= inverse;
-      losses[static_cast<size_t>(r)] = std::log(static_cast<double>(sum)) + max - target_logit;
-    }
+  detail::parallel_ranges(rows, 32, [&](int64_t first, int64_t last) {
+    kernels::softmax_cross_entropy_rows(logits_to_probs, targets, first, last, vocab,
+                                        losses.data());
   });
   double total = 0.0;
   for (double l : losses) total += l;  // in row order: the same sum for every thread count
@@ -39,12 +27,8 @@ double cross_entropy_forward(float* logits_to_probs, const int64_t* targets, int
 
 void cross_entropy_backward(float* probs_to_dlogits, const int64_t* targets, int64_t rows,
                             int64_t vocab, float scale) {
-  parallel_ranges(rows, 32, [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      float* row = probs_to_dlogits + r * vocab;
-      row[targets[r]] -= 1.0f;
-      for (int64_t i = 0; i < vocab; ++i) row[i] *= scale;
-    }
+  detail::parallel_ranges(rows, 32, [&](int64_t first, int64_t last) {
+    kernels::cross_entropy_gradient_rows(probs_to_dlogits, targets, first, last, vocab, scale);
   });
 }
 

@@ -3,18 +3,18 @@
 #include "src/nn/gelu.hpp"
 
 #include "src/kernels/gelu.hpp"
-#include "src/nn/row_parallel.hpp"
+#include "src/core/parallel_ranges.hpp"
 
 namespace attn::nn {
 
 void gelu_forward(const float* x, int64_t n, float* y) {
-  parallel_ranges(n, 32768, [&](int64_t first, int64_t last) {
+  detail::parallel_ranges(n, 32768, [&](int64_t first, int64_t last) {
     kernels::gelu_forward_span(x + first, last - first, y + first);
   });
 }
 
 void gelu_backward(const float* dy, const float* x, int64_t n, float* dx) {
-  parallel_ranges(n, 32768, [&](int64_t first, int64_t last) {
+  detail::parallel_ranges(n, 32768, [&](int64_t first, int64_t last) {
     kernels::gelu_backward_span(dy + first, x + first, last - first, dx + first);
   });
 }

@@ -14,9 +14,9 @@
 #include "src/nn/gelu.hpp"
 #include "src/nn/gpt_internal.hpp"
 #include "src/nn/layer_norm.hpp"
-#include "src/nn/linear.hpp"
-#include "src/nn/row_parallel.hpp"
-#include "src/sdpa_common.hpp"
+#include "src/linalg/linear.hpp"
+#include "src/core/parallel_ranges.hpp"
+#include "src/attention/checks.hpp"
 
 namespace attn {
 
@@ -92,23 +92,7 @@ Gpt::Gpt(const GptConfig& config, uint64_t seed) : config_(config) {
     sinusoids_ = sinusoidal_encoding(config_.block_size, c);
   }
 
-  // The attention layers that decoding runs, their weights viewing the buffer.
-  for (const LayerOffsets& o : offsets) {
-    MhaConfig m;
-    m.d_model = c;
-    m.n_heads = config_.n_head;
-    m.n_kv_heads = config_.n_kv_head;
-    m.bias = config_.bias;
-    m.rope = config_.positions == PositionKind::kRotary;
-    MultiHeadAttention attention(m);
-    attention.wqkv = parameters_.as_strided({c, width}, {width, 1}, o.wqkv);
-    attention.wo = parameters_.as_strided({c, c}, {c, 1}, o.wo);
-    if (config_.bias) {
-      attention.bqkv = parameters_.as_strided({width}, {1}, o.bqkv);
-      attention.bo = parameters_.as_strided({c}, {1}, o.bo);
-    }
-    layers_.push_back({o, std::move(attention)});
-  }
+  for (const LayerOffsets& o : offsets) layers_.push_back({o});
 }
 
 Gpt::Gpt(Gpt&&) noexcept = default;

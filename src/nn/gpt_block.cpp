@@ -12,14 +12,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include "attn/embedding.hpp"
 #include "attn/sdpa.hpp"
 #include "src/nn/gelu.hpp"
 #include "src/nn/gpt_internal.hpp"
 #include "src/nn/layer_norm.hpp"
-#include "src/nn/linear.hpp"
-#include "src/nn/row_parallel.hpp"
-#include "src/sdpa_common.hpp"
+#include "src/linalg/linear.hpp"
+#include "src/core/parallel_ranges.hpp"
+#include "src/attention/layer.hpp"
 
 namespace attn::nn {
 namespace {
@@ -31,19 +30,6 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// The Q, K and V parts of a (B, T, width) projection as (B, heads, T, d_head) views.
-struct QkvViews {
-  Tensor q, k, v;
-};
-
-QkvViews qkv_views(const GptConfig& config, const Tensor& qkv) {
-  const int64_t b = qkv.dim(0), t = qkv.dim(1), width = qkv.dim(2);
-  const int64_t h = config.n_head, h_kv = config.n_kv_head, dh = config.n_embd / h;
-  return {qkv.as_strided({b, h, t, dh}, {t * width, dh, width, 1}, 0),
-          qkv.as_strided({b, h_kv, t, dh}, {t * width, dh, width, 1}, h * dh),
-          qkv.as_strided({b, h_kv, t, dh}, {t * width, dh, width, 1}, (h + h_kv) * dh)};
-}
-
 SdpaOptions causal() {
   SdpaOptions options;
   options.causal = true;
@@ -51,7 +37,7 @@ SdpaOptions causal() {
 }
 
 void add_into(const float* a, const float* b, int64_t n, float* out) {
-  parallel_ranges(n, 16384, [&](int64_t first, int64_t last) {
+  detail::parallel_ranges(n, 16384, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) out[i] = a[i] + b[i];
   });
 }
@@ -65,7 +51,7 @@ void Dropout::apply(float* x, int64_t n, DropoutSite site, int64_t layer) const 
   const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p_) * 16777216.0);
   const uint64_t stream = splitmix64(seed_ ^ (static_cast<uint64_t>(site) << 56) ^
                                      (static_cast<uint64_t>(layer) << 40));
-  parallel_ranges(n, 16384, [&](int64_t first, int64_t last) {
+  detail::parallel_ranges(n, 16384, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
       const bool drop = (splitmix64(stream + static_cast<uint64_t>(i)) >> 40) < threshold;
       x[i] = drop ? 0.0f : x[i] * keep_scale;
@@ -111,31 +97,22 @@ void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* p
                  const float* ln, int64_t rows, float* hidden, float* activated, float* out,
                  MatmulPrecision precision) {
   const int64_t c = config.n_embd;
-  linear_forward(ln, params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c, hidden,
+  detail::linear_forward(ln, params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c, hidden,
                  precision);
   gelu_forward(hidden, rows * 4 * c, activated);
-  linear_forward(activated, params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c, c, out,
+  detail::linear_forward(activated, params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c, c, out,
                  precision);
 }
 
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                    const float* x, LayerActivations& la, Activations& a, int64_t layer) {
-  const int64_t rows = a.rows, c = config.n_embd, width = qkv_width(config);
+  const int64_t rows = a.rows, c = config.n_embd;
   layer_norm_forward(x, params + at.ln1_w, at_or_null(params, at.ln1_b), rows, c, la.ln1.data(),
                      la.ln1_mean.data(), la.ln1_rstd.data());
-  linear_forward(la.ln1.data(), params + at.wqkv, at_or_null(params, at.bqkv), rows, c, width,
-                 la.qkv.data(), a.precision);
-  QkvViews v = qkv_views(config, la.qkv);
-  if (config.positions == PositionKind::kRotary) {
-    apply_rope(v.q, 0);
-    apply_rope(v.k, 0);
-  }
-  const SdpaOptions options = causal();
-  detail::sdpa_into(detail::check_attention(v.q, v.k, v.v, options), v.q, v.k, v.v, options,
-                    la.att.permute({0, 2, 1, 3}), la.lse.data());
   float* branch = a.scratch.data();
-  linear_forward(la.att.data(), params + at.wo, at_or_null(params, at.bo), rows, c, c, branch,
-                 a.precision);
+  detail::AttentionLayerState state{la.qkv, la.att, la.lse.data()};
+  detail::attention_layer_forward(attention_shape(config), attention_weights(config, at, params),
+                                  la.ln1.data(), causal(), a.precision, state, branch);
   a.dropout.apply(branch, rows * c, DropoutSite::kAttention, layer);
   add_into(x, branch, rows * c, la.residual2.data());
 
@@ -150,16 +127,16 @@ void block_forward(const GptConfig& config, const LayerOffsets& at, const float*
 void block_backward(const GptConfig& config, const LayerOffsets& at, const float* params,
                     float* grads, const float* x, LayerActivations& la, Activations& a,
                     int64_t layer) {
-  const int64_t rows = a.rows, c = config.n_embd, width = qkv_width(config);
+  const int64_t rows = a.rows, c = config.n_embd;
   float* d_branch = a.d_branch.data();
 
   // MLP branch.
   std::memcpy(d_branch, a.d_residual.data(), sizeof(float) * static_cast<size_t>(rows * c));
   a.dropout.apply(d_branch, rows * c, DropoutSite::kMlp, layer);
-  linear_backward(d_branch, la.fch_gelu.data(), params + at.wproj, rows, 4 * c, c, a.d_fch.data(),
+  detail::linear_backward(d_branch, la.fch_gelu.data(), params + at.wproj, rows, 4 * c, c, a.d_fch.data(),
                   false, grads + at.wproj, at_or_null(grads, at.bproj), a.precision);
   gelu_backward(a.d_fch.data(), la.fch.data(), rows * 4 * c, a.d_fch.data());
-  linear_backward(a.d_fch.data(), la.ln2.data(), params + at.wfc, rows, c, 4 * c, a.d_ln.data(),
+  detail::linear_backward(a.d_fch.data(), la.ln2.data(), params + at.wfc, rows, c, 4 * c, a.d_ln.data(),
                   false, grads + at.wfc, at_or_null(grads, at.bfc), a.precision);
   layer_norm_backward(a.d_ln.data(), la.residual2.data(), params + at.ln2_w, la.ln2_mean.data(),
                       la.ln2_rstd.data(), rows, c, a.d_residual.data(), grads + at.ln2_w,
@@ -168,20 +145,13 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
   // Attention branch.
   std::memcpy(d_branch, a.d_residual.data(), sizeof(float) * static_cast<size_t>(rows * c));
   a.dropout.apply(d_branch, rows * c, DropoutSite::kAttention, layer);
-  linear_backward(d_branch, la.att.data(), params + at.wo, rows, c, c, a.d_att.data(), false,
-                  grads + at.wo, at_or_null(grads, at.bo), a.precision);
-  const QkvViews v = qkv_views(config, la.qkv);
-  QkvViews d = qkv_views(config, a.d_qkv);
-  const SdpaOptions options = causal();
-  detail::sdpa_backward_into(detail::check_attention(v.q, v.k, v.v, options), v.q, v.k, v.v,
-                             la.att.permute({0, 2, 1, 3}), la.lse.data(),
-                             a.d_att.permute({0, 2, 1, 3}), options, d.q, d.k, d.v);
-  if (config.positions == PositionKind::kRotary) {
-    apply_rope_inverse(d.q, 0);
-    apply_rope_inverse(d.k, 0);
-  }
-  linear_backward(a.d_qkv.data(), la.ln1.data(), params + at.wqkv, rows, c, width, a.d_ln.data(),
-                  false, grads + at.wqkv, at_or_null(grads, at.bqkv), a.precision);
+  const detail::AttentionLayerState state{la.qkv, la.att, la.lse.data()};
+  detail::AttentionLayerScratch scratch{a.d_qkv, a.d_att};
+  const detail::AttentionLayerGradients into{grads + at.wqkv, at_or_null(grads, at.bqkv),
+                                             grads + at.wo, at_or_null(grads, at.bo)};
+  detail::attention_layer_backward(attention_shape(config), attention_weights(config, at, params),
+                                   la.ln1.data(), state, d_branch, causal(), a.precision, scratch,
+                                   a.d_ln.data(), false, into);
   layer_norm_backward(a.d_ln.data(), x, params + at.ln1_w, la.ln1_mean.data(), la.ln1_rstd.data(),
                       rows, c, a.d_residual.data(), grads + at.ln1_w, at_or_null(grads, at.ln1_b));
 }

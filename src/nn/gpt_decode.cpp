@@ -16,8 +16,9 @@ using nn::at_or_null;
 GptCache Gpt::make_cache(int64_t batch, CacheDtype dtype) const {
   ATTN_CHECK(batch >= 1, "Gpt::make_cache: batch must be >= 1, got ", batch);
   GptCache cache;
-  for (const Layer& layer : layers_) {
-    cache.layers.push_back(layer.attention.make_cache(batch, config_.block_size, dtype));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    cache.layers.push_back(
+        detail::make_layer_cache(nn::attention_shape(config_), batch, config_.block_size, dtype, 0));
   }
   return cache;
 }
@@ -39,8 +40,10 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache)
     const nn::LayerOffsets& at = layers_[l].at;
     nn::layer_norm_forward(x.data(), params + at.ln1_w, at_or_null(params, at.ln1_b), rows, c,
                            ln.data(), mean.data(), rstd.data());
-    const Tensor attended = layers_[l].attention.forward(ln, cache.layers[l]);  // with Wo, bo
-    const float* a = attended.data();
+    detail::attention_layer_decode(nn::attention_shape(config_),
+                                   nn::attention_weights(config_, at, params), ln, cache.layers[l],
+                                   SdpaOptions{}, MatmulPrecision::kFloat32, branch.data());
+    const float* a = branch.data();
     float* xs = x.data();
     for (int64_t i = 0; i < rows * c; ++i) xs[i] += a[i];
     nn::layer_norm_forward(x.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,

@@ -9,13 +9,9 @@
 #include "attn/gemm.hpp"
 #include "attn/gpt.hpp"
 #include "attn/tensor.hpp"
+#include "src/attention/layer.hpp"
 
 namespace attn::nn {
-
-// Columns of the fused Q, K, V projection: (H + 2·H_kv)·d_head.
-inline int64_t qkv_width(const GptConfig& c) {
-  return (c.n_head + 2 * c.n_kv_head) * (c.n_embd / c.n_head);
-}
 
 inline const float* at_or_null(const float* base, int64_t offset) {
   return offset >= 0 ? base + offset : nullptr;
@@ -28,6 +24,30 @@ inline float* at_or_null(float* base, int64_t offset) {
 struct LayerOffsets {
   int64_t ln1_w, ln1_b, wqkv, bqkv, wo, bo, ln2_w, ln2_b, wfc, bfc, wproj, bproj;
 };
+
+// A block's attention as the layer core sees it: causal, Wo back to n_embd, RoPE when rotary.
+inline detail::AttentionLayerShape attention_shape(const GptConfig& c) {
+  return {c.n_embd, c.n_head, c.n_kv_head, c.n_embd / c.n_head, c.n_embd,
+          c.positions == PositionKind::kRotary};
+}
+
+// Columns of the fused Q, K, V projection: (H + 2·H_kv)·d_head.
+inline int64_t qkv_width(const GptConfig& c) { return attention_shape(c).qkv_width(); }
+
+// The block's attention weights inside the parameter buffer.
+inline detail::AttentionLayerWeights attention_weights(const GptConfig& c, const LayerOffsets& at,
+                                                       const float* params) {
+  const detail::AttentionLayerShape s = attention_shape(c);
+  detail::AttentionLayerWeights w;
+  w.wq = params + at.wqkv;
+  w.wk = w.wq + s.heads * s.head_dim;
+  w.wv = w.wk + s.kv_heads * s.head_dim;
+  w.ld_qkv = s.qkv_width();
+  w.bqkv = at_or_null(params, at.bqkv);
+  w.wo = params + at.wo;
+  w.bo = at_or_null(params, at.bo);
+  return w;
+}
 
 enum class DropoutSite : uint64_t { kEmbedding = 1, kAttention = 2, kMlp = 3 };
 
@@ -91,9 +111,7 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
 
 }  // namespace attn::nn
 
-// The pieces of the parameter buffer that belong to one block, and the attention layer that
-// decoding runs (its weights are views of the buffer).
+// The pieces of the parameter buffer that belong to one block.
 struct attn::Gpt::Layer {
   nn::LayerOffsets at;
-  MultiHeadAttention attention;
 };

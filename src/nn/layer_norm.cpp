@@ -4,13 +4,13 @@
 #include "src/nn/layer_norm.hpp"
 
 #include "src/kernels/layer_norm.hpp"
-#include "src/nn/row_parallel.hpp"
+#include "src/core/parallel_ranges.hpp"
 
 namespace attn::nn {
 
 void layer_norm_forward(const float* x, const float* weight, const float* bias, int64_t rows,
                         int64_t c, float* y, float* mean, float* rstd) {
-  parallel_ranges(rows, 64, [&](int64_t first, int64_t last) {
+  detail::parallel_ranges(rows, 64, [&](int64_t first, int64_t last) {
     kernels::layer_norm_forward_rows(x + first * c, weight, bias, last - first, c,
                                      kLayerNormEps, y + first * c, mean + first, rstd + first);
   });
@@ -19,11 +19,11 @@ void layer_norm_forward(const float* x, const float* weight, const float* bias, 
 void layer_norm_backward(const float* dy, const float* x, const float* weight, const float* mean,
                          const float* rstd, int64_t rows, int64_t c, float* dx, float* d_weight,
                          float* d_bias) {
-  parallel_ranges(rows, 64, [&](int64_t first, int64_t last) {
+  detail::parallel_ranges(rows, 64, [&](int64_t first, int64_t last) {
     kernels::layer_norm_backward_rows(dy + first * c, x + first * c, weight, mean + first,
                                       rstd + first, last - first, c, dx + first * c);
   });
-  parallel_ranges(c, 32, [&](int64_t first, int64_t last) {
+  detail::parallel_ranges(c, 32, [&](int64_t first, int64_t last) {
     kernels::layer_norm_parameter_gradients(dy, x, mean, rstd, rows, c, first, last, d_weight,
                                             d_bias);
   });

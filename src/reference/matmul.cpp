@@ -1,6 +1,6 @@
 // Reference matrix products. Accumulating in double makes this path a sharper oracle for the
 // fast kernels than float accumulation would be, at no cost to readability.
-#include "attn/matmul.hpp"
+#include "attn/reference_matmul.hpp"
 
 #include "attn/error.hpp"
 

@@ -3,8 +3,8 @@
 #include "attn/mha.hpp"
 
 #include "attn/error.hpp"
-#include "attn/matmul.hpp"
-#include "src/mha_common.hpp"
+#include "attn/reference_matmul.hpp"
+#include "src/attention/mha_checks.hpp"
 
 namespace attn {
 namespace {
@@ -52,9 +52,9 @@ MhaResult multi_head_attention(const Tensor& x, const Tensor& wq, const Tensor& 
                                const SdpaOptions& options) {
   detail::check_mha(x, wq, wk, wv, wo);
 
-  const Tensor q = split_heads(linear(x, wq), n_heads);  // (B, H, T, d_head)
-  const Tensor k = split_heads(linear(x, wk), n_heads);
-  const Tensor v = split_heads(linear(x, wv), n_heads);
+  const Tensor q = split_heads(reference::linear(x, wq), n_heads);  // (B, H, T, d_head)
+  const Tensor k = split_heads(reference::linear(x, wk), n_heads);
+  const Tensor v = split_heads(reference::linear(x, wv), n_heads);
   SdpaResult attention = reference::sdpa(q, k, v, options);
   const Tensor merged = merge_heads(attention.output);  // (B, T, d_model)
   return {project_output(merged, wo), attention.weights};
@@ -86,7 +86,7 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
   for (int64_t h = 0; h < n_heads; ++h) {
     const HeadProjections& head = heads[static_cast<size_t>(h)];
     SdpaResult r =
-        reference::sdpa(linear(x, head.wq), linear(x, head.wk), linear(x, head.wv), options);
+        reference::sdpa(reference::linear(x, head.wq), reference::linear(x, head.wk), reference::linear(x, head.wv), options);
     head_view(split_heads(concatenated, n_heads), h).copy_from(r.output);
     head_view(weights, h).copy_from(r.weights);
   }

@@ -10,9 +10,9 @@
 #include <limits>
 
 #include "attn/error.hpp"
-#include "attn/matmul.hpp"
+#include "attn/reference_matmul.hpp"
 #include "attn/threads.hpp"
-#include "src/sdpa_common.hpp"
+#include "src/attention/checks.hpp"
 
 namespace attn {
 namespace {

@@ -4,9 +4,9 @@
 #include "attn/sdpa_backward.hpp"
 
 #include "attn/error.hpp"
-#include "attn/matmul.hpp"
+#include "attn/reference_matmul.hpp"
 #include "attn/threads.hpp"
-#include "src/sdpa_common.hpp"
+#include "src/attention/checks.hpp"
 
 namespace attn {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "attn/error.hpp"
 #include "attn/tokenizer.hpp"
-#include "src/io/files.hpp"
+#include "attn/files.hpp"
 #include "src/tokenizer/bpe_file_reader.hpp"
 #include "src/tokenizer/text.hpp"
 
@@ -171,7 +171,7 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
 
 void BpeTokenizer::save(const std::string& path) const {
   try {
-    detail::write_file_atomically(path, to_json());
+    write_file_atomically(path, to_json());
   } catch (const Error& e) {
     throw Error(detail::concat("bpe: ", e.what()));
   }
@@ -180,7 +180,7 @@ void BpeTokenizer::save(const std::string& path) const {
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
   std::string text;
   try {
-    text = detail::read_whole_file(path, kMaxFileBytes);
+    text = read_whole_file(path, kMaxFileBytes);
   } catch (const Error& e) {
     throw Error(detail::concat("bpe: ", e.what()));
   }

@@ -7,7 +7,7 @@
 #include "attn/train.hpp"
 #include "src/kernels/adamw.hpp"
 #include "src/kernels/reductions.hpp"
-#include "src/nn/row_parallel.hpp"
+#include "src/core/parallel_ranges.hpp"
 
 namespace attn {
 namespace {
@@ -52,7 +52,7 @@ void AdamW::step(Gpt& model, float lr, float grad_scale) {
   float *p = model.parameters().data(), *mm = m.data(), *vv = v.data();
   const float* g = model.gradients().data();
   // Fixed chunks, each cut where a span with or without decay begins.
-  nn::parallel_ranges(model.num_parameters(), kChunk, [&](int64_t first, int64_t last) {
+  detail::parallel_ranges(model.num_parameters(), kChunk, [&](int64_t first, int64_t last) {
     for (const Span& span : spans_) {
       const int64_t begin = std::max(first, span.offset), end = std::min(last, span.offset + span.size);
       if (begin >= end) continue;
@@ -68,7 +68,7 @@ float grad_norm(const Gpt& model) {
   // Σ g² in double over fixed chunks, the chunks' sums added in order: the same norm for every
   // thread count.
   std::vector<double> partial(static_cast<size_t>((n + kChunk - 1) / kChunk));
-  nn::parallel_ranges(n, kChunk, [&](int64_t first, int64_t last) {
+  detail::parallel_ranges(n, kChunk, [&](int64_t first, int64_t last) {
     partial[static_cast<size_t>(first / kChunk)] = kernels::sum_of_squares(g + first, last - first);
   });
   double squares = 0.0;
@@ -88,7 +88,7 @@ float clip_grad_norm(Gpt& model, float max_norm) {
   const float scale = clip_scale(norm, max_norm);
   if (scale < 1.0f) {
     float* g = model.gradients().data();
-    nn::parallel_ranges(model.num_parameters(), kChunk, [&](int64_t first, int64_t last) {
+    detail::parallel_ranges(model.num_parameters(), kChunk, [&](int64_t first, int64_t last) {
       for (int64_t i = first; i < last; ++i) g[i] *= scale;
     });
   }

@@ -14,7 +14,7 @@
 #include "attn/threads.hpp"
 #include "bench_util.hpp"
 #include "commands.hpp"
-#include "fma_peak.hpp"
+#include "hot/fma_peak.hpp"
 
 namespace attn::cli {
 namespace {

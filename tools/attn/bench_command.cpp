@@ -17,9 +17,9 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "attn/kv_cache.hpp"
-#include "bandwidth.hpp"
+#include "hot/bandwidth.hpp"
 #include "bench_util.hpp"
-#include "fma_peak.hpp"
+#include "hot/fma_peak.hpp"
 
 namespace attn::cli {
 namespace {

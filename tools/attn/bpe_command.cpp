@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -16,6 +15,7 @@
 #include "attn/tokenizer.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "hot/id_writer.hpp"
 
 namespace attn::cli {
 namespace {
@@ -24,11 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-void write_stdout(std::string_view bytes) {
-  ATTN_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size() && std::fflush(stdout) == 0,
-             "cannot write to standard output");
 }
 
 struct TrainArgs {
@@ -81,35 +76,6 @@ struct CodecArgs {
   std::string tokenizer, input = "-";
   int threads = 0;
   bool stats = false;
-};
-
-// Writes ids as decimal text separated by single spaces, through a 16 KiB buffer; a newline
-// after the last one.
-class IdWriter {
- public:
-  void write(std::span<const int64_t> ids) {
-    for (int64_t id : ids) {
-      if (buffer_.size() - used_ < kRoom) flush();
-      if (any_) buffer_[used_++] = ' ';
-      used_ = static_cast<size_t>(std::to_chars(buffer_.data() + used_, buffer_.data() + buffer_.size(), id).ptr -
-                                  buffer_.data());
-      any_ = true;
-    }
-  }
-  void finish() {
-    if (any_) buffer_[used_++] = '\n';
-    flush();
-  }
-
- private:
-  static constexpr size_t kRoom = 22;  // a space, at most 20 digits, the final newline
-  void flush() {
-    write_stdout(std::string_view(buffer_.data(), used_));
-    used_ = 0;
-  }
-  std::string buffer_ = std::string(size_t{1} << 14, '\0');
-  size_t used_ = 0;
-  bool any_ = false;
 };
 
 // The input is read and encoded 16 KiB at a time and the ids written as they come: memory

@@ -9,7 +9,7 @@
 #include "attn/error.hpp"
 #include "attn/io.hpp"
 #include "attn/threads.hpp"
-#include "src/io/files.hpp"
+#include "attn/files.hpp"
 
 namespace attn::cli {
 
@@ -40,13 +40,13 @@ void write_results(const std::string& out_path, const Tensor& output,
 }
 
 void read_chunks(const std::string& path, const std::function<void(std::string_view)>& consume) {
-  std::optional<detail::InputFile> input;  // closed however reading ends (consume may throw)
+  std::optional<InputFile> input;  // closed however reading ends (consume may throw)
   if (path != "-") input.emplace(path);
-  detail::read_chunks(input ? input->get() : stdin, path == "-" ? "standard input" : path, consume);
+  attn::read_chunks(input ? input->get() : stdin, path == "-" ? "standard input" : path, consume);
 }
 
 std::string read_input(const std::string& path) {
-  if (path != "-") return detail::read_whole_file(path);
+  if (path != "-") return read_whole_file(path);
   std::string text;
   read_chunks(path, [&](std::string_view chunk) { text.append(chunk); });
   return text;

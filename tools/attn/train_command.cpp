@@ -17,7 +17,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "loss_plot.hpp"
-#include "src/io/files.hpp"
+#include "attn/files.hpp"
 
 namespace attn::cli {
 namespace {
@@ -123,7 +123,7 @@ void run_train(TrainArgs& args) {
   int64_t timed_steps = 0;
   auto save = [&] {
     trainer->save(ckpt, *tokenizer);
-    detail::write_file_atomically(args.out + "/loss.svg", loss_svg(history));
+    write_file_atomically(args.out + "/loss.svg", loss_svg(history));
   };
   while (true) {
     const int64_t iter = trainer->iteration();

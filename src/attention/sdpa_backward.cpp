@@ -12,10 +12,10 @@
 #include "attn/error.hpp"
 #include "attn/sdpa_backward.hpp"
 #include "attn/threads.hpp"
-#include "src/flash_problem.hpp"
+#include "src/attention/flash_problem.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/kernels/prefetch.hpp"
-#include "src/sdpa_common.hpp"
+#include "src/attention/fused.hpp"
 
 namespace attn {
 namespace {

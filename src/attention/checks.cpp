@@ -1,4 +1,4 @@
-#include "src/sdpa_common.hpp"
+#include "src/attention/checks.hpp"
 
 #include <cmath>
 #include <limits>

@@ -6,7 +6,11 @@
 
 #include "attn/gemm.hpp"
 
-namespace attn::nn {
+namespace attn::detail {
+
+// sums[c] += Σ_r m[r·cols + c] over the rows in order: a bias gradient (the same bits for
+// every thread count: each column is summed by one thread).
+void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums);
 
 // y (rows, out) = x (rows, in) · w (in, out) + bias (out; may be null).
 void linear_forward(const float* x, const float* w, const float* bias, int64_t rows, int64_t in,
@@ -18,4 +22,4 @@ void linear_backward(const float* dy, const float* x, const float* w, int64_t ro
                      int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias,
                      MatmulPrecision precision = MatmulPrecision::kFloat32);
 
-}  // namespace attn::nn
+}  // namespace attn::detail

@@ -2,7 +2,7 @@
 // thread, as they are stored (op() is then a matter of the descriptors' strides), and runs a
 // oneDNN matmul primitive made for that shape: made once per shape and thread and kept, since
 // making one costs far more than a product of a GPT's size.
-#include "src/gemm_bf16.hpp"
+#include "src/linalg/gemm_bf16.hpp"
 
 #include <atomic>
 #include <bit>
@@ -12,7 +12,7 @@
 
 #include "attn/error.hpp"
 #include "src/kernels/bfloat16.hpp"
-#include "src/onednn_library.hpp"
+#include "src/linalg/onednn_library.hpp"
 
 namespace attn::detail {
 namespace {

@@ -1,13 +1,13 @@
 // See linear.hpp.
-#include "src/nn/linear.hpp"
+#include "src/linalg/linear.hpp"
 
 #include <algorithm>
 
 #include "attn/gemm.hpp"
 #include "src/kernels/reductions.hpp"
-#include "src/nn/row_parallel.hpp"
+#include "src/core/parallel_ranges.hpp"
 
-namespace attn::nn {
+namespace attn::detail {
 
 void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums) {
   parallel_ranges(cols, 64, [&](int64_t first, int64_t last) {
@@ -35,4 +35,4 @@ void linear_backward(const float* dy, const float* x, const float* w, int64_t ro
   if (d_bias) add_column_sums(dy, rows, out, d_bias);
 }
 
-}  // namespace attn::nn
+}  // namespace attn::detail

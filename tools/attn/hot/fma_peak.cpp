@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "fma_peak.hpp"
+#include "tools/attn/hot/fma_peak.hpp"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "tools/attn/fma_peak.cpp"
+#define HWY_TARGET_INCLUDE "tools/attn/hot/fma_peak.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "hwy/highway.h"

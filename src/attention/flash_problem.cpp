@@ -1,4 +1,4 @@
-#include "src/flash_problem.hpp"
+#include "src/attention/flash_problem.hpp"
 
 namespace attn::detail {
 

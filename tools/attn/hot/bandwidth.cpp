@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "bandwidth.hpp"
+#include "tools/attn/hot/bandwidth.hpp"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "tools/attn/bandwidth.cpp"
+#define HWY_TARGET_INCLUDE "tools/attn/hot/bandwidth.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "hwy/highway.h"

@@ -20,8 +20,8 @@
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
-#include "src/gemm_bf16.hpp"
-#include "src/onednn_library.hpp"
+#include "src/linalg/gemm_bf16.hpp"
+#include "src/linalg/onednn_library.hpp"
 
 namespace attn {
 namespace {

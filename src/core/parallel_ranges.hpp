@@ -8,7 +8,7 @@
 
 #include "attn/threads.hpp"
 
-namespace attn::nn {
+namespace attn::detail {
 
 // body(first, last) for consecutive ranges of about `grain` indices covering [0, n).
 template <class Body>
@@ -21,7 +21,4 @@ void parallel_ranges(int64_t n, int64_t grain, const Body& body) {
   parallel_for(chunks, [&](int64_t c) { body(c * grain, std::min(n, (c + 1) * grain)); });
 }
 
-// sums[c] += Σ_r m[r·cols + c] over the rows in order: a bias gradient.
-void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums);
-
-}  // namespace attn::nn
+}  // namespace attn::detail

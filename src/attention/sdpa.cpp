@@ -10,8 +10,8 @@
 #include "attn/threads.hpp"
 #include "src/kernels/flash_forward.hpp"
 #include "src/kernels/prefetch.hpp"
-#include "src/flash_problem.hpp"
-#include "src/sdpa_common.hpp"
+#include "src/attention/flash_problem.hpp"
+#include "src/attention/fused.hpp"
 
 namespace attn {
 namespace detail {

@@ -1,4 +1,5 @@
-// Whole-file reads and crash-safe writes, shared by the .npy, safetensors and checkpoint code.
+// Whole-file reads and crash-safe writes: what the .npy, safetensors, tokenizer and checkpoint
+// readers use, public so that the CLI and other front ends read and write files the same way.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace attn::detail {
+namespace attn {
 
 // A file open for reading, closed with the object; attn::Error naming the file when it is
 // missing, a directory or unreadable. Plain stdio and fstat: the readers run in every command,
@@ -39,4 +40,4 @@ std::string read_whole_file(const std::string& path, uint64_t max_bytes = UINT64
 // leaves a half-written file under the real name. Throws attn::Error naming the file.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
-}  // namespace attn::detail
+}  // namespace attn

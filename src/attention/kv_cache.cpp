@@ -1,6 +1,5 @@
 #include "attn/kv_cache.hpp"
 
-#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -14,15 +13,6 @@ namespace {
 constexpr int64_t kTailPadding = 64;
 
 }  // namespace
-
-uint16_t to_bfloat16(float x) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  if (std::isnan(x)) return static_cast<uint16_t>((bits >> 16) | 0x40);  // stays a quiet NaN
-  const uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);                 // to nearest, ties even
-  return static_cast<uint16_t>((bits + rounding) >> 16);
-}
-
-float from_bfloat16(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
 
 KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   ATTN_CHECK(config.batch >= 1 && config.kv_heads >= 1 && config.head_dim >= 1,

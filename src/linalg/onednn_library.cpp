@@ -1,4 +1,4 @@
-#include "src/onednn_library.hpp"
+#include "src/linalg/onednn_library.hpp"
 
 #include <dlfcn.h>
 

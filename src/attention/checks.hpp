@@ -1,0 +1,35 @@
+// What the reference and fused attention paths share: the argument checks and the views
+// that put every input into (B, H, T, ·) form. Internal to the library.
+#pragma once
+
+#include <cstdint>
+
+#include "attn/sdpa.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn::detail {
+
+// Sizes of one attention problem viewed as (B, H, T, d).
+struct AttentionDims {
+  int64_t batch, heads, kv_heads, tq, tk, d, dv;
+  float scale;  // resolved: options.scale or 1/√d
+};
+
+// A rank-2..4 tensor viewed as rank 4 by prepending size-1 dims (no copy).
+Tensor as_rank4(const Tensor& t);
+
+// Checks q, k, v and every option against them; throws attn::Error naming what is wrong.
+AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const SdpaOptions& options);
+
+// Checks that d_out (dL/dO) has the output's shape, (…, Tq, dv) for q (…, Tq, d).
+void check_output_gradient(const Tensor& q, const AttentionDims& dims, const Tensor& d_out);
+
+// The explicit mask as a (B, H, Tq, Tk) view with stride 0 on broadcast dims, or an undefined
+// tensor when there is no mask. scores_shape is (…, Tq, Tk), the rank of q.
+Tensor broadcast_mask(const Mask& mask, const Shape& scores_shape);
+
+// Q's shape with the last dim replaced: (…, Tq, d) -> (…, Tq, width).
+Shape with_last_dim(const Tensor& q, int64_t width);
+
+}  // namespace attn::detail

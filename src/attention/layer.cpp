@@ -1,0 +1,163 @@
+// See layer.hpp. The heads are strided views of the QKV buffer (no transpose copy); the fused
+// kernel writes A straight into (B, T, H, d_head) order, so merging the heads costs nothing and
+// A·Wo is one product over contiguous rows.
+#include "src/attention/layer.hpp"
+
+#include "attn/embedding.hpp"
+#include "attn/error.hpp"
+#include "src/attention/fused.hpp"
+#include "src/linalg/linear.hpp"
+
+namespace attn::detail {
+namespace {
+
+// Q's, K's and V's first column in the QKV buffer, and their widths.
+struct QkvColumns {
+  int64_t first, count;
+};
+
+QkvColumns columns_of(const AttentionLayerShape& s, QkvPart part) {
+  const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+  switch (part) {
+    case QkvPart::kQuery:
+      return {0, q};
+    case QkvPart::kKey:
+      return {q, kv};
+    case QkvPart::kValue:
+      break;
+  }
+  return {q + kv, kv};
+}
+
+// True when wq, wk, wv are the column blocks of one (d_model, width) matrix.
+bool is_one_matrix(const AttentionLayerShape& s, const AttentionLayerWeights& w) {
+  return w.ld_qkv == s.qkv_width() && w.wk == w.wq + columns_of(s, QkvPart::kKey).first &&
+         w.wv == w.wq + columns_of(s, QkvPart::kValue).first;
+}
+
+// qkv (rows, width) = x·[Wq | Wk | Wv] + bqkv: one product for one matrix, else one per part
+// into its columns (no concatenated copy of the weights).
+void project_qkv(const AttentionLayerShape& s, const AttentionLayerWeights& w, const float* x,
+                 int64_t rows, MatmulPrecision precision, float* qkv) {
+  const int64_t width = s.qkv_width();
+  if (is_one_matrix(s, w)) {
+    linear_forward(x, w.wq, w.bqkv, rows, s.d_model, width, qkv, precision);
+    return;
+  }
+  const float* parts[] = {w.wq, w.wk, w.wv};
+  for (QkvPart part : {QkvPart::kQuery, QkvPart::kKey, QkvPart::kValue}) {
+    const QkvColumns c = columns_of(s, part);
+    const float* weight = parts[static_cast<int>(part)];
+    if (w.bqkv) {
+      gemm_bias(false, false, rows, c.count, s.d_model, x, s.d_model, weight, w.ld_qkv,
+                w.bqkv + c.first, qkv + c.first, width, precision);
+    } else {
+      gemm(false, false, rows, c.count, s.d_model, 1.0f, x, s.d_model, weight, w.ld_qkv, 0.0f,
+           qkv + c.first, width, precision);
+    }
+  }
+}
+
+struct HeadViews {
+  Tensor q, k, v;
+};
+
+HeadViews heads_of(const AttentionLayerShape& s, const Tensor& qkv) {
+  return {qkv_heads(s, qkv, QkvPart::kQuery), qkv_heads(s, qkv, QkvPart::kKey),
+          qkv_heads(s, qkv, QkvPart::kValue)};
+}
+
+// The projections of x (B·T rows) into qkv, the heads viewed, Q and K rotated for positions
+// position_offset … .
+HeadViews project_heads(const AttentionLayerShape& s, const AttentionLayerWeights& w,
+                        const float* x, int64_t position_offset, MatmulPrecision precision,
+                        Tensor qkv) {
+  project_qkv(s, w, x, qkv.dim(0) * qkv.dim(1), precision, qkv.data());
+  HeadViews h = heads_of(s, qkv);
+  if (s.rope) {
+    apply_rope(h.q, position_offset, s.rope_base);
+    apply_rope(h.k, position_offset, s.rope_base);
+  }
+  return h;
+}
+
+}  // namespace
+
+Tensor qkv_heads(const AttentionLayerShape& s, const Tensor& qkv, QkvPart part) {
+  const int64_t b = qkv.dim(0), t = qkv.dim(1), width = qkv.dim(2);
+  const QkvColumns c = columns_of(s, part);
+  return qkv.as_strided({b, c.count / s.head_dim, t, s.head_dim}, {t * width, s.head_dim, width, 1},
+                        c.first);
+}
+
+void attention_layer_forward(const AttentionLayerShape& s, const AttentionLayerWeights& w,
+                             const float* x, const SdpaOptions& options, MatmulPrecision precision,
+                             AttentionLayerState& state, float* y) {
+  const HeadViews h = project_heads(s, w, x, 0, precision, state.qkv);
+  sdpa_into(check_attention(h.q, h.k, h.v, options), h.q, h.k, h.v, options,
+            state.attended.permute({0, 2, 1, 3}), state.logsumexp);
+  if (w.wo) {
+    const int64_t rows = state.qkv.dim(0) * state.qkv.dim(1);
+    linear_forward(state.attended.data(), w.wo, w.bo, rows, s.merged_width(), s.d_out, y,
+                   precision);
+  }
+}
+
+void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayerWeights& w,
+                              const float* x, const AttentionLayerState& state, const float* d_y,
+                              const SdpaOptions& options, MatmulPrecision precision,
+                              AttentionLayerScratch& scratch, float* d_x, bool accumulate_dx,
+                              const AttentionLayerGradients& grads) {
+  ATTN_CHECK(is_one_matrix(s, w) && w.wo, "attention layer backward: needs [Wq | Wk | Wv] as one "
+             "matrix and an output projection");
+  const int64_t rows = state.qkv.dim(0) * state.qkv.dim(1);
+  // Y = A·Wo + bo.
+  linear_backward(d_y, state.attended.data(), w.wo, rows, s.merged_width(), s.d_out,
+                  scratch.d_attended.data(), false, grads.wo, grads.bo, precision);
+  // A = sdpa(Q, K, V): the gradients land in the columns of dQKV the forward read Q, K, V from.
+  const HeadViews h = heads_of(s, state.qkv);
+  HeadViews d = heads_of(s, scratch.d_qkv);
+  sdpa_backward_into(check_attention(h.q, h.k, h.v, options), h.q, h.k, h.v,
+                     state.attended.permute({0, 2, 1, 3}), state.logsumexp,
+                     scratch.d_attended.permute({0, 2, 1, 3}), options, d.q, d.k, d.v);
+  // Q, K rotated: rotate their gradients back.
+  if (s.rope) {
+    apply_rope_inverse(d.q, 0, s.rope_base);
+    apply_rope_inverse(d.k, 0, s.rope_base);
+  }
+  // QKV = X·Wqkv + bqkv.
+  linear_backward(scratch.d_qkv.data(), x, w.wq, rows, s.d_model, s.qkv_width(), d_x,
+                  accumulate_dx, grads.wqkv, grads.bqkv, precision);
+}
+
+void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWeights& w,
+                            const Tensor& x, KVCache& cache, const SdpaOptions& options,
+                            MatmulPrecision precision, float* y) {
+  const KVCacheConfig& c = cache.config();
+  ATTN_CHECK(c.kv_heads == s.kv_heads && c.head_dim == s.head_dim, "attention: the cache holds ",
+             c.kv_heads, " heads of ", c.head_dim, ", this layer needs ", s.kv_heads, " of ",
+             s.head_dim);
+  ATTN_CHECK(w.wo, "attention layer decode: needs an output projection");
+  const int64_t b = x.dim(0), t = x.dim(1);
+  const Tensor x_rows = x.contiguous();
+  const Tensor qkv({b, t, s.qkv_width()});
+  const HeadViews h = project_heads(s, w, x_rows.data(), cache.position(), precision, qkv);
+  cache.append(h.k, h.v);
+  const Tensor attended = attend_cached(h.q, cache, options).output;  // (B, H, T, d_head)
+  const Tensor merged = attended.permute({0, 2, 1, 3}).contiguous();  // (B, T, H, d_head)
+  linear_forward(merged.data(), w.wo, w.bo, b * t, s.merged_width(), s.d_out, y, precision);
+}
+
+KVCache make_layer_cache(const AttentionLayerShape& s, int64_t batch, int64_t capacity,
+                         CacheDtype dtype, int64_t window) {
+  KVCacheConfig c;
+  c.batch = batch;
+  c.kv_heads = s.kv_heads;
+  c.head_dim = s.head_dim;
+  c.capacity = capacity;
+  c.window = window;
+  c.dtype = dtype;
+  return KVCache(c);
+}
+
+}  // namespace attn::detail

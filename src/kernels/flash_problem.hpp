@@ -1,0 +1,40 @@
+// The plain-data attention problem that the fused forward and backward kernels both take
+// (flash_forward.hpp, flash_backward.hpp): raw pointers and element strides, never a Tensor.
+// src/attention/flash_problem.hpp builds one from tensor views.
+//
+// Dimension legend: B batch, H query heads, Hkv key/value heads (H % Hkv == 0),
+// Tq queries, Tk keys, d query/key width, dv value width.
+#pragma once
+
+#include <cstdint>
+
+#include "attn/mask.hpp"
+
+namespace attn::kernels {
+
+struct FlashProblem {
+  // Q (B, H, Tq, d), K (B, Hkv, Tk, d), V (B, Hkv, Tk, dv), O (B, H, Tq, dv): element strides
+  // for the b, h and t dims; the last dim is contiguous.
+  const float* q;
+  int64_t q_stride[3];
+  const float* k;
+  int64_t k_stride[3];
+  const float* v;
+  int64_t v_stride[3];
+  float* out;
+  int64_t out_stride[3];
+  float* logsumexp;  // (B, H, Tq) contiguous, or nullptr
+
+  int64_t batch, heads, kv_heads, tq, tk, d, dv;
+  float scale;
+  bool causal;
+  int64_t window;  // 0 = unlimited
+
+  // Explicit mask as a (B, H, Tq, Tk) view (stride 0 where broadcast), or nullptr.
+  const float* mask;
+  int64_t mask_stride[4];
+  MaskKind mask_kind;
+  const int64_t* key_lengths;  // per batch entry: keys j >= key_lengths[b] are padding; or nullptr
+};
+
+}  // namespace attn::kernels
