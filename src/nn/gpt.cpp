@@ -11,6 +11,7 @@
 #include "attn/gemm.hpp"
 #include "attn/random.hpp"
 #include "src/nn/cross_entropy.hpp"
+#include "src/nn/embedding_rows.hpp"
 #include "src/nn/gelu.hpp"
 #include "src/nn/gpt_internal.hpp"
 #include "src/nn/layer_norm.hpp"
@@ -135,13 +136,12 @@ void Gpt::embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t 
   const float* table = config_.positions == PositionKind::kLearned      ? parameters_.data() + global_.wpe
                        : config_.positions == PositionKind::kSinusoidal ? sinusoids_.data()
                                                                         : nullptr;
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t i = 0; i < t; ++i) {
-      const int64_t row = b * t + i;
-      const float* token = wte + ids[static_cast<size_t>(row)] * c;
-      float* out = x + row * c;
-      for (int64_t e = 0; e < c; ++e) out[e] = token[e] + (table ? table[(position + i) * c + e] : 0.0f);
-    }
+  nn::gather_rows(wte, ids.data(), batch * t, c, x);
+  if (!table) return;
+  for (int64_t row = 0; row < batch * t; ++row) {
+    const float* position_row = table + (position + row % t) * c;
+    float* out = x + row * c;
+    for (int64_t e = 0; e < c; ++e) out[e] += position_row[e];
   }
 }
 
@@ -256,11 +256,7 @@ void Gpt::backward(float loss_scale) {
   // Embeddings: the dropout mask, then the rows back to the tables, in row order.
   float* d_x = a.d_residual.data();
   a.dropout.apply(d_x, a.rows * c, nn::DropoutSite::kEmbedding, 0);
-  float* d_wte = grads + global_.wte;
-  for (int64_t r = 0; r < a.rows; ++r) {
-    float* row = d_wte + a.ids[static_cast<size_t>(r)] * c;
-    for (int64_t e = 0; e < c; ++e) row[e] += d_x[r * c + e];
-  }
+  nn::scatter_add_rows(d_x, a.ids.data(), a.rows, c, grads + global_.wte);
   if (config_.positions == PositionKind::kLearned) {
     float* d_wpe = grads + global_.wpe;
     for (int64_t r = 0; r < a.rows; ++r) {

@@ -4,6 +4,7 @@
 #include "attn/embedding.hpp"
 #include "attn/error.hpp"
 #include "attn/random.hpp"
+#include "src/nn/embedding_rows.hpp"
 
 namespace attn {
 namespace {
@@ -33,15 +34,13 @@ Tensor TokenEmbedding::forward(std::span<const int64_t> ids, int64_t batch) cons
   ATTN_CHECK(n >= 1, "TokenEmbedding: no ids");
   ATTN_CHECK(batch == 0 || (batch >= 1 && n % batch == 0), "TokenEmbedding: ", n,
              " ids do not split into a batch of ", batch);
-  Tensor out(batch == 0 ? Shape{n, d} : Shape{batch, n / batch, d});
-  const float* table = weight.contiguous().data();
-  float* dst = out.data();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = ids[static_cast<size_t>(i)];
     ATTN_CHECK(id >= 0 && id < vocab_size(), "TokenEmbedding: id ", id, " at position ", i,
                " outside [0, ", vocab_size(), ")");
-    std::copy(table + id * d, table + (id + 1) * d, dst + i * d);
   }
+  Tensor out(batch == 0 ? Shape{n, d} : Shape{batch, n / batch, d});
+  nn::gather_rows(weight.contiguous().data(), ids.data(), n, d, out.data());
   return out;
 }
 
@@ -51,14 +50,11 @@ void TokenEmbedding::backward(std::span<const int64_t> ids, const Tensor& d_out)
   ATTN_CHECK(rows.dim(0) == static_cast<int64_t>(ids.size()), "TokenEmbedding::backward: ",
              ids.size(), " ids but d_out holds ", rows.dim(0), " rows");
   ATTN_CHECK(grad.is_contiguous(), "TokenEmbedding::backward: grad must be contiguous");
-  float* g = grad.data();
-  const float* src = rows.data();
   for (size_t i = 0; i < ids.size(); ++i) {
-    const int64_t id = ids[i];
-    ATTN_CHECK(id >= 0 && id < vocab_size(), "TokenEmbedding::backward: id ", id, " outside [0, ",
-               vocab_size(), ")");
-    for (int64_t c = 0; c < d; ++c) g[id * d + c] += src[static_cast<int64_t>(i) * d + c];
+    ATTN_CHECK(ids[i] >= 0 && ids[i] < vocab_size(), "TokenEmbedding::backward: id ", ids[i],
+               " outside [0, ", vocab_size(), ")");
   }
+  nn::scatter_add_rows(rows.data(), ids.data(), static_cast<int64_t>(ids.size()), d, grad.data());
 }
 
 void TokenEmbedding::zero_grad() { grad = Tensor(weight.shape()); }
