@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
+#include <string>
 
 #include "attn/threads.hpp"
 #include "gpt_reference.hpp"
@@ -147,6 +149,49 @@ TEST(Gpt, GradientsMatchFiniteDifferencesWithDropout) {
   check_gradients(model, 77);
 }
 
+// Every tensor's role, and that initialisation follows the role: γ ones, biases and β zeros,
+// the matrices N(0, 0.02²) but the residual projections N(0, (0.02/√(2·n_layer))²).
+TEST(Gpt, InitialisationFollowsEachParameterRole) {
+  GptConfig c = tiny();
+  c.n_embd = 32;
+  c.n_head = 4;
+  Gpt model(c, 3);
+  auto expected_role = [](const std::string& name) {
+    if (name == "wte" || name == "wpe") return ParameterRole::kEmbedding;
+    if (name.ends_with("attn.wo") || name.ends_with("mlp.wproj")) {
+      return ParameterRole::kResidualProjection;
+    }
+    if (name.ends_with("attn.wqkv") || name.ends_with("mlp.wfc")) return ParameterRole::kWeight;
+    if (name.ends_with(".weight")) return ParameterRole::kNormGain;
+    if (name.ends_with(".bias")) return ParameterRole::kNormBias;
+    return ParameterRole::kBias;
+  };
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  for (const GptParameter& p : model.parameter_table()) {
+    EXPECT_EQ(p.role, expected_role(p.name)) << p.name;
+    const std::vector<float> values = model.parameter(p.name).to_vector();
+    double sum_squares = 0.0;
+    for (float v : values) sum_squares += static_cast<double>(v) * v;
+    const double rms = std::sqrt(sum_squares / static_cast<double>(values.size()));
+    switch (p.role) {
+      case ParameterRole::kNormGain:
+        EXPECT_EQ(values, std::vector<float>(values.size(), 1.0f)) << p.name;
+        break;
+      case ParameterRole::kNormBias:
+      case ParameterRole::kBias:
+        EXPECT_EQ(values, std::vector<float>(values.size(), 0.0f)) << p.name;
+        break;
+      case ParameterRole::kEmbedding:
+      case ParameterRole::kWeight:
+        EXPECT_NEAR(rms, 0.02, 0.02 * 0.15) << p.name;  // ≥ 1024 draws: the rms within 15 %
+        break;
+      case ParameterRole::kResidualProjection:
+        EXPECT_NEAR(rms, residual_std, residual_std * 0.15) << p.name;
+        break;
+    }
+  }
+}
+
 TEST(Gpt, ParameterTableTilesTheBufferAndDecaysOnlyBlockMatrices) {
   Gpt model(tiny(), 1);
   int64_t next = 0;
@@ -155,7 +200,7 @@ TEST(Gpt, ParameterTableTilesTheBufferAndDecaysOnlyBlockMatrices) {
     int64_t numel = 1;
     for (int64_t d : p.shape) numel *= d;
     next += numel;
-    EXPECT_EQ(p.decay, p.shape.size() == 2 && p.name != "wte" && p.name != "wpe") << p.name;
+    EXPECT_EQ(decays(p.role), p.shape.size() == 2 && p.name != "wte" && p.name != "wpe") << p.name;
   }
   EXPECT_EQ(next, model.num_parameters());
   // 7·8 + 6·8 + 2·(12·8² + 13·8) + 2·8: the GPT-2 count for this size.

@@ -128,7 +128,7 @@ TEST(AdamW, FollowsTheFormulaAndDecaysOnlyMarkedParameters) {
     double theta = before[i], m = 0, v = 0;
     const double grad = g[i];
     for (int t = 1; t <= 2; ++t) {
-      if (p.decay) theta *= 1 - 0.1 * 0.5;
+      if (decays(p.role)) theta *= 1 - 0.1 * 0.5;
       m = 0.9 * m + 0.1 * grad;
       v = 0.99 * v + 0.01 * grad * grad;
       theta -= 0.1 / (1 - std::pow(0.9, t)) * m / (std::sqrt(v) / std::sqrt(1 - std::pow(0.99, t)) + 1e-8);

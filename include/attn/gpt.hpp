@@ -58,13 +58,27 @@ GptConfig gpt_config_from_json(std::string_view json);
 std::string to_string(PositionKind kind);           // "learned", "sinusoidal", "rotary"
 PositionKind position_kind_from_string(std::string_view name);
 
+// What a parameter is for. Initialisation and weight decay read the role, never the name:
+//   kEmbedding            wte, wpe                   N(0, 0.02²)              no decay (option)
+//   kNormGain, kNormBias  LayerNorm's γ and β        1 and 0                  no decay
+//   kWeight               Wqkv, Wfc                  N(0, 0.02²)              decay
+//   kResidualProjection   Wo, Wproj (into the        N(0, (0.02/√(2L))²)      decay
+//                         residual stream)
+//   kBias                 the linear layers' biases  0                        no decay
+enum class ParameterRole { kEmbedding, kNormGain, kNormBias, kWeight, kResidualProjection, kBias };
+
+// AdamW's weight decay applies: the matrices of the blocks, not the embeddings (unless
+// AdamWOptions::decay_embeddings), biases or LayerNorm parameters.
+inline bool decays(ParameterRole role) {
+  return role == ParameterRole::kWeight || role == ParameterRole::kResidualProjection;
+}
+
 // One named tensor inside the parameter buffer.
 struct GptParameter {
   std::string name;  // e.g. "wte", "h.0.attn.wqkv", "ln_f.weight"
   int64_t offset;    // in floats, into parameters()
   Shape shape;
-  bool decay;  // AdamW weight decay applies: the matrices of the blocks, not the embeddings,
-               // biases or LayerNorm parameters
+  ParameterRole role;
 };
 
 class GptCache;

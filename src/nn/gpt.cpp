@@ -29,10 +29,10 @@ namespace {
 
 // Appends a parameter to the table; returns its offset.
 int64_t add(std::vector<GptParameter>& table, int64_t& size, std::string name, Shape shape,
-            bool decay) {
+            ParameterRole role) {
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
-  table.push_back({std::move(name), size, std::move(shape), decay});
+  table.push_back({std::move(name), size, std::move(shape), role});
   size += numel;
   return table.back().offset;
 }
@@ -46,30 +46,30 @@ Gpt::Gpt(const GptConfig& config, uint64_t seed) : config_(config) {
   const int64_t no_bias = -1;
   int64_t size = 0;
   Offsets global;
-  global.wte = add(table_, size, "wte", {v, c}, false);
+  global.wte = add(table_, size, "wte", {v, c}, ParameterRole::kEmbedding);
   if (config_.positions == PositionKind::kLearned) {
-    global.wpe = add(table_, size, "wpe", {config_.block_size, c}, false);
+    global.wpe = add(table_, size, "wpe", {config_.block_size, c}, ParameterRole::kEmbedding);
   }
   std::vector<LayerOffsets> offsets(static_cast<size_t>(config_.n_layer));
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     LayerOffsets& o = offsets[static_cast<size_t>(l)];
     const bool b = config_.bias;
-    o.ln1_w = add(table_, size, p + "ln_1.weight", {c}, false);
-    o.ln1_b = b ? add(table_, size, p + "ln_1.bias", {c}, false) : no_bias;
-    o.wqkv = add(table_, size, p + "attn.wqkv", {c, width}, true);
-    o.bqkv = b ? add(table_, size, p + "attn.bqkv", {width}, false) : no_bias;
-    o.wo = add(table_, size, p + "attn.wo", {c, c}, true);
-    o.bo = b ? add(table_, size, p + "attn.bo", {c}, false) : no_bias;
-    o.ln2_w = add(table_, size, p + "ln_2.weight", {c}, false);
-    o.ln2_b = b ? add(table_, size, p + "ln_2.bias", {c}, false) : no_bias;
-    o.wfc = add(table_, size, p + "mlp.wfc", {c, 4 * c}, true);
-    o.bfc = b ? add(table_, size, p + "mlp.bfc", {4 * c}, false) : no_bias;
-    o.wproj = add(table_, size, p + "mlp.wproj", {4 * c, c}, true);
-    o.bproj = b ? add(table_, size, p + "mlp.bproj", {c}, false) : no_bias;
+    o.ln1_w = add(table_, size, p + "ln_1.weight", {c}, ParameterRole::kNormGain);
+    o.ln1_b = b ? add(table_, size, p + "ln_1.bias", {c}, ParameterRole::kNormBias) : no_bias;
+    o.wqkv = add(table_, size, p + "attn.wqkv", {c, width}, ParameterRole::kWeight);
+    o.bqkv = b ? add(table_, size, p + "attn.bqkv", {width}, ParameterRole::kBias) : no_bias;
+    o.wo = add(table_, size, p + "attn.wo", {c, c}, ParameterRole::kResidualProjection);
+    o.bo = b ? add(table_, size, p + "attn.bo", {c}, ParameterRole::kBias) : no_bias;
+    o.ln2_w = add(table_, size, p + "ln_2.weight", {c}, ParameterRole::kNormGain);
+    o.ln2_b = b ? add(table_, size, p + "ln_2.bias", {c}, ParameterRole::kNormBias) : no_bias;
+    o.wfc = add(table_, size, p + "mlp.wfc", {c, 4 * c}, ParameterRole::kWeight);
+    o.bfc = b ? add(table_, size, p + "mlp.bfc", {4 * c}, ParameterRole::kBias) : no_bias;
+    o.wproj = add(table_, size, p + "mlp.wproj", {4 * c, c}, ParameterRole::kResidualProjection);
+    o.bproj = b ? add(table_, size, p + "mlp.bproj", {c}, ParameterRole::kBias) : no_bias;
   }
-  global.lnf_w = add(table_, size, "ln_f.weight", {c}, false);
-  global.lnf_b = config_.bias ? add(table_, size, "ln_f.bias", {c}, false) : no_bias;
+  global.lnf_w = add(table_, size, "ln_f.weight", {c}, ParameterRole::kNormGain);
+  global.lnf_b = config_.bias ? add(table_, size, "ln_f.bias", {c}, ParameterRole::kNormBias) : no_bias;
   parameters_ = Tensor({size});
   gradients_ = Tensor({size});
   global_ = global;
@@ -80,13 +80,20 @@ Gpt::Gpt(const GptConfig& config, uint64_t seed) : config_(config) {
   for (size_t i = 0; i < table_.size(); ++i) {
     const GptParameter& p = table_[i];
     Tensor view = parameter(p.name);
-    // Every 1-D tensor is a bias or a LayerNorm parameter; the buffer starts at 0.
-    const bool layer_norm = p.name.find("ln_") != std::string::npos;
-    if (layer_norm && p.name.ends_with("weight")) {
-      fill_uniform(view, 0, 1.0f, 1.0f);  // ones
-    } else if (p.shape.size() == 2) {
-      const bool projection = p.name.ends_with("attn.wo") || p.name.ends_with("mlp.wproj");
-      fill_normal(view, seed * 1000003 + i, 0.0f, projection ? residual_std : 0.02f);
+    switch (p.role) {
+      case ParameterRole::kNormGain:
+        fill_uniform(view, 0, 1.0f, 1.0f);  // ones
+        break;
+      case ParameterRole::kEmbedding:
+      case ParameterRole::kWeight:
+        fill_normal(view, seed * 1000003 + i, 0.0f, 0.02f);
+        break;
+      case ParameterRole::kResidualProjection:
+        fill_normal(view, seed * 1000003 + i, 0.0f, residual_std);
+        break;
+      case ParameterRole::kNormBias:
+      case ParameterRole::kBias:
+        break;  // the buffer starts at 0
     }
   }
   if (config_.positions == PositionKind::kSinusoidal) {

@@ -28,8 +28,8 @@ AdamW::AdamW(const Gpt& model, const AdamWOptions& options)
   for (const GptParameter& p : model.parameter_table()) {
     int64_t numel = 1;
     for (int64_t d : p.shape) numel *= d;
-    const bool embedding = p.name == "wte" || p.name == "wpe";
-    const bool decay = p.decay || (embedding && options.decay_embeddings);
+    const bool embedding = p.role == ParameterRole::kEmbedding;
+    const bool decay = decays(p.role) || (embedding && options.decay_embeddings);
     const bool continues = !spans_.empty() && spans_.back().decay == decay &&
                            spans_.back().offset + spans_.back().size == p.offset;
     if (continues) {
