@@ -28,10 +28,12 @@ Tensor fixture(const std::string& name, const std::string& array) {
 }
 
 // Builds the fixture's layer, runs forward and backward, compares everything PyTorch wrote.
-void ExpectMatchesTorch(const std::string& name, int64_t heads, int64_t kv_heads, bool rope) {
+void ExpectMatchesTorch(const std::string& name, int64_t heads, int64_t kv_heads, bool rope,
+                        MatmulPrecision precision = MatmulPrecision::kFloat32) {
   SCOPED_TRACE(name);
   const Tensor x = fixture(name, "x");
   MhaConfig config;
+  config.precision = precision;
   config.d_model = x.dim(2);
   config.n_heads = heads;
   config.n_kv_heads = kv_heads;
@@ -48,6 +50,16 @@ void ExpectMatchesTorch(const std::string& name, int64_t heads, int64_t kv_heads
   options.causal = true;
   const Tensor y = layer.forward(x, options, saved);
   const MhaGradients g = layer.backward(saved, fixture(name, "d_y"));
+  if (precision == MatmulPrecision::kBFloat16) {
+    // Operands rounded to 8 mantissa bits (relative error ≤ 2⁻⁹ each), sums in float: a few
+    // 2⁻⁹ of the largest value; and the rounding must show (far above float's 1e-4).
+    EXPECT_TRUE(testing::RelativelyClose(y, fixture(name, "y"), 2e-2, "y"));
+    EXPECT_TRUE(testing::RelativelyClose(g.dx, fixture(name, "dx"), 2e-2, "dx"));
+    EXPECT_TRUE(testing::RelativelyClose(g.dwqkv, fixture(name, "dwqkv"), 2e-2, "dwqkv"));
+    EXPECT_TRUE(testing::RelativelyClose(g.dwo, fixture(name, "dwo"), 2e-2, "dwo"));
+    EXPECT_FALSE(MatchesTorch(y, fixture(name, "y"), "y"));
+    return;
+  }
   EXPECT_TRUE(MatchesTorch(y, fixture(name, "y"), "y"));
   EXPECT_TRUE(MatchesTorch(g.dx, fixture(name, "dx"), "dx"));
   EXPECT_TRUE(MatchesTorch(g.dwqkv, fixture(name, "dwqkv"), "dwqkv"));
@@ -74,6 +86,11 @@ MultiHeadAttention make_layer(bool rope, bool bias) {
   config.bias = bias;
   config.seed = 5;
   return MultiHeadAttention(config);
+}
+
+TEST(MhaBackward, Bf16ProductsStayWithinTheirRoundingOfPyTorch) {
+  ExpectMatchesTorch("mha_backward_causal", 2, 2, false, MatmulPrecision::kBFloat16);
+  ExpectMatchesTorch("mha_backward_gqa_rope", 4, 2, true, MatmulPrecision::kBFloat16);
 }
 
 TEST(MhaBackward, AGradientAtPositionTNeverReachesLaterInputs) {
@@ -139,6 +156,16 @@ TEST(MhaBackward, RejectsMismatchedInput) {
   const MultiHeadAttention wider(MhaConfig{64, 4, 4, false, false, 10000.0f, 0});
   EXPECT_TRUE(ThrowsWith([&] { wider.backward(saved, rand_normal({1, 9, 64}, 4)); },
                          "`saved` must come from"));
+}
+
+TEST(MultiHeadAttention, RejectsWeightsOfTheWrongShape) {
+  MultiHeadAttention layer = make_layer(true, false);
+  const Tensor x = rand_normal({1, 5, 32}, 3);
+  layer.wo = rand_normal({32, 31}, 4);
+  EXPECT_TRUE(ThrowsWith([&] { layer.forward(x); }, "MultiHeadAttention: wo must be (32, 32), got (32, 31)"));
+  layer = make_layer(true, false);
+  layer.bqkv = Tensor({63});
+  EXPECT_TRUE(ThrowsWith([&] { layer.forward(x); }, "bqkv must be (64), got (63)"));
 }
 
 TEST(RopeInverse, UndoesTheRotation) {
