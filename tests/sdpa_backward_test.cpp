@@ -48,7 +48,7 @@ double largest_magnitude(const Tensor& t) {
   return ::testing::AssertionSuccess();
 }
 
-// Forces the fused backward's loop order for its lifetime (src/sdpa_common.hpp): one task per
+// Forces the fused backward's loop order for its lifetime (src/attention/fused.hpp): one task per
 // (batch, K/V head), or two passes over key and query blocks. By default the order depends on
 // the machine's core count; the tests reach both on any machine.
 class LoopOrder {

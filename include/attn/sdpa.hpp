@@ -47,7 +47,9 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
 
 }  // namespace reference
 
-// The library's default path (the reference path until the fused kernel lands).
+// The library's default path: the fused kernel (tiled, online softmax; the T×T scores are
+// never stored; docs/design.md). Weights, when options.return_weights asks, come from the
+// reference path.
 SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options = {});
 
 }  // namespace attn

@@ -19,7 +19,7 @@ namespace detail {
 // Tensor storage memory: buffers of 32 MiB and more are 2 MiB aligned, offset by a per-buffer
 // "colour" and marked for transparent huge pages (madvise); smaller ones come from malloc,
 // whose heap reuses them. A fresh 48 MiB buffer otherwise costs 12 288 page faults on first
-// touch: 140 ms on this VM, against 4 ms in huge pages (measurements in src/storage.cpp).
+// touch: 140 ms on this VM, against 4 ms in huge pages (measurements in src/core/storage.cpp).
 void* allocate_storage(size_t bytes);
 void free_storage(void* p) noexcept;
 

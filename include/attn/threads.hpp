@@ -22,7 +22,7 @@ void set_num_threads(int n);
 // the same. Idle workers block (after a short spin of a
 // few microseconds), so a busy core elsewhere does not stall the loop; and while the helpers get
 // no core of their own (another process busy), short loops run on the caller alone for a
-// while (src/share_monitor.hpp) — which changes speed, never results. An exception thrown by
+// while (src/core/share_monitor.hpp) — which changes speed, never results. An exception thrown by
 // a body is rethrown here (the first one; the remaining indices are skipped). Calls from
 // inside a body run serially on the calling thread.
 void parallel_for(int64_t n, const std::function<void(int64_t)>& body);

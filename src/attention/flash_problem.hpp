@@ -1,5 +1,5 @@
 // Tensors -> the fused kernels' plain-data problem (kernels::FlashProblem): shared by the
-// forward (src/sdpa.cpp) and the backward (src/sdpa_backward.cpp). Internal to the library.
+// forward (sdpa.cpp) and the backward (sdpa_backward.cpp). Internal to the library.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // The decode kernel's contract: a few new queries against a long key/value cache, one chunk
 // of cached positions at a time, producing a partial softmax state (m, l, o) per query row
-// that the orchestration (src/kv_cache_attention.cpp) merges exactly.
+// that the orchestration (src/attention/attend_cached.cpp) merges exactly.
 //
 // Legend: B batch, H query heads, Hkv cached heads, g = H / Hkv, Tq new queries, d head dim.
 // The rows of one task are the g·Tq queries that share a cached head: row r = gi·Tq + i is

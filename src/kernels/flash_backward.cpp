@@ -18,11 +18,11 @@
 // contribution and the two-pass order's 512-key dK/dV accumulators live in a fixed scratch
 // (about 0.45 MiB at d = 64), independent of T. dK and dV are accumulated in the output rows,
 // which this task alone owns; dQ_i in scratch, then written once. Loop order: query blocks
-// outer (design option (a) in DESIGN-NOTES §7), so Q_i, dO_i and dQ_i are packed and written
-// once and only dK_j, dV_j are revisited. With fewer K/V heads than cores that leaves cores
-// idle (MQA with B = 1 has one task), so there is also option (c): one pass of (K/V head,
-// 512-key chunk) tasks for dK, dV and one of (head, query block) tasks for dQ, recomputing
-// S, P and dP in each.
+// outer inside one task per K/V head (the per-head order of docs/design.md), so Q_i, dO_i and
+// dQ_i are packed and written once and only dK_j, dV_j are revisited. With fewer K/V heads
+// than cores that leaves cores idle (MQA with B = 1 has one task), so there is also the
+// two-pass order: one pass of (K/V head, 512-key chunk) tasks for dK, dV and one of (head,
+// query block) tasks for dQ, recomputing S, P and dP in each.
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -1,5 +1,5 @@
 // The fused attention backward kernel's contract, shared by the orchestration
-// (src/sdpa_backward.cpp) and the SIMD code (flash_backward.cpp). Plain data, as the forward's.
+// (src/attention/sdpa_backward.cpp) and the SIMD code (flash_backward.cpp). Plain data, as the forward's.
 #pragma once
 
 #include <cstddef>
@@ -36,10 +36,10 @@ size_t flash_backward_scratch_floats(const FlashProblem& p);
 // The gradients of one K/V head of batch entry b: its dK and dV rows, and the dQ rows of the
 // query heads that share it. `scratch` holds flash_backward_scratch_floats floats, 64-byte
 // aligned.
-// Loop order (a) of DESIGN-NOTES §7: one task per K/V head, race-free.
+// The per-head order (docs/design.md): one task per K/V head, race-free.
 void flash_backward_head(const FlashBackwardProblem& p, int64_t b, int64_t kv_h, float* scratch);
 
-// Loop order (c), for when there are fewer K/V heads than cores: two passes with more tasks,
+// The two-pass order, for when there are fewer K/V heads than cores: two passes with more tasks,
 // at the cost of computing S, P and dP twice (7 block products per pair instead of 5).
 // Pass 1: the dK, dV rows of keys [j_begin, j_begin + kKeyChunk) of K/V head kv_h (j_begin a
 // multiple of kKeyChunk).

@@ -1,5 +1,5 @@
-// attn::gemm over oneDNN's sgemm (its JIT AVX-512 kernel reached 180-200 GFLOP/s per core
-// here, about 90 % of the FMA peak; OpenBLAS runs its AVX2 kernel under this environment's
+// attn::gemm over oneDNN's sgemm (its JIT AVX-512 kernel reached about 90 % of the FMA peak
+// on the AVX-512 Zen 5 of docs/performance.md; OpenBLAS runs its AVX2 kernel under this environment's
 // OPENBLAS_CORETYPE=Haswell and stops near 100; Debian's BLIS runs generic C near 20).
 //
 // Threads: Debian's oneDNN uses OpenMP, whose default spin-wait collapses when the other core
@@ -12,7 +12,7 @@
 //
 // MatmulPrecision::kBFloat16 runs each block through src/gemm_bf16 instead of sgemm.
 //
-// oneDNN is opened on the first product (src/onednn_library.hpp), not at program start.
+// oneDNN is opened on the first product (onednn_library.hpp), not at program start.
 #include "attn/gemm.hpp"
 
 #include <algorithm>

@@ -8,7 +8,8 @@
 //   ln2  = LayerNorm₂(r2)                     d_r2 += LayerNorm₂ᵀ(d_ln2)
 //   fch  = ln2·Wfc + bfc,  g = gelu(fch)      d_ln2 = d_fch·Wfcᵀ, d_fch = gelu'·(d_g)
 //   r3   = r2 + drop(g·Wproj + bproj)         d_g = drop(d_r3)·Wprojᵀ
-// The residual gradient flows straight through both additions (d_r2 starts as d_r3).
+// The residual gradient flows straight through both additions (d_r2 starts as d_r3). The
+// attention rows (qkv, att, Wo) are the one attention layer core (src/attention/layer.hpp).
 #include <algorithm>
 #include <cstring>
 
