@@ -53,12 +53,12 @@ int main() {
   std::cout << attn::heatmap_ascii(y.weights.select(0).select(0));
   std::filesystem::remove(path);
 
-  std::printf("output %s, weights %s, dq %s, gqa %s, mha %s, heads %s (shares storage: %s), read %s\n",
-              r.output.shape_string().c_str(), r.weights.shape_string().c_str(),
-              grads.dq.shape_string().c_str(),
-              g.output.shape_string().c_str(), y.output.shape_string().c_str(),
-              heads.shape_string().c_str(), heads.shares_storage(x) ? "yes" : "no",
-              w.values.shape_string().c_str());
+  std::printf(
+      "output %s, weights %s, dq %s, gqa %s, mha %s, heads %s (shares storage: %s), read %s\n",
+      r.output.shape_string().c_str(), r.weights.shape_string().c_str(),
+      grads.dq.shape_string().c_str(), g.output.shape_string().c_str(),
+      y.output.shape_string().c_str(), heads.shape_string().c_str(),
+      heads.shares_storage(x) ? "yes" : "no", w.values.shape_string().c_str());
   return heads.shares_storage(x) && w.values.shape() == y.weights.shape() &&
                  same.weights.shape() == r.weights.shape() && grads.dk.shape() == k.shape() &&
                  grads_ref.dv.shape() == v.shape()

@@ -23,7 +23,8 @@ int main() {
   std::printf("vocabulary: %lld tokens (%zu merges learnt)\n",
               static_cast<long long>(tokenizer.vocab_size()), tokenizer.merges().size());
   std::printf("\"%s\" -> %zu tokens:", text.c_str(), ids.size());
-  for (int64_t id : ids) std::printf(" %s(%lld)", tokenizer.display(id).c_str(), static_cast<long long>(id));
+  for (int64_t id : ids)
+    std::printf(" %s(%lld)", tokenizer.display(id).c_str(), static_cast<long long>(id));
   std::printf("\n");
 
   // 2. Token embeddings and sinusoidal positions: X = E[ids] + PE[0:T], shape (1, T, d_model).
@@ -42,7 +43,8 @@ int main() {
   attn::SdpaOptions causal;
   causal.causal = true;
   const attn::Tensor y = layer.forward(x, causal);
-  std::printf("causal multi-head attention: %s -> %s\n", x.shape_string().c_str(), y.shape_string().c_str());
+  std::printf("causal multi-head attention: %s -> %s\n", x.shape_string().c_str(),
+              y.shape_string().c_str());
 
   // The checks.
   const bool four_tokens = ids.size() == 4;

@@ -16,8 +16,9 @@
 namespace attn::testing {
 
 enum class MaskCase { kNone, kCausal, kWindow, kBoolean, kAdditive, kKeyLengths };
-inline constexpr MaskCase kMaskCases[] = {MaskCase::kNone,    MaskCase::kCausal,   MaskCase::kWindow,
-                                   MaskCase::kBoolean, MaskCase::kAdditive, MaskCase::kKeyLengths};
+inline constexpr MaskCase kMaskCases[] = {MaskCase::kNone,     MaskCase::kCausal,
+                                          MaskCase::kWindow,   MaskCase::kBoolean,
+                                          MaskCase::kAdditive, MaskCase::kKeyLengths};
 
 struct SweepCase {
   int64_t batch, heads, group, tq, tk, d, dv;
@@ -36,7 +37,8 @@ inline std::string describe(const SweepCase& c) {
 inline void PrintTo(const SweepCase& c, std::ostream* os) { *os << describe(c); }
 
 // (B, heads, T, width) values, stored in either layout.
-inline Tensor make_input(int64_t b, int64_t heads, int64_t t, int64_t width, bool bthd, uint64_t seed) {
+inline Tensor make_input(int64_t b, int64_t heads, int64_t t, int64_t width, bool bthd,
+                         uint64_t seed) {
   if (!bthd) return rand_normal({b, heads, t, width}, seed);
   return rand_normal({b, t, heads, width}, seed).permute({0, 2, 1, 3});
 }
@@ -44,9 +46,14 @@ inline Tensor make_input(int64_t b, int64_t heads, int64_t t, int64_t width, boo
 inline SdpaOptions make_options(const SweepCase& c, std::mt19937_64& gen) {
   SdpaOptions o;
   switch (c.mask) {
-    case MaskCase::kNone: break;
-    case MaskCase::kCausal: o.causal = true; break;
-    case MaskCase::kWindow: o.window = 1 + static_cast<int64_t>(gen() % 70); break;
+    case MaskCase::kNone:
+      break;
+    case MaskCase::kCausal:
+      o.causal = true;
+      break;
+    case MaskCase::kWindow:
+      o.window = 1 + static_cast<int64_t>(gen() % 70);
+      break;
     case MaskCase::kBoolean: {
       Tensor allow = rand_uniform({c.tq, c.tk}, c.seed + 11);
       for (int64_t i = 0; i < c.tq; ++i)
@@ -61,7 +68,8 @@ inline SdpaOptions make_options(const SweepCase& c, std::mt19937_64& gen) {
       o.mask = Mask::additive(rand_normal({c.heads, 1, c.tk}, c.seed + 12));  // per head and key
       break;
     case MaskCase::kKeyLengths:
-      for (int64_t b = 0; b < c.batch; ++b) o.key_lengths.push_back(static_cast<int64_t>(gen() % (c.tk + 1)));
+      for (int64_t b = 0; b < c.batch; ++b)
+        o.key_lengths.push_back(static_cast<int64_t>(gen() % (c.tk + 1)));
       break;
   }
   return o;

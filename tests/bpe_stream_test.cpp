@@ -76,9 +76,10 @@ std::vector<int64_t> reference_encode(const BpeTokenizer& t, std::string_view te
 // Random text from pieces that make boundaries interesting: words, runs of spaces and
 // newlines, every special, fragments of specials, digits, bytes ≥ 0x80.
 std::string random_text(std::mt19937& gen, size_t pieces) {
-  const std::vector<std::string> parts = {"the", " ", "  ", "\n", "\n\n", "King", "<a>", "a><b", " <s> ",
-                                          "<a> <b>", "<a", "b>", "<", ">", "a", " <s>", "123", "\xc3\xa9t\xc3\xa9",
-                                          ",", "'s", "\t"};
+  const std::vector<std::string> parts = {
+      "the",     " ",  "  ", "\n", "\n\n", "King", "<a>",  "a><b", " <s> ",
+      "<a> <b>", "<a", "b>", "<",  ">",    "a",    " <s>", "123",  "\xc3\xa9t\xc3\xa9",
+      ",",       "'s", "\t"};
   std::string text;
   for (size_t i = 0; i < pieces; ++i) text += parts[gen() % parts.size()];
   return text;
@@ -88,8 +89,9 @@ std::string random_text(std::mt19937& gen, size_t pieces) {
 std::vector<int64_t> stream_encode(const BpeTokenizer& t, std::string_view text, std::mt19937& gen,
                                    size_t block_bytes, size_t cache_words, size_t max_write) {
   std::vector<int64_t> ids;
-  BpeStreamEncoder encoder(t, [&](std::span<const int64_t> part) { ids.insert(ids.end(), part.begin(), part.end()); },
-                           block_bytes, cache_words);
+  BpeStreamEncoder encoder(
+      t, [&](std::span<const int64_t> part) { ids.insert(ids.end(), part.begin(), part.end()); },
+      block_bytes, cache_words);
   for (size_t at = 0; at < text.size();) {
     const size_t n = std::min(text.size() - at, 1 + gen() % max_write);
     encoder.write(text.substr(at, n));
@@ -117,12 +119,14 @@ TEST(BpeStream, AnyCutIntoWritesBlocksAndThreadsGivesTheSameIds) {
     for (int trial = 0; trial < 40; ++trial) {
       const std::string text = random_text(gen, 50 + gen() % 3000);
       const std::vector<int64_t> expected = reference_encode(t, text);
-      const size_t block = std::vector<size_t>{1, 3, 7, 64, 1000, BpeStreamEncoder::kDefaultBlockBytes}[trial % 6];
+      const size_t block =
+          std::vector<size_t>{1, 3, 7, 64, 1000, BpeStreamEncoder::kDefaultBlockBytes}[trial % 6];
       const size_t cache = trial % 3 == 0 ? 2 : BpeStreamEncoder::kDefaultCacheWords;
       const size_t max_write = std::vector<size_t>{1, 5, 100, 100000}[trial % 4];
       ASSERT_EQ(stream_encode(t, text, gen, block, cache, max_write), expected)
-          << "threads " << threads << " block " << block << " cache " << cache << " writes ≤ " << max_write
-          << "\n" << text;
+          << "threads " << threads << " block " << block << " cache " << cache << " writes ≤ "
+          << max_write << "\n"
+          << text;
     }
     // A long real text over blocks big enough for the threads to split.
     const std::string text = shakespeare() + "<a> <b>" + shakespeare().substr(0, 70000);
@@ -137,8 +141,10 @@ TEST(BpeStream, IdsLeaveAsSoonAsTheirWordsAreComplete) {
   const BpeTokenizer t = tokenizer_with_specials();
   const std::string text = shakespeare();
   size_t emitted = 0;
-  BpeStreamEncoder encoder(t, [&](std::span<const int64_t> ids) { emitted += ids.size(); }, 4096);
-  for (size_t at = 0; at < text.size(); at += 1000) encoder.write(std::string_view(text).substr(at, 1000));
+  BpeStreamEncoder encoder(
+      t, [&](std::span<const int64_t> ids) { emitted += ids.size(); }, 4096);
+  for (size_t at = 0; at < text.size(); at += 1000)
+    encoder.write(std::string_view(text).substr(at, 1000));
   const size_t before_finish = emitted;
   encoder.finish();
   // Held back: at most a block per thread and the last write (an id has at least one byte).
@@ -147,12 +153,15 @@ TEST(BpeStream, IdsLeaveAsSoonAsTheirWordsAreComplete) {
   EXPECT_EQ(emitted, t.encode(text).size());
   // The encoder starts again on a new text after finish.
   std::vector<int64_t> again;
-  BpeStreamEncoder second(t, [&](std::span<const int64_t> ids) { again.insert(again.end(), ids.begin(), ids.end()); });
-  for (const char* piece : {"First Citizen:\nBefore we", " proceed any further, hear me speak."}) second.write(piece);
+  BpeStreamEncoder second(
+      t, [&](std::span<const int64_t> ids) { again.insert(again.end(), ids.begin(), ids.end()); });
+  for (const char* piece : {"First Citizen:\nBefore we", " proceed any further, hear me speak."})
+    second.write(piece);
   second.finish();
   second.write("<a> again");
   second.finish();
-  std::vector<int64_t> expected = t.encode("First Citizen:\nBefore we proceed any further, hear me speak.");
+  std::vector<int64_t> expected =
+      t.encode("First Citizen:\nBefore we proceed any further, hear me speak.");
   const std::vector<int64_t> tail = t.encode("<a> again");
   expected.insert(expected.end(), tail.begin(), tail.end());
   EXPECT_EQ(again, expected);
@@ -164,9 +173,11 @@ TEST(BpeStream, TextWithoutAPlaceToCutIsHeldUntilTheEnd) {
   // at a time with 1 KB blocks, the encoder must not rescan the held text at every write.
   const std::string letters(300000, 'e');
   std::vector<int64_t> ids;
-  BpeStreamEncoder encoder(t, [&](std::span<const int64_t> part) { ids.insert(ids.end(), part.begin(), part.end()); },
-                           1024);
-  for (size_t at = 0; at < letters.size(); at += 1024) encoder.write(std::string_view(letters).substr(at, 1024));
+  BpeStreamEncoder encoder(
+      t, [&](std::span<const int64_t> part) { ids.insert(ids.end(), part.begin(), part.end()); },
+      1024);
+  for (size_t at = 0; at < letters.size(); at += 1024)
+    encoder.write(std::string_view(letters).substr(at, 1024));
   EXPECT_TRUE(ids.empty());
   encoder.write(" and then words");
   encoder.finish();
@@ -227,9 +238,14 @@ TEST(BpeStream, CutIntoPartsKeepsEveryByteAndTheIds) {
 
 TEST(BpeStream, RejectsBadArguments) {
   const BpeTokenizer t = tokenizer_with_specials();
-  EXPECT_TRUE(ThrowsWith([&] { BpeStreamEncoder e(t, nullptr); }, "no function to receive the ids"));
-  EXPECT_TRUE(ThrowsWith([&] { BpeStreamEncoder e(t, [](std::span<const int64_t>) {}, 0); },
-                         "block_bytes must be >= 1"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { BpeStreamEncoder e(t, nullptr); }, "no function to receive the ids"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        BpeStreamEncoder e(
+            t, [](std::span<const int64_t>) {}, 0);
+      },
+      "block_bytes must be >= 1"));
 }
 
 }  // namespace

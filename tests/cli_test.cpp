@@ -3,12 +3,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <algorithm>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "attn/io.hpp"
@@ -64,7 +64,8 @@ class Cli : public testing::TempDirTest {
 };
 
 TEST_F(Cli, HelpOnEveryCommand) {
-  for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap", "bench", "bpe", "train", "generate"}) {
+  for (const char* cmd :
+       {"", "demo", "sdpa", "mha", "heatmap", "bench", "bpe", "train", "generate"}) {
     const CliResult r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
@@ -75,9 +76,9 @@ TEST_F(Cli, HelpOnEveryCommand) {
 TEST_F(Cli, DemoRunsAndPassesItsChecks) {
   const CliResult r = run("demo --threads 2");
   EXPECT_EQ(r.status, 0) << r.err;
-  for (const char* expected : {"9 tokens: the(", "\u2581quick(", "decode gives the text back: yes",
-                               "(1, 9, 16)", "(1, 4, 9, 9)", "bitwise identical", "0.8024",
-                               "80.09", "all checks passed", "█"}) {
+  for (const char* expected :
+       {"9 tokens: the(", "\u2581quick(", "decode gives the text back: yes", "(1, 9, 16)",
+        "(1, 4, 9, 9)", "bitwise identical", "0.8024", "80.09", "all checks passed", "█"}) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected;
   }
 }
@@ -87,11 +88,15 @@ TEST_F(Cli, BpeTrainEncodeDecodeRoundTripsAFile) {
     std::ofstream corpus(path("corpus.txt"), std::ios::binary);
     for (int i = 0; i < 50; ++i) corpus << "the quick brown fox, number " << i << "\n\n  jumps\t";
   }
-  const CliResult train = run("bpe train --corpus " + path("corpus.txt") + " --vocab-size 300 "
-                              "--byte-level --special '<|endoftext|>' --out " + path("tok.json"));
+  const CliResult train = run("bpe train --corpus " + path("corpus.txt") +
+                              " --vocab-size 300 "
+                              "--byte-level --special '<|endoftext|>' --out " +
+                              path("tok.json"));
   EXPECT_EQ(train.status, 0) << train.err;
-  EXPECT_NE(train.out.find("trained 290 tokens (33 merges, 1 special)"), std::string::npos) << train.out;
-  const CliResult stats = run("bpe encode --tokenizer " + path("tok.json") + " " + path("corpus.txt") + " --stats");
+  EXPECT_NE(train.out.find("trained 290 tokens (33 merges, 1 special)"), std::string::npos)
+      << train.out;
+  const CliResult stats =
+      run("bpe encode --tokenizer " + path("tok.json") + " " + path("corpus.txt") + " --stats");
   EXPECT_NE(stats.out.find("bytes per token"), std::string::npos) << stats.out;
   // Random bytes through encode | decode come back byte for byte.
   {
@@ -99,7 +104,8 @@ TEST_F(Cli, BpeTrainEncodeDecodeRoundTripsAFile) {
     std::mt19937 gen(5);
     for (int i = 0; i < 2000; ++i) bytes.put(static_cast<char>(gen() % 256));
   }
-  const CliResult ids = run("bpe encode --tokenizer " + path("tok.json") + " " + path("random.bin"));
+  const CliResult ids =
+      run("bpe encode --tokenizer " + path("tok.json") + " " + path("random.bin"));
   EXPECT_EQ(ids.status, 0) << ids.err;
   EXPECT_EQ(ids.out.find_first_not_of("0123456789 \n"), std::string::npos);  // ids and spaces only
   {
@@ -116,20 +122,26 @@ TEST_F(Cli, BpeTrainEncodeDecodeRoundTripsAFile) {
 TEST_F(Cli, BpeEncodeStreamsLargeInputs) {
   std::string text;
   std::mt19937 gen(9);
-  const char* words[] = {"the", "king", "  ", "\n", "crown", "\n\n", "of", ",", "England", "\t", "1599"};
+  const char* words[] = {"the", "king", "  ",      "\n", "crown", "\n\n",
+                         "of",  ",",    "England", "\t", "1599"};
   while (text.size() < 400000) text += std::string(words[gen() % 11]) + (gen() % 3 ? " " : "");
   {
     std::ofstream out(path("big.txt"), std::ios::binary);
     out << text;
   }
-  ASSERT_EQ(run("bpe train --corpus " + path("big.txt") + " --vocab-size 300 --byte-level --out " + path("tok.json")).status, 0);
+  ASSERT_EQ(run("bpe train --corpus " + path("big.txt") + " --vocab-size 300 --byte-level --out " +
+                path("tok.json"))
+                .status,
+            0);
   const std::vector<int64_t> expected = BpeTokenizer::load(path("tok.json")).encode(text);
   std::string expected_out;
-  for (size_t i = 0; i < expected.size(); ++i) expected_out += (i > 0 ? " " : "") + std::to_string(expected[i]);
+  for (size_t i = 0; i < expected.size(); ++i)
+    expected_out += (i > 0 ? " " : "") + std::to_string(expected[i]);
   expected_out += "\n";
   for (const char* threads : {"1", "2"}) {
-    const CliResult ids = run(std::string("bpe encode --threads ") + threads + " --tokenizer " + path("tok.json") + " -",
-                              path("big.txt"));
+    const CliResult ids = run(
+        std::string("bpe encode --threads ") + threads + " --tokenizer " + path("tok.json") + " -",
+        path("big.txt"));
     EXPECT_EQ(ids.status, 0) << ids.err;
     EXPECT_TRUE(ids.out == expected_out) << "threads " << threads;  // not printed: 400 KB
   }
@@ -144,22 +156,26 @@ TEST_F(Cli, BpeEncodeStreamsLargeInputs) {
     std::ofstream out(path("bad.txt"), std::ios::binary);
     out << "12 7\n x7 5";
   }
-  expect_error("bpe decode --tokenizer " + path("tok.json") + " " + path("bad.txt"), "\"x7\" at byte 6 is not a token id");
+  expect_error("bpe decode --tokenizer " + path("tok.json") + " " + path("bad.txt"),
+               "\"x7\" at byte 6 is not a token id");
   {
     std::ofstream out(path("far.txt"), std::ios::binary);
     out << "12 99999";
   }
-  expect_error("bpe decode --tokenizer " + path("tok.json") + " " + path("far.txt"), "token id 99999 outside");
+  expect_error("bpe decode --tokenizer " + path("tok.json") + " " + path("far.txt"),
+               "token id 99999 outside");
 }
 
 // A tiny model trained for a few steps: the files it writes, resuming, generating, interrupting.
 TEST_F(Cli, TrainResumeAndGenerate) {
   {
     std::ofstream corpus(path("corpus.txt"), std::ios::binary);
-    for (int i = 0; i < 200; ++i) corpus << "to be or not to be, that is the question " << i % 7 << "\n";
+    for (int i = 0; i < 200; ++i)
+      corpus << "to be or not to be, that is the question " << i % 7 << "\n";
   }
-  const std::string model = " --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 "
-                            "--eval-interval 5 --eval-iters 2 --threads 1";
+  const std::string model =
+      " --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 "
+      "--eval-interval 5 --eval-iters 2 --threads 1";
   const CliResult train = run("train --corpus " + path("corpus.txt") + " --out " + path("run") +
                               model + " --max-iters 10");
   ASSERT_EQ(train.status, 0) << train.err;
@@ -178,7 +194,8 @@ TEST_F(Cli, TrainResumeAndGenerate) {
   EXPECT_NE(resumed.out.find("resumed at iteration 10"), std::string::npos) << resumed.out;
   EXPECT_NE(resumed.out.find("done: 15 iterations"), std::string::npos) << resumed.out;
 
-  const std::string gen = "generate --checkpoint " + path("run") + " --max-new-tokens 40 --seed 3 --prompt 'to be'";
+  const std::string gen =
+      "generate --checkpoint " + path("run") + " --max-new-tokens 40 --seed 3 --prompt 'to be'";
   const CliResult a = run(gen), b = run(gen), c = run(gen + " --no-cache");
   ASSERT_EQ(a.status, 0) << a.err;
   EXPECT_EQ(a.out.rfind("to be", 0), 0u);
@@ -187,21 +204,27 @@ TEST_F(Cli, TrainResumeAndGenerate) {
   EXPECT_EQ(a.out, c.out);                 // the cache gives the tokens of the full window
 
   // Mixed precision: said in the header line, kept by the checkpoint for --resume.
-  const CliResult bf16 = run("train --corpus " + path("corpus.txt") + " --out " + path("bf16") + model +
-                             " --max-iters 4 --precision bf16");
+  const CliResult bf16 = run("train --corpus " + path("corpus.txt") + " --out " + path("bf16") +
+                             model + " --max-iters 4 --precision bf16");
   ASSERT_EQ(bf16.status, 0) << bf16.err;
   EXPECT_NE(bf16.out.find(", bf16 products"), std::string::npos) << bf16.out;
-  const CliResult bf16_resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("bf16") +
-                                     " --resume --max-iters 6 --threads 1");
+  const CliResult bf16_resumed = run("train --corpus " + path("corpus.txt") + " --out " +
+                                     path("bf16") + " --resume --max-iters 6 --threads 1");
   ASSERT_EQ(bf16_resumed.status, 0) << bf16_resumed.err;
-  EXPECT_NE(bf16_resumed.out.find(", bf16 products, resumed at iteration 4"), std::string::npos) << bf16_resumed.out;
-  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --precision fp16", "--precision");
+  EXPECT_NE(bf16_resumed.out.find(", bf16 products, resumed at iteration 4"), std::string::npos)
+      << bf16_resumed.out;
+  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --precision fp16",
+               "--precision");
 
-  expect_error("train --corpus " + path("missing.txt") + " --out " + path("x"), "missing.txt: cannot open");
-  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --n-embd 15", "must divide by n_head");
+  expect_error("train --corpus " + path("missing.txt") + " --out " + path("x"),
+               "missing.txt: cannot open");
+  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --n-embd 15",
+               "must divide by n_head");
   expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --tokenizer " +
-               path("corpus.txt"), "tokenizer");
-  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("fresh") + " --resume", "cannot open");
+                   path("corpus.txt"),
+               "tokenizer");
+  expect_error("train --corpus " + path("corpus.txt") + " --out " + path("fresh") + " --resume",
+               "cannot open");
   expect_error("generate --checkpoint " + path("nothing"), "cannot open");
   expect_error("generate --checkpoint " + path("corpus.txt"), "safetensors");
 }
@@ -212,16 +235,24 @@ TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
     std::ofstream corpus(path("corpus.txt"), std::ios::binary);
     for (int i = 0; i < 200; ++i) corpus << "all the world's a stage " << i % 5 << "\n";
   }
-  const std::string command = std::string(ATTN_CLI_PATH) + " train --corpus " + path("corpus.txt") +
-                              " --out " + path("run") + " --n-layer 1 --n-head 2 --n-embd 16 "
-                              "--block-size 16 --batch-size 4 --eval-interval 1000000 --max-iters 1000000 "
-                              "--threads 1 >" + path("out") + " 2>&1 & pid=$!; "
-                              "for i in $(seq 400); do [ -s " + path("run/metrics.csv") + " ] && break; sleep 0.05; done; sleep 0.3; "
-                              "kill -INT $pid; wait $pid";
+  const std::string command =
+      std::string(ATTN_CLI_PATH) + " train --corpus " + path("corpus.txt") + " --out " +
+      path("run") +
+      " --n-layer 1 --n-head 2 --n-embd 16 "
+      "--block-size 16 --batch-size 4 --eval-interval 1000000 --max-iters 1000000 "
+      "--threads 1 >" +
+      path("out") +
+      " 2>&1 & pid=$!; "
+      "for i in $(seq 400); do [ -s " +
+      path("run/metrics.csv") +
+      " ] && break; sleep 0.05; done; sleep 0.3; "
+      "kill -INT $pid; wait $pid";
   const int raw = std::system(("bash -c '" + command + "'").c_str());
   EXPECT_EQ(WEXITSTATUS(raw), 130) << slurp(path("out"));
-  EXPECT_NE(slurp(path("out")).find("interrupted at iteration"), std::string::npos) << slurp(path("out"));
-  const CliResult resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("run") + " --resume --max-iters 0");
+  EXPECT_NE(slurp(path("out")).find("interrupted at iteration"), std::string::npos)
+      << slurp(path("out"));
+  const CliResult resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("run") +
+                                " --resume --max-iters 0");
   EXPECT_EQ(resumed.status, 0) << resumed.err;
 }
 
@@ -235,10 +266,12 @@ TEST_F(Cli, BpeErrorsAreOneLine) {
   options.byte_level = true;
   attn::BpeTokenizer::train("a b", options).save(path("tok.json"));
   for (const char* command : {"encode", "decode"}) {
-    expect_error(std::string("bpe ") + command + " --tokenizer " + path("tok.json") + " " + path("folder"),
-                 "folder: is a directory");
-    expect_error(std::string("bpe ") + command + " --tokenizer " + path("tok.json") + " " + path("absent"),
-                 "absent: cannot open");
+    expect_error(
+        std::string("bpe ") + command + " --tokenizer " + path("tok.json") + " " + path("folder"),
+        "folder: is a directory");
+    expect_error(
+        std::string("bpe ") + command + " --tokenizer " + path("tok.json") + " " + path("absent"),
+        "absent: cannot open");
   }
   expect_error("bpe encode --tokenizer " + path("folder") + " -", "folder: is a directory");
   {
@@ -249,7 +282,8 @@ TEST_F(Cli, BpeErrorsAreOneLine) {
   EXPECT_EQ(version.status, 1);
   EXPECT_NE(version.err.find("unsupported version 2"), std::string::npos) << version.err;
   EXPECT_EQ(std::count(version.err.begin(), version.err.end(), '\n'), 1) << version.err;
-  const CliResult no_vocab = run("bpe train --corpus " + path("none.txt") + " --out " + path("t.json"));
+  const CliResult no_vocab =
+      run("bpe train --corpus " + path("none.txt") + " --out " + path("t.json"));
   EXPECT_EQ(no_vocab.status, 2);  // a required option is missing
 }
 
@@ -272,12 +306,12 @@ TEST_F(Cli, SdpaWritesWhatTheLibraryComputes) {
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("o.npy")).values, expected.output));
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("w.npy")).values, expected.weights));
   // --impl reference runs the readable path.
-  ASSERT_EQ(run("sdpa --impl reference --q " + path("q.npy") + " --k " + path("k.npy") +
-                " --v " + path("v.npy") + " --causal --scale 0.5 --out " + path("r.npy"))
+  ASSERT_EQ(run("sdpa --impl reference --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                path("v.npy") + " --causal --scale 0.5 --out " + path("r.npy"))
                 .status,
             0);
-  EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("r.npy")).values,
-                                    reference::sdpa(q, k, v, o).output));
+  EXPECT_TRUE(
+      testing::BitwiseEqual(read_npy(path("r.npy")).values, reference::sdpa(q, k, v, o).output));
   // The same result through an explicit boolean mask file.
   ASSERT_EQ(run("sdpa --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
                 " --mask " + path("m.npy") + " --scale 0.5 --out " + path("o2.npy"))
@@ -341,8 +375,8 @@ TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {
   expect_error("train --corpus x --out y --eval-interval 0", "--eval-interval: must be > 0, got 0");
   expect_error("train --corpus x", "--out is required (run 'attn train --help')");
   // A benchmark checks its lists before it measures or prints anything.
-  for (const char* args : {"bench decode --cache 1024,0", "bench forward --seq 0",
-                           "bench backward --seq -3"}) {
+  for (const char* args :
+       {"bench decode --cache 1024,0", "bench forward --seq 0", "bench backward --seq -3"}) {
     expect_error(args, "must be > 0, got ");
     EXPECT_EQ(run(args).out, "") << args;
   }

@@ -53,14 +53,20 @@ TEST(TokenEmbedding, LooksUpRowsForSequencesAndBatches) {
   const Tensor x = e.forward(ids);
   ASSERT_EQ(x.shape(), (Shape{6, 4}));
   for (int64_t i = 0; i < 6; ++i) {
-    for (int64_t c = 0; c < 4; ++c) EXPECT_EQ(x.at({i, c}), e.weight.at({ids[static_cast<size_t>(i)], c}));
+    for (int64_t c = 0; c < 4; ++c)
+      EXPECT_EQ(x.at({i, c}), e.weight.at({ids[static_cast<size_t>(i)], c}));
   }
   const Tensor xb = e.forward(ids, 2);
   ASSERT_EQ(xb.shape(), (Shape{2, 3, 4}));
   EXPECT_EQ(xb.at({1, 0, 3}), e.weight.at({9, 3}));
-  EXPECT_TRUE(testing::ThrowsWith([&] { e.forward(std::vector<int64_t>{1, 10}); }, "id 10 at position 1 outside [0, 10)"));
+  EXPECT_TRUE(testing::ThrowsWith(
+      [&] {
+        e.forward(std::vector<int64_t>{1, 10});
+      },
+      "id 10 at position 1 outside [0, 10)"));
   EXPECT_TRUE(testing::ThrowsWith([&] { e.forward(std::vector<int64_t>{-1}); }, "id -1"));
-  EXPECT_TRUE(testing::ThrowsWith([&] { e.forward(ids, 4); }, "6 ids do not split into a batch of 4"));
+  EXPECT_TRUE(
+      testing::ThrowsWith([&] { e.forward(ids, 4); }, "6 ids do not split into a batch of 4"));
 }
 
 TEST(TokenEmbedding, BackwardSumsTheRowsOfRepeatedIds) {
@@ -77,7 +83,11 @@ TEST(TokenEmbedding, BackwardSumsTheRowsOfRepeatedIds) {
   }
   e.zero_grad();
   EXPECT_EQ(e.grad.at({4, 0}), 0.0f);
-  EXPECT_TRUE(testing::ThrowsWith([&] { e.backward(ids, rand_normal({3, 3}, 3)); }, "4 ids but d_out holds 3 rows"));
+  EXPECT_TRUE(testing::ThrowsWith(
+      [&] {
+        e.backward(ids, rand_normal({3, 3}, 3));
+      },
+      "4 ids but d_out holds 3 rows"));
 }
 
 TEST(PositionalEncoding, IsTheSinusoidalTableWithALengthLimit) {
@@ -88,7 +98,11 @@ TEST(PositionalEncoding, IsTheSinusoidalTableWithALengthLimit) {
   EXPECT_TRUE(testing::ThrowsWith([&] { pe.forward(51); }, "length 51 outside [1, max_len = 50]"));
   const Tensor x = rand_normal({2, 4, 7}, 1);
   EXPECT_TRUE(testing::BitwiseEqual(pe.add_to(x), add_positional(x, pe.table())));
-  EXPECT_TRUE(testing::ThrowsWith([&] { pe.add_to(rand_normal({60, 7}, 1)); }, "exceeds max_len 50"));
+  EXPECT_TRUE(testing::ThrowsWith(
+      [&] {
+        pe.add_to(rand_normal({60, 7}, 1));
+      },
+      "exceeds max_len 50"));
 }
 
 TEST(LearnedPositionalEmbedding, AddsRowsAndSumsTheirGradientOverTheBatch) {

@@ -34,9 +34,10 @@ TEST(Gelu, TheOracleIsTheTanhForm) {
   for (double x = -4.0; x <= 4.0; x += 0.13) {
     const double t = std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x));
     EXPECT_NEAR(gelu_double(x), 0.5 * x * (1.0 + t), 1e-14) << "x = " << x;
-    EXPECT_NEAR(gelu_grad_double(x),
-                0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kCubic * x * x),
-                1e-14)
+    EXPECT_NEAR(
+        gelu_grad_double(x),
+        0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kCubic * x * x),
+        1e-14)
         << "x = " << x;
   }
 }
@@ -74,7 +75,8 @@ TEST(Gelu, ForwardMatchesTheFormulaInDouble) {
 TEST(Gelu, BackwardMatchesTheDerivativeInDouble) {
   const std::vector<float> x = sweep();
   std::vector<float> dy(x.size()), dx(x.size());
-  for (size_t i = 0; i < x.size(); ++i) dy[i] = 1.0f + 0.5f * std::sin(0.7f * static_cast<float>(i));
+  for (size_t i = 0; i < x.size(); ++i)
+    dy[i] = 1.0f + 0.5f * std::sin(0.7f * static_cast<float>(i));
   gelu_backward(dy.data(), x.data(), static_cast<int64_t>(x.size()), dx.data());
   for (size_t i = 0; i < x.size(); ++i) {
     const double want = dy[i] * gelu_grad_double(x[i]);
@@ -91,8 +93,8 @@ TEST(Gelu, BackwardMatchesTheDerivativeInDouble) {
 
 TEST(Gelu, ExtremeInputsGiveTheLimits) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> x = {-FLT_MAX, -1e30f, -1e13f, -50.0f, 50.0f, 1e13f, 1e30f, FLT_MAX,
-                                -inf, inf};
+  const std::vector<float> x = {-FLT_MAX, -1e30f, -1e13f,  -50.0f, 50.0f,
+                                1e13f,    1e30f,  FLT_MAX, -inf,   inf};
   std::vector<float> y(x.size()), ones(x.size(), 1.0f), dx(x.size());
   gelu_forward(x.data(), static_cast<int64_t>(x.size()), y.data());
   gelu_backward(ones.data(), x.data(), static_cast<int64_t>(x.size()), dx.data());

@@ -2,22 +2,23 @@
 // bfloat16 against the scalar attn::to_bfloat16, the products against the reference matmul
 // of the rounded operands (on oneDNN's bf16 kernel and on the float fallback), that the
 // rounding really happens, and thread-count independence.
+#include "src/linalg/gemm_bf16.hpp"
+
 #include <gtest/gtest.h>
 
 #include <bit>
-#include <span>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "attn/gemm.hpp"
 #include "attn/kv_cache.hpp"
-#include "attn/reference_matmul.hpp"
 #include "attn/random.hpp"
+#include "attn/reference_matmul.hpp"
 #include "attn/threads.hpp"
-#include "src/linalg/gemm_bf16.hpp"
-#include "src/kernels/bfloat16.hpp"
 #include "gemm_cases.hpp"
+#include "src/kernels/bfloat16.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -26,9 +27,19 @@ namespace {
 // Values that exercise the rounding: ties both ways, carries into the exponent, large and
 // small magnitudes, the infinities and NaN; then random ones.
 std::vector<float> rounding_cases() {
-  std::vector<float> x = {0.0f, -0.0f, 1.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-9f, 1.0f + 3 * 0x1p-9f,
-                          1.0f + 0x1p-9f + 0x1p-20f, 0x1.ffffffp0f, -0x1.ff8p3f, 3.4e38f, -1e-30f,
-                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          1.0f + 0x1p-8f,
+                          1.0f + 0x1p-9f,
+                          1.0f + 3 * 0x1p-9f,
+                          1.0f + 0x1p-9f + 0x1p-20f,
+                          0x1.ffffffp0f,
+                          -0x1.ff8p3f,
+                          3.4e38f,
+                          -1e-30f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
                           std::numeric_limits<float>::quiet_NaN()};
   const Tensor r = rand_normal({300}, 9);
   for (float v : r.to_vector()) x.push_back(v * 100.0f);
@@ -72,24 +83,29 @@ Tensor rounded(const Tensor& x) {
 // Against the float reference of the rounded operands: the sums are float in both, in
 // different orders, so to k float roundings of products of size ~1.
 void expect_matches_rounded_reference(const char* kernel) {
-  testing::for_every_case({{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {40, 300, 64}},
-                          [&](testing::Size s, bool ta, bool tb, const Tensor& a, const Tensor& b,
-                              const std::string& what) {
-    const Tensor c0 = rand_normal({s.m, s.n}, 3);
-    Tensor c = c0.clone();
-    gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f, c.data(), s.n,
-         MatmulPrecision::kBFloat16);
-    const Tensor ra = rounded(a), rb = rounded(b);
-    Tensor expected = reference::matmul(ta ? ra.transpose(0, 1) : ra, tb ? rb.transpose(0, 1) : rb);
-    for (int64_t i = 0; i < s.m; ++i)
-      for (int64_t j = 0; j < s.n; ++j) expected.at({i, j}) = 0.5f * expected.at({i, j}) + 2.0f * c0.at({i, j});
-    EXPECT_TRUE(testing::AllClose(c, expected, 2e-6 * static_cast<double>(s.k) + 1e-6)) << kernel << ": " << what;
-  });
+  testing::for_every_case(
+      {{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {40, 300, 64}},
+      [&](testing::Size s, bool ta, bool tb, const Tensor& a, const Tensor& b,
+          const std::string& what) {
+        const Tensor c0 = rand_normal({s.m, s.n}, 3);
+        Tensor c = c0.clone();
+        gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f, c.data(),
+             s.n, MatmulPrecision::kBFloat16);
+        const Tensor ra = rounded(a), rb = rounded(b);
+        Tensor expected =
+            reference::matmul(ta ? ra.transpose(0, 1) : ra, tb ? rb.transpose(0, 1) : rb);
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j)
+            expected.at({i, j}) = 0.5f * expected.at({i, j}) + 2.0f * c0.at({i, j});
+        EXPECT_TRUE(testing::AllClose(c, expected, 2e-6 * static_cast<double>(s.k) + 1e-6))
+            << kernel << ": " << what;
+      });
 }
 
 TEST(GemmBf16, MatchesTheReferenceOfTheRoundedOperands) {
   const bool has_kernel = detail::use_bf16_fallback_for_test(false);
-  expect_matches_rounded_reference(has_kernel ? "oneDNN bf16 kernel" : "fallback (no bf16 kernel on this CPU)");
+  expect_matches_rounded_reference(has_kernel ? "oneDNN bf16 kernel"
+                                              : "fallback (no bf16 kernel on this CPU)");
   detail::use_bf16_fallback_for_test(true);
   expect_matches_rounded_reference("float fallback");
   detail::use_bf16_fallback_for_test(false);
@@ -102,7 +118,8 @@ TEST(GemmBf16, TheOperandsAreReallyRounded) {
   const std::vector<float> a(m * k, 1.0f + 0x1p-9f), b(k * n, 1.0f);
   std::vector<float> c32(m * n), c16(m * n);
   gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c32.data(), n);
-  gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c16.data(), n, MatmulPrecision::kBFloat16);
+  gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c16.data(), n,
+       MatmulPrecision::kBFloat16);
   EXPECT_FLOAT_EQ(c32[0], 64.0f * (1.0f + 0x1p-9f));
   EXPECT_EQ(c16[0], 64.0f);
   std::vector<float> biased(m * n);
@@ -113,7 +130,8 @@ TEST(GemmBf16, TheOperandsAreReallyRounded) {
 }
 
 TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {
-  const Tensor x = rand_normal({390, 128}, 1), w = rand_normal({128, 512}, 2), dy = rand_normal({390, 512}, 3);
+  const Tensor x = rand_normal({390, 128}, 1), w = rand_normal({128, 512}, 2),
+               dy = rand_normal({390, 512}, 3);
   Tensor runs[2][2];
   for (int threads : {1, 2}) {
     set_num_threads(threads);

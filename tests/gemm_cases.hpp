@@ -29,7 +29,8 @@ void for_every_case(std::initializer_list<Size> sizes, const Body& body) {
           const Tensor b = rand_normal(tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 2);
           const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
                                    std::to_string(s.k) + " ta=" + std::to_string(ta) +
-                                   " tb=" + std::to_string(tb) + " threads=" + std::to_string(threads);
+                                   " tb=" + std::to_string(tb) +
+                                   " threads=" + std::to_string(threads);
           body(s, ta, tb, a, b, what);
         }
       }

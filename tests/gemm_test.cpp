@@ -4,9 +4,8 @@
 
 #include <gtest/gtest.h>
 
-
-#include "attn/reference_matmul.hpp"
 #include "attn/random.hpp"
+#include "attn/reference_matmul.hpp"
 #include "attn/threads.hpp"
 #include "gemm_cases.hpp"
 #include "test_util.hpp"
@@ -21,17 +20,20 @@ using testing::Size;
 double tolerance(int64_t k) { return 1e-6 * static_cast<double>(k) + 1e-6; }
 
 TEST(Gemm, MatchesTheReferenceForEveryTransposeAndThreadCount) {
-  for_every_case({{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {70, 300, 64}, {257, 129, 200}},
-                 [](Size s, bool ta, bool tb, const Tensor& a, const Tensor& b, const std::string& what) {
-    const Tensor c0 = rand_normal({s.m, s.n}, 3);
-    Tensor c = c0.clone();
-    gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f, c.data(), s.n);
-    const Tensor op_a = ta ? a.transpose(0, 1) : a, op_b = tb ? b.transpose(0, 1) : b;
-    Tensor expected = reference::matmul(op_a, op_b);
-    for (int64_t i = 0; i < s.m; ++i)
-      for (int64_t j = 0; j < s.n; ++j) expected.at({i, j}) = 0.5f * expected.at({i, j}) + 2.0f * c0.at({i, j});
-    EXPECT_TRUE(testing::AllClose(c, expected, tolerance(s.k))) << what;
-  });
+  for_every_case(
+      {{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {70, 300, 64}, {257, 129, 200}},
+      [](Size s, bool ta, bool tb, const Tensor& a, const Tensor& b, const std::string& what) {
+        const Tensor c0 = rand_normal({s.m, s.n}, 3);
+        Tensor c = c0.clone();
+        gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f, c.data(),
+             s.n);
+        const Tensor op_a = ta ? a.transpose(0, 1) : a, op_b = tb ? b.transpose(0, 1) : b;
+        Tensor expected = reference::matmul(op_a, op_b);
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j)
+            expected.at({i, j}) = 0.5f * expected.at({i, j}) + 2.0f * c0.at({i, j});
+        EXPECT_TRUE(testing::AllClose(c, expected, tolerance(s.k))) << what;
+      });
 }
 
 // The split over workers is fixed by the shape and the core count, so 1 and 2 threads compute
@@ -55,28 +57,32 @@ TEST(Gemm, ResultsDoNotDependOnTheThreadCount) {
 // gemm_bias is gemm with beta = 1 over C pre-filled with the bias, bit for bit, for both
 // splits (rows and columns), transposes, a leading dimension wider than n, and 1 or 2 threads.
 TEST(Gemm, BiasVariantEqualsAProductIntoRowsOfTheBias) {
-  for_every_case({{3, 5, 7}, {200, 70, 33}, {40, 300, 64}},
-                 [](Size s, bool ta, bool tb, const Tensor& a, const Tensor& b, const std::string& what) {
-    const Tensor bias = rand_normal({s.n}, 3);
-    const int64_t ldc = s.n + 3;
-    Tensor expected({s.m, ldc}), got({s.m, ldc});
-    for (int64_t i = 0; i < s.m; ++i)
-      for (int64_t j = 0; j < s.n; ++j) expected.at({i, j}) = bias.at({j});
-    gemm(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), a.dim(1), b.data(), b.dim(1), 1.0f,
-         expected.data(), ldc);
-    gemm_bias(ta, tb, s.m, s.n, s.k, a.data(), a.dim(1), b.data(), b.dim(1), bias.data(), got.data(), ldc);
-    EXPECT_TRUE(testing::BitwiseEqual(got, expected)) << what;
-  });
+  for_every_case(
+      {{3, 5, 7}, {200, 70, 33}, {40, 300, 64}},
+      [](Size s, bool ta, bool tb, const Tensor& a, const Tensor& b, const std::string& what) {
+        const Tensor bias = rand_normal({s.n}, 3);
+        const int64_t ldc = s.n + 3;
+        Tensor expected({s.m, ldc}), got({s.m, ldc});
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j) expected.at({i, j}) = bias.at({j});
+        gemm(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), a.dim(1), b.data(), b.dim(1), 1.0f,
+             expected.data(), ldc);
+        gemm_bias(ta, tb, s.m, s.n, s.k, a.data(), a.dim(1), b.data(), b.dim(1), bias.data(),
+                  got.data(), ldc);
+        EXPECT_TRUE(testing::BitwiseEqual(got, expected)) << what;
+      });
   float x = 0;
-  EXPECT_TRUE(testing::ThrowsWith([&] { gemm_bias(false, false, 2, 3, 4, &x, 3, &x, 3, &x, &x, 3); },
-                                  "leading dimensions too small: lda=3"));
+  EXPECT_TRUE(
+      testing::ThrowsWith([&] { gemm_bias(false, false, 2, 3, 4, &x, 3, &x, 3, &x, &x, 3); },
+                          "leading dimensions too small: lda=3"));
 }
 
 TEST(Gemm, MatmulAndLinearTakeViews) {
   const Tensor a = rand_normal({40, 30}, 4), b = rand_normal({50, 40}, 5);
   EXPECT_TRUE(testing::AllClose(matmul(b, a), reference::matmul(b, a), tolerance(40)));
   EXPECT_TRUE(testing::AllClose(matmul(a.transpose(0, 1), b.transpose(0, 1)),
-                                reference::matmul(a.transpose(0, 1), b.transpose(0, 1)), tolerance(40)));
+                                reference::matmul(a.transpose(0, 1), b.transpose(0, 1)),
+                                tolerance(40)));
   const Tensor x = rand_normal({2, 9, 30}, 6), w = rand_normal({30, 7}, 7);
   EXPECT_TRUE(testing::AllClose(linear(x, w), reference::linear(x, w), tolerance(30)));
   // A view with neither dim contiguous is copied.
@@ -87,10 +93,15 @@ TEST(Gemm, MatmulAndLinearTakeViews) {
 
 TEST(Gemm, Errors) {
   float x = 0;
-  EXPECT_TRUE(testing::ThrowsWith([&] { gemm(false, false, -1, 1, 1, 1, &x, 1, &x, 1, 0, &x, 1); }, "sizes must be >= 0"));
+  EXPECT_TRUE(testing::ThrowsWith([&] { gemm(false, false, -1, 1, 1, 1, &x, 1, &x, 1, 0, &x, 1); },
+                                  "sizes must be >= 0"));
   EXPECT_TRUE(testing::ThrowsWith([&] { gemm(false, false, 2, 3, 4, 1, &x, 3, &x, 3, 0, &x, 3); },
                                   "leading dimensions too small: lda=3"));
-  EXPECT_TRUE(testing::ThrowsWith([] { matmul(Tensor({2, 3}), Tensor({2, 3})); }, "inner dims differ"));
+  EXPECT_TRUE(testing::ThrowsWith(
+      [] {
+        matmul(Tensor({2, 3}), Tensor({2, 3}));
+      },
+      "inner dims differ"));
   EXPECT_TRUE(testing::ThrowsWith([] { linear(Tensor({2, 3}), Tensor({4, 3})); }, "has d_in 3"));
 }
 

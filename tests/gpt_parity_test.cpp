@@ -23,7 +23,11 @@ struct Fixture {
 };
 
 Fixture load(const std::string& name) {
-  Fixture f{read_safetensors(std::string(ATTN_FIXTURES_DIR) + "/gpt_" + name + ".safetensors"), {}, {}, {}, 0};
+  Fixture f{read_safetensors(std::string(ATTN_FIXTURES_DIR) + "/gpt_" + name + ".safetensors"),
+            {},
+            {},
+            {},
+            0};
   f.config = gpt_config_from_json(f.file.metadata.at("config"));
   for (float v : f.file.at("ids").to_vector()) f.ids.push_back(static_cast<int64_t>(v));
   for (float v : f.file.at("targets").to_vector()) f.targets.push_back(static_cast<int64_t>(v));
@@ -45,17 +49,19 @@ void set_weights(Gpt& model, const Fixture& f) {
   if (a.size() != b.size()) return ::testing::AssertionFailure() << what << ": sizes differ";
   double largest = 0.0, worst = 0.0;
   size_t worst_at = 0;
-  for (size_t i = 0; i < b.size(); ++i) largest = std::max(largest, std::abs(static_cast<double>(b[i])));
+  for (size_t i = 0; i < b.size(); ++i)
+    largest = std::max(largest, std::abs(static_cast<double>(b[i])));
   for (size_t i = 0; i < a.size(); ++i) {
     const double error = std::abs(static_cast<double>(a[i]) - b[i]);
     if (error > worst) worst = error, worst_at = i;
   }
   const double bound = tolerance * (1.0 + largest);
-  std::printf("  %-22s worst element %5zu off by %.2e (bound %.2e)\n", what.c_str(), worst_at, worst, bound);
+  std::printf("  %-22s worst element %5zu off by %.2e (bound %.2e)\n", what.c_str(), worst_at,
+              worst, bound);
   if (worst <= bound) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": element " << worst_at << " is " << a[worst_at]
-                                       << ", PyTorch " << b[worst_at] << " (off by " << worst
-                                       << ", bound " << bound << ")";
+  return ::testing::AssertionFailure()
+         << what << ": element " << worst_at << " is " << a[worst_at] << ", PyTorch " << b[worst_at]
+         << " (off by " << worst << ", bound " << bound << ")";
 }
 
 class GptParity : public ::testing::TestWithParam<std::string> {};
@@ -72,7 +78,8 @@ TEST_P(GptParity, LogitsLossAndGradientsMatchPyTorch) {
   EXPECT_NEAR(loss, f.file.at("loss").at({0}), 1e-5);
   model.backward();
   for (const GptParameter& p : model.parameter_table()) {
-    EXPECT_TRUE(Close(model.gradient(p.name), f.file.at("grad." + p.name), tolerance, "grad " + p.name));
+    EXPECT_TRUE(
+        Close(model.gradient(p.name), f.file.at("grad." + p.name), tolerance, "grad " + p.name));
   }
   // Every fixture tensor has a counterpart in the model, and the other way round.
   int64_t params = 0;
@@ -102,7 +109,8 @@ TEST_P(GptParity, TenAdamWStepsFollowPyTorchsLosses) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GptParity, ::testing::Values("learned_bias", "rotary_gqa_nobias"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, GptParity,
+                         ::testing::Values("learned_bias", "rotary_gqa_nobias"));
 
 }  // namespace
 }  // namespace attn

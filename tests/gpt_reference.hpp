@@ -15,8 +15,7 @@ namespace attn::testing {
 // Parameters as doubles, in the model's layout (Gpt::parameter_table()).
 class DoubleGpt {
  public:
-  DoubleGpt(const Gpt& model)
-      : config_(model.config()), table_(model.parameter_table()) {
+  DoubleGpt(const Gpt& model) : config_(model.config()), table_(model.parameter_table()) {
     const std::vector<float> p = model.parameters().to_vector();
     params_.assign(p.begin(), p.end());
   }
@@ -36,7 +35,8 @@ class DoubleGpt {
         const int64_t p = r % t;
         if (config_.positions == PositionKind::kLearned) pos = find("wpe")[p * c + e];
         if (config_.positions == PositionKind::kSinusoidal) {
-          const double angle = p / std::pow(10000.0, static_cast<double>(e - e % 2) / static_cast<double>(c));
+          const double angle =
+              p / std::pow(10000.0, static_cast<double>(e - e % 2) / static_cast<double>(c));
           pos = e % 2 == 0 ? std::sin(angle) : std::cos(angle);
         }
         x[static_cast<size_t>(r * c + e)] = wte[ids[static_cast<size_t>(r)] * c + e] + pos;
@@ -113,7 +113,8 @@ class DoubleGpt {
 
   void rotate(double* row, int64_t d, int64_t position) const {
     for (int64_t i = 0; i < d / 2; ++i) {
-      const double angle = position * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      const double angle =
+          position * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d));
       const double a = row[2 * i], b = row[2 * i + 1];
       row[2 * i] = a * std::cos(angle) - b * std::sin(angle);
       row[2 * i + 1] = a * std::sin(angle) + b * std::cos(angle);
@@ -124,10 +125,12 @@ class DoubleGpt {
     const std::string p = "h." + std::to_string(l) + ".";
     const int64_t c = config_.n_embd, h = config_.n_head, hkv = config_.n_kv_head, dh = c / h;
     const int64_t width = (h + 2 * hkv) * dh;
-    std::vector<double> qkv = linear(layer_norm(x, p + "ln_1"), c, width, p + "attn.wqkv", p + "attn.bqkv");
+    std::vector<double> qkv =
+        linear(layer_norm(x, p + "ln_1"), c, width, p + "attn.wqkv", p + "attn.bqkv");
     if (config_.positions == PositionKind::kRotary) {
       for (int64_t r = 0; r < batch * t; ++r) {
-        for (int64_t head = 0; head < h + hkv; ++head) rotate(&qkv[static_cast<size_t>(r * width + head * dh)], dh, r % t);
+        for (int64_t head = 0; head < h + hkv; ++head)
+          rotate(&qkv[static_cast<size_t>(r * width + head * dh)], dh, r % t);
       }
     }
     std::vector<double> att(static_cast<size_t>(batch * t * c));
@@ -150,7 +153,8 @@ class DoubleGpt {
           for (int64_t j = 0; j <= i; ++j) {
             const double* v = &qkv[static_cast<size_t>((b * t + j) * width + (h + hkv + g) * dh)];
             for (int64_t e = 0; e < dh; ++e) {
-              att[static_cast<size_t>((b * t + i) * c + head * dh + e)] += s[static_cast<size_t>(j)] / sum * v[e];
+              att[static_cast<size_t>((b * t + i) * c + head * dh + e)] +=
+                  s[static_cast<size_t>(j)] / sum * v[e];
             }
           }
         }
@@ -159,7 +163,8 @@ class DoubleGpt {
     std::vector<double> branch = linear(att, c, c, p + "attn.wo", p + "attn.bo");
     mask(branch, 2, l);
     for (size_t i = 0; i < x.size(); ++i) x[i] += branch[i];
-    std::vector<double> hidden = linear(layer_norm(x, p + "ln_2"), c, 4 * c, p + "mlp.wfc", p + "mlp.bfc");
+    std::vector<double> hidden =
+        linear(layer_norm(x, p + "ln_2"), c, 4 * c, p + "mlp.wfc", p + "mlp.bfc");
     for (double& u : hidden) {
       u = 0.5 * u * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u)));
     }

@@ -268,7 +268,8 @@ TEST(Gpt, BfloatTrainingPassesStayCloseToFloatAndInferenceStaysFloat) {
 }
 
 TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {
-  for (PositionKind kind : {PositionKind::kLearned, PositionKind::kSinusoidal, PositionKind::kRotary}) {
+  for (PositionKind kind :
+       {PositionKind::kLearned, PositionKind::kSinusoidal, PositionKind::kRotary}) {
     GptConfig c = tiny(kind);
     c.n_head = 4;
     c.n_kv_head = 2;
@@ -283,7 +284,8 @@ TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {
     auto feed = [&](int64_t from, int64_t count) {
       std::vector<int64_t> ids;
       for (int64_t r = 0; r < 2; ++r) {
-        for (int64_t i = from; i < from + count; ++i) ids.push_back(b.ids[static_cast<size_t>(r * 6 + i)]);
+        for (int64_t i = from; i < from + count; ++i)
+          ids.push_back(b.ids[static_cast<size_t>(r * 6 + i)]);
       }
       const Tensor logits = model.decode(ids, 2, cache);
       for (int64_t r = 0; r < 2; ++r) {
@@ -298,7 +300,11 @@ TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {
     feed(0, 2);
     for (int64_t i = 2; i < 6; ++i) feed(i, 1);
     EXPECT_EQ(cache.position(), 6);
-    EXPECT_TRUE(ThrowsWith([&] { model.decode(std::vector<int64_t>{1, 1}, 2, cache); }, "exceed block_size"));
+    EXPECT_TRUE(ThrowsWith(
+        [&] {
+          model.decode(std::vector<int64_t>{1, 1}, 2, cache);
+        },
+        "exceed block_size"));
   }
 }
 
@@ -330,11 +336,13 @@ TEST(Gpt, SamplingIsSeededAndRespectsTopK) {
   std::mt19937_64 rng(1);
   EXPECT_EQ(sample_token(logits, {0.0f, 0}, rng), 1);  // greedy: the lower id of a tie
   std::vector<int> counts(5);
-  for (int i = 0; i < 4000; ++i) ++counts[static_cast<size_t>(sample_token(logits, {1.0f, 2}, rng))];
+  for (int i = 0; i < 4000; ++i)
+    ++counts[static_cast<size_t>(sample_token(logits, {1.0f, 2}, rng))];
   EXPECT_EQ(counts[0] + counts[2] + counts[4], 0);
   EXPECT_NEAR(counts[1] / 4000.0, 0.5, 0.05);
   std::mt19937_64 a(9), b(9);
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(sample_token(logits, {0.8f, 0}, a), sample_token(logits, {0.8f, 0}, b));
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(sample_token(logits, {0.8f, 0}, a), sample_token(logits, {0.8f, 0}, b));
   const std::vector<float> bad = {0.0f, NAN};
   EXPECT_TRUE(ThrowsWith([&] { sample_token(bad, {}, rng); }, "logit 1 is"));
   EXPECT_TRUE(ThrowsWith([&] { sample_token(logits, {-1.0f, 0}, rng); }, "temperature"));
@@ -364,7 +372,8 @@ TEST(Gpt, Errors) {
   EXPECT_THROW(model.forward(ok, bad, 1), Error);  // a forward that failed cancels the pending one
   EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
   EXPECT_TRUE(ThrowsWith([&] { generate(model, {}, {}); }, "at least one token"));
-  EXPECT_EQ(gpt_config_from_json(to_json(tiny(PositionKind::kRotary))).positions, PositionKind::kRotary);
+  EXPECT_EQ(gpt_config_from_json(to_json(tiny(PositionKind::kRotary))).positions,
+            PositionKind::kRotary);
   EXPECT_TRUE(ThrowsWith([&] { gpt_config_from_json(R"({"vocab_size": 3})"); }, "GptConfig"));
 }
 

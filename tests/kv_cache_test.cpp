@@ -20,11 +20,12 @@ namespace attn {
 namespace {
 
 using testing::AllClose;
-using testing::ThrowsWith;
 using testing::causal;
+using testing::ThrowsWith;
 
 // Runs x through the layer in steps of `step` new tokens; returns (B, T, d_model).
-Tensor run_in_steps(const MultiHeadAttention& layer, const Tensor& x, KVCache& cache, int64_t step) {
+Tensor run_in_steps(const MultiHeadAttention& layer, const Tensor& x, KVCache& cache,
+                    int64_t step) {
   Tensor y(x.shape());
   for (int64_t t0 = 0; t0 < x.dim(1); t0 += step) {
     const int64_t n = std::min(step, x.dim(1) - t0);
@@ -66,8 +67,10 @@ TEST_P(CachedDecoding, TokenByTokenEqualsOneCausalPass) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, CachedDecoding,
-                         ::testing::Values(LayerCase{4, 4, false, false}, LayerCase{8, 2, false, true},
-                                           LayerCase{4, 1, true, false}, LayerCase{8, 4, true, true}));
+                         ::testing::Values(LayerCase{4, 4, false, false},
+                                           LayerCase{8, 2, false, true},
+                                           LayerCase{4, 1, true, false},
+                                           LayerCase{8, 4, true, true}));
 
 TEST(KVCache, SlidingWindowRingEqualsTheWindowMask) {
   MhaConfig config;
@@ -167,10 +170,10 @@ TEST(KVCache, Bfloat16CacheEqualsFloatCacheOfTheSameValues) {
 TEST(KVCache, BfloatConversionRoundsToNearestEven) {
   EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f)), 1.0f);
   // bf16 keeps 7 fraction bits: next to 1.0 the spacing is 2^-7.
-  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-9f)), 1.0f);                   // below half
+  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-9f)), 1.0f);                       // below half
   EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-8f + 0x1p-10f)), 1.0f + 0x1p-7f);  // above half
-  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-8f)), 1.0f);                   // tie: to even
-  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-7f + 0x1p-8f)), 1.0f + 0x1p-6f);  // tie: to even
+  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-8f)), 1.0f);                       // tie: to even
+  EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-7f + 0x1p-8f)), 1.0f + 0x1p-6f);   // tie: to even
   EXPECT_TRUE(std::isnan(from_bfloat16(to_bfloat16(std::nanf("")))));
   EXPECT_EQ(from_bfloat16(to_bfloat16(-3.5f)), -3.5f);
 }
@@ -220,43 +223,66 @@ TEST(KVCache, Errors) {
   c.capacity = 10;
   KVCache fixed(c);
   fixed.append(Tensor({1, 2, 8, 8}), Tensor({1, 2, 8, 8}));
-  EXPECT_TRUE(ThrowsWith([&] { fixed.append(Tensor({1, 2, 3, 8}), Tensor({1, 2, 3, 8})); },
-                         "3 new positions do not fit: 8 of 10 are used"));
-  EXPECT_TRUE(ThrowsWith([&] { fixed.append(Tensor({1, 3, 1, 8}), Tensor({1, 3, 1, 8})); },
-                         "must be (B, H_kv, T_new, d) = (1, 2, 1, 8)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        fixed.append(Tensor({1, 2, 3, 8}), Tensor({1, 2, 3, 8}));
+      },
+      "3 new positions do not fit: 8 of 10 are used"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        fixed.append(Tensor({1, 3, 1, 8}), Tensor({1, 3, 1, 8}));
+      },
+      "must be (B, H_kv, T_new, d) = (1, 2, 1, 8)"));
   Tensor nan_keys({1, 2, 1, 8});
   nan_keys.at({0, 1, 0, 3}) = std::nanf("");
   EXPECT_TRUE(ThrowsWith([&] { fixed.append(nan_keys, Tensor({1, 2, 1, 8})); }, "non-finite key"));
   EXPECT_EQ(fixed.position(), 8);  // a rejected append changes nothing
   EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 3, 1, 8}), fixed); }, "H a multiple of 2"));
-  EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 2, 9, 8}), fixed); }, "9 queries but the cache holds only 8"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        attend_cached(Tensor({1, 2, 9, 8}), fixed);
+      },
+      "9 queries but the cache holds only 8"));
   SdpaOptions masked;
   masked.mask = Mask::allow(Tensor({1, 8}));
-  EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 2, 1, 8}), fixed, masked); }, "not supported"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        attend_cached(Tensor({1, 2, 1, 8}), fixed, masked);
+      },
+      "not supported"));
   c.window = 4;
   c.capacity = 5;
   KVCache ring(c);
   ring.append(Tensor({1, 2, 5, 8}), Tensor({1, 2, 5, 8}));
   ring.append(Tensor({1, 2, 5, 8}), Tensor({1, 2, 5, 8}));
-  EXPECT_TRUE(ThrowsWith([&] { attend_cached(Tensor({1, 2, 5, 8}), ring); },
-                         "needs capacity >= window + new queries - 1 = 8"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        attend_cached(Tensor({1, 2, 5, 8}), ring);
+      },
+      "needs capacity >= window + new queries - 1 = 8"));
   // A rejected append leaves a full ring as it was.
   const Tensor q = rand_normal({1, 2, 1, 8}, 17);
   ring.append(rand_normal({1, 2, 5, 8}, 18), rand_normal({1, 2, 5, 8}, 19));
   const Tensor before = attend_cached(q, ring).output;
   Tensor bad_values = rand_normal({1, 2, 3, 8}, 20);
   bad_values.at({0, 1, 2, 7}) = std::numeric_limits<float>::infinity();
-  EXPECT_TRUE(ThrowsWith([&] { ring.append(bad_values, bad_values); }, "non-finite key or value at (0, 1, 2, 7)"));
+  EXPECT_TRUE(ThrowsWith([&] { ring.append(bad_values, bad_values); },
+                         "non-finite key or value at (0, 1, 2, 7)"));
   EXPECT_TRUE(testing::BitwiseEqual(attend_cached(q, ring).output, before));
   EXPECT_TRUE(ThrowsWith([] { KVCache(KVCacheConfig{1, 1, 8, 3, 4}); }, "must hold the window"));
   MhaConfig bad;
   bad.n_heads = 4;
   bad.n_kv_heads = 3;
-  EXPECT_TRUE(ThrowsWith([&] { MultiHeadAttention{bad}; }, "n_kv_heads (3) must divide n_heads (4)"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { MultiHeadAttention{bad}; }, "n_kv_heads (3) must divide n_heads (4)"));
   MhaConfig ok;
   MultiHeadAttention layer(ok);
   KVCache wrong = MultiHeadAttention(MhaConfig{64, 8}).make_cache(1, 4);
-  EXPECT_TRUE(ThrowsWith([&] { layer.forward(Tensor({1, 1, 64}), wrong); }, "the cache holds 8 heads of 8"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        layer.forward(Tensor({1, 1, 64}), wrong);
+      },
+      "the cache holds 8 heads of 8"));
 }
 
 }  // namespace

@@ -69,8 +69,8 @@ TEST(LayerNorm, MatchesTheFormulasInDoubleAtEveryWidth) {
     const Reference want = reference(x, w, b, dy, dx, rows, c);
     std::vector<float> y(rows * c), mean(rows), rstd(rows), d_weight(c, 0.0f), d_bias(c, 0.0f);
     layer_norm_forward(x.data(), w.data(), b.data(), rows, c, y.data(), mean.data(), rstd.data());
-    layer_norm_backward(dy.data(), x.data(), w.data(), mean.data(), rstd.data(), rows, c,
-                        dx.data(), d_weight.data(), d_bias.data());
+    layer_norm_backward(dy.data(), x.data(), w.data(), mean.data(), rstd.data(), rows, c, dx.data(),
+                        d_weight.data(), d_bias.data());
     expect_close(y, want.y, 1e-5, "y", c);
     expect_close(dx, want.dx, 1e-5, "dx", c);
     expect_close(d_weight, want.d_weight, 1e-4, "d_weight", c);
@@ -89,8 +89,8 @@ TEST(LayerNorm, WorksWithoutABias) {
     for (int64_t i = 0; i < c; ++i) sum += y[r * c + i];
     EXPECT_NEAR(sum, 0.0, 1e-5);  // weight 2, no bias: the row still has mean 0
   }
-  layer_norm_backward(dy.data(), x.data(), w.data(), mean.data(), rstd.data(), rows, c,
-                      dx.data(), d_weight.data(), nullptr);
+  layer_norm_backward(dy.data(), x.data(), w.data(), mean.data(), rstd.data(), rows, c, dx.data(),
+                      d_weight.data(), nullptr);
   // A constant upstream gradient moves no normalised value: dx is 0.
   for (float v : dx) EXPECT_NEAR(v, 0.0f, 1e-5f);
 }

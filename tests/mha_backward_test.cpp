@@ -149,20 +149,30 @@ TEST(MhaBackward, RejectsMismatchedInput) {
   const MultiHeadAttention layer = make_layer(false, true);
   MhaActivations saved;
   layer.forward(rand_normal({1, 9, 32}, 3), testing::causal(), saved);
-  EXPECT_TRUE(ThrowsWith([&] { layer.backward(saved, rand_normal({1, 8, 32}, 4)); },
-                         "d_y must be (1, 9, 32), got (1, 8, 32)"));
-  EXPECT_TRUE(ThrowsWith([&] { layer.backward(MhaActivations{}, rand_normal({1, 9, 32}, 4)); },
-                         "`saved` must come from forward(x, options, saved) on this layer"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        layer.backward(saved, rand_normal({1, 8, 32}, 4));
+      },
+      "d_y must be (1, 9, 32), got (1, 8, 32)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        layer.backward(MhaActivations{}, rand_normal({1, 9, 32}, 4));
+      },
+      "`saved` must come from forward(x, options, saved) on this layer"));
   const MultiHeadAttention wider(MhaConfig{64, 4, 4, false, false, 10000.0f, 0});
-  EXPECT_TRUE(ThrowsWith([&] { wider.backward(saved, rand_normal({1, 9, 64}, 4)); },
-                         "`saved` must come from"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        wider.backward(saved, rand_normal({1, 9, 64}, 4));
+      },
+      "`saved` must come from"));
 }
 
 TEST(MultiHeadAttention, RejectsWeightsOfTheWrongShape) {
   MultiHeadAttention layer = make_layer(true, false);
   const Tensor x = rand_normal({1, 5, 32}, 3);
   layer.wo = rand_normal({32, 31}, 4);
-  EXPECT_TRUE(ThrowsWith([&] { layer.forward(x); }, "MultiHeadAttention: wo must be (32, 32), got (32, 31)"));
+  EXPECT_TRUE(ThrowsWith([&] { layer.forward(x); },
+                         "MultiHeadAttention: wo must be (32, 32), got (32, 31)"));
   layer = make_layer(true, false);
   layer.bqkv = Tensor({63});
   EXPECT_TRUE(ThrowsWith([&] { layer.forward(x); }, "bqkv must be (64), got (63)"));

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "attn/reference_matmul.hpp"
 #include "attn/random.hpp"
+#include "attn/reference_matmul.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -13,8 +13,8 @@ namespace {
 
 using testing::AllClose;
 using testing::BitwiseEqual;
-using testing::ThrowsWith;
 using testing::causal;
+using testing::ThrowsWith;
 
 TEST(SplitHeads, IsAViewWithHeadMajorLayout) {
   const Tensor x = rand_normal({2, 5, 12}, 1);

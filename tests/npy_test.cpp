@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attn/files.hpp"
 #include "attn/io.hpp"
 #include "attn/random.hpp"
-#include "attn/files.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -203,8 +203,8 @@ TEST_F(Npy, WholeFileReads) {
     if (limit == 3000) {
       EXPECT_EQ(read_whole_file(pipe_path, limit), bytes.substr(0, 3000));
     } else {
-      EXPECT_TRUE(ThrowsWith([&] { read_whole_file(pipe_path, limit); },
-                             "longer than the 1000 bytes"));
+      EXPECT_TRUE(
+          ThrowsWith([&] { read_whole_file(pipe_path, limit); }, "longer than the 1000 bytes"));
     }
     ::close(ends[0]);
   }

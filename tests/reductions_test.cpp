@@ -56,11 +56,13 @@ TEST(Reductions, ColumnSumsEqualThePlainLoopBitForBit) {
   for (int64_t cols : {1, 5, 16, 17, 63, 64, 65, 100, 150}) {
     std::vector<float> expected = random_floats(static_cast<size_t>(cols), 3), got = expected;
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) expected[static_cast<size_t>(c)] += m[static_cast<size_t>(r * ld + c)];
+      for (int64_t c = 0; c < cols; ++c)
+        expected[static_cast<size_t>(c)] += m[static_cast<size_t>(r * ld + c)];
     }
     add_column_sums(m.data(), rows, cols, ld, got.data());
     for (int64_t c = 0; c < cols; ++c) {
-      ASSERT_EQ(got[static_cast<size_t>(c)], expected[static_cast<size_t>(c)]) << "cols = " << cols << ", c = " << c;
+      ASSERT_EQ(got[static_cast<size_t>(c)], expected[static_cast<size_t>(c)])
+          << "cols = " << cols << ", c = " << c;
     }
   }
 }

@@ -62,11 +62,10 @@ TEST_F(Safetensor, ReadsAHandWrittenFileWithOtherDtypes) {
   data += std::string("\x00\xC0", 2);
   data += std::string("\x40\x40", 2);
   data += bytes_of({1.0f, 2.0f});
-  const std::string header =
-      R"({"f32":{"dtype":"F32","shape":[1,2],"data_offsets":[12,20]},)"
-      R"("f64":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},)"
-      R"("f16":{"dtype":"F16","shape":[1],"data_offsets":[8,10]},)"
-      R"("bf16":{"dtype":"BF16","shape":[1],"data_offsets":[10,12]}})";
+  const std::string header = R"({"f32":{"dtype":"F32","shape":[1,2],"data_offsets":[12,20]},)"
+                             R"("f64":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},)"
+                             R"("f16":{"dtype":"F16","shape":[1],"data_offsets":[8,10]},)"
+                             R"("bf16":{"dtype":"BF16","shape":[1],"data_offsets":[10,12]}})";
   const Safetensors f = parse_safetensors(image(header, data), "hand");
   EXPECT_EQ(f.at("f64").at({0}), 2.5f);
   EXPECT_EQ(f.at("f16").at({0}), -2.0f);
@@ -97,9 +96,11 @@ TEST_F(Safetensor, BrokenFilesFailClearly) {
        "larger than the file"},
       {image(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "leaving a gap"},
       {image(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-             R"("y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data),
+             R"("y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+             data),
        "overlapping"},
-      {image(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data), "cover 4 of the 8"},
+      {image(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data),
+       "cover 4 of the 8"},
       {image(R"({"x":{"dtype":"F32","shape":[2]}})", data), "needs dtype, shape and data_offsets"},
       {image(R"({"__metadata__":{"a":1}})", ""), "is not a string"},
   };
@@ -113,8 +114,8 @@ TEST_F(Safetensor, BrokenFilesFailClearly) {
 }
 
 TEST_F(Safetensor, RandomMutationsNeverCrash) {
-  const std::string valid = safetensors_image({{"w", rand_normal({3, 4}, 1)}, {"b", rand_normal({4}, 2)}},
-                                              {{"k", "v"}});
+  const std::string valid =
+      safetensors_image({{"w", rand_normal({3, 4}, 1)}, {"b", rand_normal({4}, 2)}}, {{"k", "v"}});
   std::mt19937_64 rng(7);
   int errors = 0;
   for (int i = 0; i < 2000; ++i) {
@@ -143,7 +144,11 @@ TEST_F(Safetensor, WriteRejectsBadNames) {
   EXPECT_TRUE(ThrowsWith([&] { safetensors_image({{"a", t}, {"a", t}}); }, "given twice"));
   EXPECT_TRUE(ThrowsWith([&] { safetensors_image({{"", t}}); }, "bad tensor name"));
   EXPECT_TRUE(ThrowsWith([&] { safetensors_image({{"__metadata__", t}}); }, "bad tensor name"));
-  EXPECT_TRUE(ThrowsWith([&] { safetensors_image({{"a", t}}, {{"k", "\xff"}}); }, "write_safetensors"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        safetensors_image({{"a", t}}, {{"k", "\xff"}});
+      },
+      "write_safetensors"));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The attention backward: both paths against central finite differences of a double-precision
 // forward (each mask kind, GQA, Tq ≠ Tk), the fused path against the reference over the
 // forward's seeded sweep, thread-count independence, rows that see nothing, and bad input.
+#include "attn/sdpa_backward.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,12 +11,11 @@
 #include <random>
 #include <span>
 
+#include "attention_sweep.hpp"
 #include "attn/mask.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
-#include "attn/sdpa_backward.hpp"
 #include "attn/threads.hpp"
-#include "attention_sweep.hpp"
 #include "simd_targets.hpp"
 #include "src/attention/fused.hpp"
 #include "test_util.hpp"
@@ -37,13 +38,14 @@ double largest_magnitude(const Tensor& t) {
 // sees one key: dP − D cancels) is rounding noise at the scale of the terms that cancel.
 ::testing::AssertionResult GradientsClose(const SdpaGradients& a, const SdpaGradients& b,
                                           double tolerance, const std::string& what) {
-  const double scale = std::max({largest_magnitude(b.dq), largest_magnitude(b.dk),
-                                 largest_magnitude(b.dv), 1e-30});
+  const double scale =
+      std::max({largest_magnitude(b.dq), largest_magnitude(b.dk), largest_magnitude(b.dv), 1e-30});
   const std::pair<const char*, std::pair<const Tensor*, const Tensor*>> parts[] = {
       {"dq", {&a.dq, &b.dq}}, {"dk", {&a.dk, &b.dk}}, {"dv", {&a.dv, &b.dv}}};
   for (const auto& [name, tensors] : parts) {
     auto result = testing::AllClose(*tensors.first, *tensors.second, tolerance * scale);
-    if (!result) return result << " [" << name << " of " << what << ", largest gradient " << scale << "]";
+    if (!result)
+      return result << " [" << name << " of " << what << ", largest gradient " << scale << "]";
   }
   return ::testing::AssertionSuccess();
 }
@@ -150,8 +152,8 @@ void CheckAgainstFiniteDifferences(const FiniteDifferenceCase& c) {
   const Tensor g = rand_normal({c.batch, c.heads, c.tq, c.dv}, seed + 4);
   const SdpaOptions options = c.options(c.tq, c.tk);
 
-  DoubleProblem p{c.batch, c.heads, c.kv_heads, c.tq, c.tk, c.d, c.dv,
-                  to_doubles(q), to_doubles(k), to_doubles(v), to_doubles(g), options};
+  DoubleProblem p{c.batch, c.heads,       c.kv_heads,    c.tq,          c.tk,          c.d,
+                  c.dv,    to_doubles(q), to_doubles(k), to_doubles(v), to_doubles(g), options};
   const Tensor dq = numerical_gradient(p, &DoubleProblem::q, q.shape());
   const Tensor dk = numerical_gradient(p, &DoubleProblem::k, k.shape());
   const Tensor dv = numerical_gradient(p, &DoubleProblem::v, v.shape());
@@ -228,16 +230,20 @@ TEST(SdpaBackward, BothPathsMatchFiniteDifferences) {
 ::testing::AssertionResult FusedMatchesReference(const testing::SweepCase& c) {
   std::mt19937_64 gen(c.seed);
   const Tensor q = testing::make_input(c.batch, c.heads, c.tq, c.d, c.bthd_layout, c.seed + 1);
-  const Tensor k = testing::make_input(c.batch, c.heads / c.group, c.tk, c.d, c.bthd_layout, c.seed + 2);
-  const Tensor v = testing::make_input(c.batch, c.heads / c.group, c.tk, c.dv, c.bthd_layout, c.seed + 3);
+  const Tensor k =
+      testing::make_input(c.batch, c.heads / c.group, c.tk, c.d, c.bthd_layout, c.seed + 2);
+  const Tensor v =
+      testing::make_input(c.batch, c.heads / c.group, c.tk, c.dv, c.bthd_layout, c.seed + 3);
   const Tensor g = testing::make_input(c.batch, c.heads, c.tq, c.dv, c.bthd_layout, c.seed + 4);
   const SdpaOptions options = testing::make_options(c, gen);
   set_num_threads(c.threads);
   const SdpaResult forward = sdpa(q, k, v, options);
   LoopOrder one_task_per_head(LoopOrder::kOneTaskPerHead);
-  const SdpaGradients per_head = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
+  const SdpaGradients per_head =
+      sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
   LoopOrder two_passes(LoopOrder::kTwoPasses);
-  const SdpaGradients two_pass = sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
+  const SdpaGradients two_pass =
+      sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
   set_num_threads(0);
   const SdpaGradients ref = reference::sdpa_backward(q, k, v, g, options);
   auto result = GradientsClose(per_head, ref, 1e-5, testing::describe(c) + ", one task per head");
@@ -330,7 +336,8 @@ TEST(SdpaBackward, KeysNoQuerySeesGetZeroGradient) {
 // Scores of ±1e4: the logsumexp (≈ 1e4) is stored to a float's 6e-4 absolute precision, so P
 // recomputed from it is good to about 1e-4 relative (as in any flash backward); no NaN or inf.
 TEST(SdpaBackward, HugeScoresStayFinite) {
-  Tensor q = Tensor::full({1, 3, 1}, 100.0f), k = Tensor::from_values({1, 4, 1}, {100, -100, 99.9f, 0});
+  Tensor q = Tensor::full({1, 3, 1}, 100.0f),
+         k = Tensor::from_values({1, 4, 1}, {100, -100, 99.9f, 0});
   const Tensor v = Tensor::from_values({1, 4, 1}, {1, 2, 3, 4}), g = Tensor::full({1, 3, 1}, 1.0f);
   SdpaOptions o;
   o.scale = 1.0f;
@@ -347,18 +354,25 @@ TEST(SdpaBackward, RejectsInputsThatDoNotFit) {
   const Tensor q = rand_normal({2, 5, 4}, 1), k = rand_normal({2, 6, 4}, 2),
                v = rand_normal({2, 6, 3}, 3), g = rand_normal({2, 5, 3}, 4);
   const SdpaResult f = sdpa(q, k, v);
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, k, v, f.output, f.logsumexp, rand_normal({2, 5, 4}, 5)); },
-                         "d_out must have the output's shape (2, 5, 3)"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sdpa_backward(q, k, v, f.output, f.logsumexp, rand_normal({2, 5, 4}, 5));
+      },
+      "d_out must have the output's shape (2, 5, 3)"));
   EXPECT_TRUE(ThrowsWith([&] { reference::sdpa_backward(q, k, v, Tensor{}); }, "d_out must have"));
   EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, k, v, f.output, f.logsumexp.slice(0, 1), g); },
                          "logsumexp must be (2, 5)"));
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, k, v, q, f.logsumexp, g); }, "out must be (2, 5, 3)"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { sdpa_backward(q, k, v, q, f.logsumexp, g); }, "out must be (2, 5, 3)"));
   Tensor bad_lse = f.logsumexp.clone();
   bad_lse.at({1, 2}) = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, k, v, f.output, bad_lse, g); },
-                         "logsumexp holds nan"));
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, rand_normal({2, 6, 5}, 6), v, f.output, f.logsumexp, g); },
-                         "k's last dim"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { sdpa_backward(q, k, v, f.output, bad_lse, g); }, "logsumexp holds nan"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sdpa_backward(q, rand_normal({2, 6, 5}, 6), v, f.output, f.logsumexp, g);
+      },
+      "k's last dim"));
 }
 
 }  // namespace

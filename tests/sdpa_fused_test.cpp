@@ -8,10 +8,10 @@
 #include <limits>
 #include <random>
 
+#include "attention_sweep.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/threads.hpp"
-#include "attention_sweep.hpp"
 #include "simd_targets.hpp"
 #include "test_util.hpp"
 
@@ -19,12 +19,12 @@ namespace attn {
 namespace {
 
 using testing::BitwiseEqual;
-using testing::MaskCase;
-using testing::SweepCase;
+using testing::describe;
 using testing::kMaskCases;
 using testing::make_input;
 using testing::make_options;
-using testing::describe;
+using testing::MaskCase;
+using testing::SweepCase;
 
 // max |fused − reference| / max |V| ≤ 2e-6, with the worst element in the message.
 ::testing::AssertionResult MatchesReference(const SweepCase& c) {
@@ -109,7 +109,8 @@ TEST(FusedSdpa, RowsThatSeeNoKeyAreZeroWithInfiniteLogsumexp) {
 
 TEST(FusedSdpa, HugeScoresNeitherOverflowNorNaN) {
   // Scores of ±1e4: exp of the raw scores would overflow; the running max keeps them finite.
-  Tensor q = Tensor::full({1, 3, 1}, 100.0f), k = Tensor::from_values({1, 4, 1}, {100, -100, 99.9f, 0});
+  Tensor q = Tensor::full({1, 3, 1}, 100.0f),
+         k = Tensor::from_values({1, 4, 1}, {100, -100, 99.9f, 0});
   const Tensor v = Tensor::from_values({1, 4, 1}, {1, 2, 3, 4});
   SdpaOptions o;
   o.scale = 1.0f;  // scores 1e4, -1e4, 9990, 0
@@ -121,7 +122,8 @@ TEST(FusedSdpa, HugeScoresNeitherOverflowNorNaN) {
 }
 
 TEST(FusedSdpa, LogsumexpIsTheLogOfTheSoftmaxDenominator) {
-  const Tensor q = rand_normal({2, 70, 8}, 7), k = rand_normal({2, 90, 8}, 8), v = rand_normal({2, 90, 8}, 9);
+  const Tensor q = rand_normal({2, 70, 8}, 7), k = rand_normal({2, 90, 8}, 8),
+               v = rand_normal({2, 90, 8}, 9);
   SdpaOptions o;
   o.causal = true;
   const SdpaResult r = sdpa(q, k, v, o);

@@ -1,6 +1,8 @@
 // The tokenizers: the tutorial's call, exact round trips, determinism, the fast trainer
 // against a naive one that rescans every word per merge, special tokens, the file format
 // (every kind of broken file, and random mutations of a valid one), CharTokenizer.
+#include "attn/tokenizer.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include <string>
 
 #include "attn/threads.hpp"
-#include "attn/tokenizer.hpp"
 #include "attn/walkthrough.hpp"
 #include "test_util.hpp"
 
@@ -50,7 +51,8 @@ BpeOptions options(int64_t vocab_size, bool byte_level, int64_t min_frequency = 
 TEST(SplitWords, WhitespaceTravelsWithTheFollowingWord) {
   std::vector<std::string> words;
   split_words("Hello,  world!\n\n42 apples ", [&](std::string_view w) { words.emplace_back(w); });
-  EXPECT_EQ(words, (std::vector<std::string>{"Hello", ",", "  world", "!", "\n\n42", " apples", " "}));
+  EXPECT_EQ(words,
+            (std::vector<std::string>{"Hello", ",", "  world", "!", "\n\n42", " apples", " "}));
   words.clear();
   split_words("", [&](std::string_view w) { words.emplace_back(w); });
   EXPECT_TRUE(words.empty());
@@ -86,7 +88,10 @@ TEST(BpeTokenizer, ByteLevelRoundTripsAnyBytes) {
 }
 
 TEST(BpeTokenizer, CharacterModeRoundTripsTheCorpusCharacters) {
-  const std::string corpus = "na\xC3\xAFve caf\xC3\xA9 \xE2\x82\xAC" "5, \xF0\x9F\x98\x80 \n" + shakespeare().substr(0, 50000);
+  const std::string corpus =
+      "na\xC3\xAFve caf\xC3\xA9 \xE2\x82\xAC"
+      "5, \xF0\x9F\x98\x80 \n" +
+      shakespeare().substr(0, 50000);
   const BpeTokenizer t = BpeTokenizer::train(corpus, options(300, false));
   // Random text drawn from the corpus's characters, spaces and newlines included.
   std::vector<std::string> chars;
@@ -125,7 +130,8 @@ TEST(BpeTokenizer, TrainingIsDeterministicAcrossRunsAndThreadCounts) {
 
 // The naive trainer: every merge recounts every pair of every word, then picks the most
 // frequent (ties: smaller left id, then smaller right id) and rewrites every word.
-std::vector<std::pair<int64_t, int64_t>> naive_merges(std::string_view corpus, const BpeOptions& o) {
+std::vector<std::pair<int64_t, int64_t>> naive_merges(std::string_view corpus,
+                                                      const BpeOptions& o) {
   std::map<std::string, int64_t> counts;
   split_words(corpus, [&](std::string_view w) { ++counts[std::string(w)]; });
   std::vector<std::string> alphabet;  // bytes or characters, sorted
@@ -197,7 +203,13 @@ TEST(BpeTokenizer, FastTrainerMakesTheNaiveTrainersMerges) {
       kTutorialCorpus,
       shakespeare().substr(100000, 60000),
       std::string(500, 'a') + " " + std::string(301, 'a') + " aaa ab ab ba",  // overlapping pairs
-      "z\xC3\xBC" "rich Z\xC3\xBC" "rich z\xC3\xBC" "ge \xC3\xBC" "ber \xC3\xBC" "ber \xC3\xBC" "ber",
+      "z\xC3\xBC"
+      "rich Z\xC3\xBC"
+      "rich z\xC3\xBC"
+      "ge \xC3\xBC"
+      "ber \xC3\xBC"
+      "ber \xC3\xBC"
+      "ber",
       "1234 1234 12 34 3412\n\n\n  \t x x x y",
   };
   for (const std::string& corpus : corpora) {
@@ -216,7 +228,8 @@ TEST(BpeTokenizer, FastTrainerMakesTheNaiveTrainersMerges) {
 TEST(BpeTokenizer, SpecialTokensAreNeverSplit) {
   BpeOptions o = options(400, true);
   o.special_tokens = {"<|endoftext|>", "<|pad|>"};
-  const std::string corpus = shakespeare().substr(0, 40000) + "<|endoftext|>" + shakespeare().substr(40000, 40000);
+  const std::string corpus =
+      shakespeare().substr(0, 40000) + "<|endoftext|>" + shakespeare().substr(40000, 40000);
   const BpeTokenizer t = BpeTokenizer::train(corpus, o);
   EXPECT_EQ(t.token_to_id("<|endoftext|>"), 0);
   EXPECT_EQ(t.token_to_id("<|pad|>"), 1);
@@ -245,8 +258,9 @@ TEST(BpeTokenizer, ParallelAndBatchEncodingEqualPlainEncoding) {
 }
 
 TEST(BpeTokenizer, RejectsBadOptions) {
-  EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::train("abc abc", options(3, false)); },
-                         "vocab_size (3) is smaller than the special tokens and the base alphabet (5)"));
+  EXPECT_TRUE(
+      ThrowsWith([] { BpeTokenizer::train("abc abc", options(3, false)); },
+                 "vocab_size (3) is smaller than the special tokens and the base alphabet (5)"));
   EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::train("abc", options(300, true, 0)); },
                          "min_frequency must be >= 1"));
   EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::train("ab\xFF", options(300, false)); },
@@ -255,7 +269,11 @@ TEST(BpeTokenizer, RejectsBadOptions) {
   o.special_tokens = {"<s>", "<s>"};
   EXPECT_TRUE(ThrowsWith([&] { BpeTokenizer::train("abc", o); }, "given twice"));
   const BpeTokenizer t = BpeTokenizer::train("abc abc", options(300, true));
-  EXPECT_TRUE(ThrowsWith([&] { t.decode(std::vector<int64_t>{5, 9999}); }, "token id 9999 outside"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        t.decode(std::vector<int64_t>{5, 9999});
+      },
+      "token id 9999 outside"));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -304,32 +322,50 @@ TEST(BpeFile, BrokenFilesFailClearly) {
   ExpectBroken("", "not a JSON document");
   ExpectBroken("[1, 2]", "must be a JSON object");
   ExpectBroken(replace(good, "\"version\": 1", "\"version\": 7"), "unsupported version 7");
-  ExpectBroken(replace(good, "\"version\": 1", "\"version\": \"1\""), "\"version\" must be an integer");
-  ExpectBroken(replace(good, "\"format\": \"attn-bpe\"", "\"format\": \"gpt2\""), "\"format\" must be");
+  ExpectBroken(replace(good, "\"version\": 1", "\"version\": \"1\""),
+               "\"version\" must be an integer");
+  ExpectBroken(replace(good, "\"format\": \"attn-bpe\"", "\"format\": \"gpt2\""),
+               "\"format\" must be");
   ExpectBroken(replace(good, "\"vocab_size\": 60", "\"vocab_size\": 99999999999"), "out of range");
-  ExpectBroken(replace(good, "\"vocab_size\": 60", "\"vocab_size\": 99999999999999999999999"), "must be an integer");
+  ExpectBroken(replace(good, "\"vocab_size\": 60", "\"vocab_size\": 99999999999999999999999"),
+               "must be an integer");
   ExpectBroken(replace(good, "\"min_frequency\": 2", "\"min_frequency\": 0"), "out of range");
-  ExpectBroken(replace(good, "\"special_tokens\": [", "\"special_tokens\": [\n  \"<unk>\","), "given twice");
-  ExpectBroken(replace(good, "\"<|endoftext|>\",\n  \"<unk>\"", "\"<|endoftext|>\""), "must list \"<unk>\"");
-  ExpectBroken(replace(good, "\"alphabet\": [", "\"alphabet\": [\n  \"ab\","), "is not one UTF-8 character");
-  ExpectBroken(replace(good, "\"alphabet\": [", "\"alphabet\": [\n  \"a\","), "twice in the alphabet");
-  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   9999,\n   3\n  ],"), "out of range");
-  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   0,\n   3\n  ],"), "out of range");  // a special
-  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   -5,\n   3\n  ],"), "out of range");
-  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   5\n  ],"), "must be a [left, right] id pair");
-  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   5.5,\n   3\n  ],"), "must be an integer");
-  ExpectBroken(replace(good, "\"vocab\": [\n  \"<|endoftext|>\"", "\"vocab\": [\n  \"<|start|>\""), "vocab entry 0 disagrees");
+  ExpectBroken(replace(good, "\"special_tokens\": [", "\"special_tokens\": [\n  \"<unk>\","),
+               "given twice");
+  ExpectBroken(replace(good, "\"<|endoftext|>\",\n  \"<unk>\"", "\"<|endoftext|>\""),
+               "must list \"<unk>\"");
+  ExpectBroken(replace(good, "\"alphabet\": [", "\"alphabet\": [\n  \"ab\","),
+               "is not one UTF-8 character");
+  ExpectBroken(replace(good, "\"alphabet\": [", "\"alphabet\": [\n  \"a\","),
+               "twice in the alphabet");
+  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   9999,\n   3\n  ],"),
+               "out of range");
+  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   0,\n   3\n  ],"),
+               "out of range");  // a special
+  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   -5,\n   3\n  ],"),
+               "out of range");
+  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   5\n  ],"),
+               "must be a [left, right] id pair");
+  ExpectBroken(replace(good, "\"merges\": [", "\"merges\": [\n  [\n   5.5,\n   3\n  ],"),
+               "must be an integer");
+  ExpectBroken(replace(good, "\"vocab\": [\n  \"<|endoftext|>\"", "\"vocab\": [\n  \"<|start|>\""),
+               "vocab entry 0 disagrees");
   ExpectBroken(replace(good, "\"vocab\": [", "\"vocab\": [\n  \"x\","), "\"vocab\" lists");
-  ExpectBroken(replace(good, "\"byte_level\": false", "\"byte_level\": 0"), "must be true or false");
+  ExpectBroken(replace(good, "\"byte_level\": false", "\"byte_level\": 0"),
+               "must be true or false");
   ExpectBroken(replace(good, "\"merges\"", "\"merged\""), "missing field \"merges\"");
   // Shapes the file reader sees without a document tree: {text to replace, replacement, message}.
   ExpectBroken("5", "must be a JSON object");
   const std::vector<std::array<std::string, 3>> shapes = {
-      {"\"merges\": [", "\"merges\": {\"a\": [1, 2]}, \"unused\": [", "\"merges\" must be an array"},
-      {"\"merges\": [", "\"merges\": [\n  [\n   5,\n   3,\n   4\n  ],", "merge 0 must be a [left, right] id pair"},
+      {"\"merges\": [", "\"merges\": {\"a\": [1, 2]}, \"unused\": [",
+       "\"merges\" must be an array"},
+      {"\"merges\": [", "\"merges\": [\n  [\n   5,\n   3,\n   4\n  ],",
+       "merge 0 must be a [left, right] id pair"},
       {"\"merges\": [", "\"merges\": [\n  {\"l\": 5},", "merge 0 must be a [left, right] id pair"},
-      {"\"merges\": [", "\"merges\": [\n  [\n   \"5\",\n   3\n  ],", "merge 0's ids must be an integer"},
-      {"\"merges\": [", "\"merges\": [\n  [\n   [5],\n   3\n  ],", "merge 0's ids must be an integer"},
+      {"\"merges\": [", "\"merges\": [\n  [\n   \"5\",\n   3\n  ],",
+       "merge 0's ids must be an integer"},
+      {"\"merges\": [", "\"merges\": [\n  [\n   [5],\n   3\n  ],",
+       "merge 0's ids must be an integer"},
       {"\"vocab\": [", "\"vocab\": {}, \"unused\": [", "\"vocab\" must be an array of strings"},
       {"\"vocab\": [", "\"vocab\": [\n  5,", "\"vocab\" must hold strings only"},
       {"\"vocab\": [", "\"vocab\": [\n  [\"x\"],", "\"vocab\" must hold strings only"},
@@ -340,7 +376,8 @@ TEST(BpeFile, BrokenFilesFailClearly) {
 }
 
 TEST(BpeFile, LoadingAMissingFileFails) {
-  EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::load("/nonexistent/tok.json"); }, "/nonexistent/tok.json: cannot open"));
+  EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::load("/nonexistent/tok.json"); },
+                         "/nonexistent/tok.json: cannot open"));
 }
 
 TEST(BpeFile, RandomMutationsOfAValidFileNeverCrash) {
@@ -354,9 +391,15 @@ TEST(BpeFile, RandomMutationsOfAValidFileNeverCrash) {
     for (int edits = 1 + static_cast<int>(gen() % 4); edits > 0; --edits) {
       const size_t at = gen() % mutated.size();
       switch (gen() % 3) {
-        case 0: mutated[at] = alphabet[gen() % (sizeof(alphabet) - 1)]; break;
-        case 1: mutated.erase(at, 1 + gen() % 8); break;
-        default: mutated.insert(at, 1, alphabet[gen() % (sizeof(alphabet) - 1)]); break;
+        case 0:
+          mutated[at] = alphabet[gen() % (sizeof(alphabet) - 1)];
+          break;
+        case 1:
+          mutated.erase(at, 1 + gen() % 8);
+          break;
+        default:
+          mutated.insert(at, 1, alphabet[gen() % (sizeof(alphabet) - 1)]);
+          break;
       }
       if (mutated.empty()) mutated.assign(1, '{');  // not = "{": GCC 12 warns falsely (-Wrestrict)
     }
@@ -376,11 +419,13 @@ TEST(BpeFile, RandomMutationsOfAValidFileNeverCrash) {
 
 TEST(CharTokenizer, OneIdPerCharacterInCodePointOrder) {
   const CharTokenizer t = CharTokenizer::train("hello w\xC3\xB6rld\n");
-  EXPECT_EQ(t.characters(), (std::vector<std::string>{"\n", " ", "d", "e", "h", "l", "o", "r", "w", "\xC3\xB6"}));
+  EXPECT_EQ(t.characters(),
+            (std::vector<std::string>{"\n", " ", "d", "e", "h", "l", "o", "r", "w", "\xC3\xB6"}));
   const std::vector<int64_t> ids = t.encode("w\xC3\xB6rld hello");
   EXPECT_EQ(ids.size(), 11u);
   EXPECT_EQ(t.decode(ids), "w\xC3\xB6rld hello");
-  EXPECT_TRUE(ThrowsWith([&] { t.encode("hex"); }, "character \"x\" (byte offset 2) is not in the vocabulary"));
+  EXPECT_TRUE(ThrowsWith([&] { t.encode("hex"); },
+                         "character \"x\" (byte offset 2) is not in the vocabulary"));
   EXPECT_TRUE(ThrowsWith([&] { t.decode(std::vector<int64_t>{10}); }, "id 10 outside [0, 10)"));
   EXPECT_TRUE(ThrowsWith([] { CharTokenizer::train(""); }, "the corpus is empty"));
   EXPECT_TRUE(ThrowsWith([] { CharTokenizer::from_characters({"a", "a"}); }, "given twice"));

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "attn/io.hpp"
@@ -95,7 +94,8 @@ TEST(AdamW, AGradientScaleIsClippingInPlace) {
   Gpt scaled(c, 1), clipped(c, 1);
   for (Gpt* model : {&scaled, &clipped}) {
     float* g = model->gradients().data();
-    for (int64_t i = 0; i < model->num_parameters(); ++i) g[i] = 0.3f * std::sin(0.01f * static_cast<float>(i));
+    for (int64_t i = 0; i < model->num_parameters(); ++i)
+      g[i] = 0.3f * std::sin(0.01f * static_cast<float>(i));
   }
   AdamW a(scaled, AdamWOptions{}), b(clipped, AdamWOptions{});
   const float norm = grad_norm(scaled);
@@ -131,7 +131,8 @@ TEST(AdamW, FollowsTheFormulaAndDecaysOnlyMarkedParameters) {
       if (decays(p.role)) theta *= 1 - 0.1 * 0.5;
       m = 0.9 * m + 0.1 * grad;
       v = 0.99 * v + 0.01 * grad * grad;
-      theta -= 0.1 / (1 - std::pow(0.9, t)) * m / (std::sqrt(v) / std::sqrt(1 - std::pow(0.99, t)) + 1e-8);
+      theta -= 0.1 / (1 - std::pow(0.9, t)) * m /
+               (std::sqrt(v) / std::sqrt(1 - std::pow(0.99, t)) + 1e-8);
     }
     EXPECT_NEAR(after[i], theta, 1e-6) << p.name;
   }
@@ -241,7 +242,9 @@ TEST_F(Training, ACheckpointLoadsForGeneration) {
   EXPECT_TRUE(testing::BitwiseEqual(ckpt.model.parameters(), trainer.model().parameters()));
   // A BPE tokenizer is stored and restored as well.
   const BpeTokenizer bpe = BpeTokenizer::train(kText, {40, 2, false, {}});
-  Trainer with_bpe(small_config(bpe.vocab_size()), small_options(), bpe.encode(std::string(20 * 90, ' ') + kText + kText + kText + kText + kText + kText));
+  Trainer with_bpe(
+      small_config(bpe.vocab_size()), small_options(),
+      bpe.encode(std::string(20 * 90, ' ') + kText + kText + kText + kText + kText + kText));
   with_bpe.save(path("bpe.safetensors"), bpe);
   EXPECT_EQ(load_checkpoint(path("bpe.safetensors")).tokenizer.kind(), "bpe");
 }
@@ -259,22 +262,28 @@ TEST_F(Training, BrokenCheckpointsFailClearly) {
     write_safetensors(path(name), copy.tensors, copy.metadata);
     return path(name);
   };
-  const std::string foreign = rewrite("foreign", [](Safetensors& f) { f.metadata.erase("format"); });
+  const std::string foreign =
+      rewrite("foreign", [](Safetensors& f) { f.metadata.erase("format"); });
   const std::string future = rewrite("future", [](Safetensors& f) { f.metadata["version"] = "9"; });
-  const std::string missing = rewrite("missing", [](Safetensors& f) { f.tensors.erase(f.tensors.begin() + 1); });
+  const std::string missing =
+      rewrite("missing", [](Safetensors& f) { f.tensors.erase(f.tensors.begin() + 1); });
   const std::string reshaped = rewrite("reshaped", [](Safetensors& f) {
     f.tensors[0].second = Tensor({2, 2});
   });
-  const std::string bad_config = rewrite("config", [](Safetensors& f) { f.metadata["config"] = "{}"; });
-  const std::string bad_tok = rewrite("tok", [](Safetensors& f) { f.metadata["tokenizer"] = "{\"format\":\"x\"}"; });
-  const std::string bad_iter = rewrite("iter", [](Safetensors& f) { f.metadata["iteration"] = "-3"; });
+  const std::string bad_config =
+      rewrite("config", [](Safetensors& f) { f.metadata["config"] = "{}"; });
+  const std::string bad_tok =
+      rewrite("tok", [](Safetensors& f) { f.metadata["tokenizer"] = "{\"format\":\"x\"}"; });
+  const std::string bad_iter =
+      rewrite("iter", [](Safetensors& f) { f.metadata["iteration"] = "-3"; });
   EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(foreign); }, "not an attn GPT checkpoint"));
   EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(future); }, "checkpoint version \"9\""));
   EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(missing); }, "is missing"));
   EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(reshaped); }, "the config needs"));
   EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(bad_config); }, "GptConfig"));
   EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(bad_tok); }, "unknown format"));
-  EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(bad_iter, corpus_tokens(tok, 20)); }, "non-negative integer"));
+  EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(bad_iter, corpus_tokens(tok, 20)); },
+                         "non-negative integer"));
   EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(good, corpus_tokens(tok, 21)); }, "corpus differs"));
   // Written before decay_embeddings existed: resumes, decaying no embedding.
   const std::string older = rewrite("older", [](Safetensors& f) {
@@ -289,13 +298,15 @@ TEST_F(Training, BrokenCheckpointsFailClearly) {
     options.erase("precision");
     f.metadata["train_options"] = options.dump();
   });
-  EXPECT_EQ(Trainer::resume(no_precision, corpus_tokens(tok, 20)).options().precision, MatmulPrecision::kFloat32);
+  EXPECT_EQ(Trainer::resume(no_precision, corpus_tokens(tok, 20)).options().precision,
+            MatmulPrecision::kFloat32);
   const std::string fp16 = rewrite("fp16", [](Safetensors& f) {
     nlohmann::json options = nlohmann::json::parse(f.metadata["train_options"]);
     options["precision"] = "fp16";
     f.metadata["train_options"] = options.dump();
   });
-  EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(fp16, corpus_tokens(tok, 20)); }, "precision must be \"f32\" or \"bf16\", got \"fp16\""));
+  EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(fp16, corpus_tokens(tok, 20)); },
+                         "precision must be \"f32\" or \"bf16\", got \"fp16\""));
   // Truncated: the file's own reader reports it, with the path.
   std::string bytes;
   {
@@ -308,13 +319,16 @@ TEST_F(Training, BrokenCheckpointsFailClearly) {
 
 TEST(TrainerArguments, Errors) {
   const CharTokenizer tok = CharTokenizer::train(kText);
-  EXPECT_TRUE(ThrowsWith([&] { Trainer t(small_config(tok.vocab_size()), small_options(), corpus_tokens(tok, 1)); },
-                         "too few"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] { Trainer t(small_config(tok.vocab_size()), small_options(), corpus_tokens(tok, 1)); },
+      "too few"));
   TrainOptions o = small_options();
   o.min_lr = 1.0f;
-  EXPECT_TRUE(ThrowsWith([&] { Trainer t(small_config(tok.vocab_size()), o, corpus_tokens(tok, 20)); }, "min_lr"));
-  EXPECT_TRUE(ThrowsWith([&] { Trainer t(small_config(3), small_options(), corpus_tokens(tok, 20)); },
-                         "outside the vocabulary"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] { Trainer t(small_config(tok.vocab_size()), o, corpus_tokens(tok, 20)); }, "min_lr"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { Trainer t(small_config(3), small_options(), corpus_tokens(tok, 20)); },
+                 "outside the vocabulary"));
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ void validate(const GptConfig& config);
 std::string to_json(const GptConfig& config);
 // Parses and validates what to_json wrote; attn::Error for anything missing or out of range.
 GptConfig gpt_config_from_json(std::string_view json);
-std::string to_string(PositionKind kind);           // "learned", "sinusoidal", "rotary"
+std::string to_string(PositionKind kind);  // "learned", "sinusoidal", "rotary"
 PositionKind position_kind_from_string(std::string_view name);
 
 // What a parameter is for. Initialisation and weight decay read the role, never the name:

@@ -23,9 +23,9 @@ enum class CacheDtype { kFloat32, kBFloat16 };
 struct KVCacheConfig {
   int64_t batch = 1;
   int64_t kv_heads = 1;
-  int64_t head_dim = 64;   // d of K and of V
-  int64_t capacity = 0;    // positions held; in window mode 0 means window + 15
-  int64_t window = 0;      // 0: fixed mode; w > 0: keep the last w positions (ring buffer)
+  int64_t head_dim = 64;  // d of K and of V
+  int64_t capacity = 0;   // positions held; in window mode 0 means window + 15
+  int64_t window = 0;     // 0: fixed mode; w > 0: keep the last w positions (ring buffer)
   CacheDtype dtype = CacheDtype::kFloat32;
 };
 
@@ -39,7 +39,7 @@ class KVCache {
   void reset() { position_ = 0; }
 
   int64_t position() const { return position_; }  // positions appended since reset
-  int64_t size() const;                            // positions held (≤ capacity)
+  int64_t size() const;                           // positions held (≤ capacity)
   int64_t capacity() const { return config_.capacity; }
   const KVCacheConfig& config() const { return config_; }
 

@@ -65,7 +65,7 @@ struct MhaConfig {
   bool bias = false;       // biases on the QKV and output projections
   bool rope = false;       // rotary position embeddings on Q and K (apply_rope)
   float rope_base = 10000.0f;
-  uint64_t seed = 0;       // weights ~ N(0, 1/d_model) from this seed; biases 0
+  uint64_t seed = 0;  // weights ~ N(0, 1/d_model) from this seed; biases 0
   // The arithmetic of the layer's matrix products (attn/gemm.hpp): kBFloat16 rounds their
   // operands to bfloat16 and sums in float, as the GPT's mixed-precision training does.
   MatmulPrecision precision = MatmulPrecision::kFloat32;
@@ -73,10 +73,10 @@ struct MhaConfig {
 
 // What MultiHeadAttention::forward keeps for the backward pass (training).
 struct MhaActivations {
-  Tensor x;            // (B, T, d_model): the input
-  Tensor qkv;          // (B, T, (H + 2·H_kv)·d_head): projections with biases, Q and K rotated
-  Tensor attended;     // (B, T, H, d_head): the attention output, before Wo
-  Tensor logsumexp;    // (B, H, T): from the fused forward
+  Tensor x;             // (B, T, d_model): the input
+  Tensor qkv;           // (B, T, (H + 2·H_kv)·d_head): projections with biases, Q and K rotated
+  Tensor attended;      // (B, T, H, d_head): the attention output, before Wo
+  Tensor logsumexp;     // (B, H, T): from the fused forward
   SdpaOptions options;  // the options the forward ran with
 };
 

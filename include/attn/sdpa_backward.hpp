@@ -26,8 +26,8 @@ namespace reference {
 
 // The readable path: runs reference::sdpa for P and O, then the formulas above one matrix
 // product at a time. Memory O(Tq·Tk) per head.
-SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Tensor& d_out, const SdpaOptions& options = {});
+SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                            const SdpaOptions& options = {});
 
 }  // namespace reference
 

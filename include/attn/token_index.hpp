@@ -18,7 +18,7 @@ class TokenIndex {
   // The id whose token is `bytes`, or −1.
   int64_t find(std::string_view bytes, const std::vector<std::string>& tokens) const {
     if (slots_.empty()) return -1;
-    for (size_t i = std::hash<std::string_view>{}(bytes) & mask_;; i = (i + 1) & mask_) {
+    for (size_t i = std::hash<std::string_view>{}(bytes)&mask_;; i = (i + 1) & mask_) {
       if (slots_[i] < 0) return -1;
       if (tokens[static_cast<size_t>(slots_[i])] == bytes) return slots_[i];
     }
@@ -28,7 +28,7 @@ class TokenIndex {
   void insert(int64_t id, const std::vector<std::string>& tokens) {
     if (2 * (size_ + 1) > slots_.size()) grow(tokens);
     const std::string& bytes = tokens[static_cast<size_t>(id)];
-    size_t i = std::hash<std::string_view>{}(bytes) & mask_;
+    size_t i = std::hash<std::string_view>{}(bytes)&mask_;
     for (; slots_[i] >= 0; i = (i + 1) & mask_) {
       if (tokens[static_cast<size_t>(slots_[i])] == bytes) return;
     }

@@ -101,7 +101,8 @@ class BpeTokenizer {
  private:
   BpeTokenizer() = default;
   // The specials (and "<unk>" in character mode) and the base alphabet, no merges yet.
-  static BpeTokenizer with_base(const BpeOptions& options, const std::vector<std::string>& alphabet);
+  static BpeTokenizer with_base(const BpeOptions& options,
+                                const std::vector<std::string>& alphabet);
 
   friend class BpeStreamEncoder;
 
@@ -109,14 +110,15 @@ class BpeTokenizer {
   void add_merge(int64_t left, int64_t right);
   void encode_word(std::string_view word, std::vector<int64_t>& out) const;
   // Appends the ids of text to out, splitting each word through the cache.
-  void encode_with(std::string_view text, detail::WordSplitCache& cache, std::vector<int64_t>& out) const;
+  void encode_with(std::string_view text, detail::WordSplitCache& cache,
+                   std::vector<int64_t>& out) const;
 
   BpeOptions options_;
-  std::vector<std::string> tokens_;                     // id -> bytes
-  detail::TokenIndex ids_;                              // bytes -> id (the first one)
-  std::vector<std::pair<int64_t, int64_t>> merges_;     // in order
-  detail::PairRanks merge_rank_;                        // (left, right) -> merge index
-  std::unordered_map<std::string, int64_t> base_ids_;   // character mode: character -> id
+  std::vector<std::string> tokens_;                    // id -> bytes
+  detail::TokenIndex ids_;                             // bytes -> id (the first one)
+  std::vector<std::pair<int64_t, int64_t>> merges_;    // in order
+  detail::PairRanks merge_rank_;                       // (left, right) -> merge index
+  std::unordered_map<std::string, int64_t> base_ids_;  // character mode: character -> id
   int64_t first_base_id_ = 0;
   int64_t first_merge_id_ = 0;
   int64_t unk_id_ = -1;
@@ -139,7 +141,8 @@ class BpeStreamEncoder {
   static constexpr size_t kDefaultBlockBytes = size_t{1} << 13;
   static constexpr size_t kDefaultCacheWords = size_t{1} << 15;
 
-  BpeStreamEncoder(const BpeTokenizer& tokenizer, Emit emit, size_t block_bytes = kDefaultBlockBytes,
+  BpeStreamEncoder(const BpeTokenizer& tokenizer, Emit emit,
+                   size_t block_bytes = kDefaultBlockBytes,
                    size_t cache_words = kDefaultCacheWords);
   ~BpeStreamEncoder();
   BpeStreamEncoder(const BpeStreamEncoder&) = delete;
@@ -160,8 +163,8 @@ class BpeStreamEncoder {
   const BpeTokenizer& tokenizer_;
   Emit emit_;
   size_t block_bytes_, cache_words_;
-  std::string pending_;   // text written but not yet encoded
-  size_t uncut_ = 0;      // pending_ had no cut at this size: wait for twice as much
+  std::string pending_;  // text written but not yet encoded
+  size_t uncut_ = 0;     // pending_ had no cut at this size: wait for twice as much
   // One per part of a block; each on its own cache lines, since two threads append to them.
   struct alignas(64) Part {
     std::unique_ptr<detail::WordSplitCache> cache;

@@ -17,7 +17,7 @@ struct AdamWOptions {
   float beta1 = 0.9f;
   float beta2 = 0.99f;
   float eps = 1e-8f;
-  float weight_decay = 0.1f;  // decoupled; only on parameters whose table entry says decay
+  float weight_decay = 0.1f;      // decoupled; only on parameters whose table entry says decay
   bool decay_embeddings = false;  // also decay wte and wpe (as nanoGPT does: all 2-D tensors)
 };
 
@@ -60,7 +60,8 @@ float clip_grad_norm(Gpt& model, float max_norm);
 
 // Linear warm-up over warmup_iters, then cosine decay from lr to min_lr at decay_iters, then
 // min_lr (nanoGPT's schedule): warm-up gives lr·(iter + 1)/(warmup_iters + 1).
-float learning_rate(int64_t iter, float lr, float min_lr, int64_t warmup_iters, int64_t decay_iters);
+float learning_rate(int64_t iter, float lr, float min_lr, int64_t warmup_iters,
+                    int64_t decay_iters);
 
 struct TrainOptions {
   int64_t batch_size = 12;
@@ -69,8 +70,8 @@ struct TrainOptions {
   int64_t lr_decay_iters = 0;  // 0: max_iters
   float lr = 1e-3f;
   float min_lr = 1e-4f;
-  float grad_clip = 1.0f;  // ≤ 0: off
-  int64_t grad_accum = 1;  // micro-batches per step, each of batch_size windows
+  float grad_clip = 1.0f;   // ≤ 0: off
+  int64_t grad_accum = 1;   // micro-batches per step, each of batch_size windows
   int64_t eval_iters = 20;  // batches per loss estimate
   AdamWOptions adamw;
   uint64_t seed = 1337;
@@ -104,7 +105,7 @@ class Trainer {
   EvalResult evaluate() const;
   // The schedule's learning rate at an iteration (lr_decay_iters 0 meaning max_iters).
   float learning_rate_at(int64_t iter) const;
-  int64_t iteration() const { return iteration_; }  // steps done
+  int64_t iteration() const { return iteration_; }                    // steps done
   size_t token_count() const { return train_.size() + val_.size(); }  // both splits
   bool done() const { return iteration_ >= options_.max_iters; }
   Gpt& model() { return model_; }

@@ -38,14 +38,14 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
              "attend_cached: explicit masks and key lengths are not supported with a cache");
   ATTN_CHECK(options.window >= 0, "attend_cached: window must be >= 0, got ", options.window);
   const int64_t tq = q.dim(2);
-  ATTN_CHECK(tq <= cache.position(), "attend_cached: ", tq,
-             " queries but the cache holds only ", cache.position(),
-             " positions; append their keys and values first");
+  ATTN_CHECK(tq <= cache.position(), "attend_cached: ", tq, " queries but the cache holds only ",
+             cache.position(), " positions; append their keys and values first");
   // The earliest new query needs its keys back to max(0, its position − window + 1).
   const int64_t first_query = cache.position() - tq;
   const int64_t oldest_needed = window > 0 ? std::max<int64_t>(0, first_query - window + 1) : 0;
-  ATTN_CHECK(oldest_needed >= cache.position() - cache.size(), "attend_cached: a cache of capacity ",
-             cache.capacity(), " cannot serve ", tq, " new queries with window ", window,
+  ATTN_CHECK(oldest_needed >= cache.position() - cache.size(),
+             "attend_cached: a cache of capacity ", cache.capacity(), " cannot serve ", tq,
+             " new queries with window ", window,
              ": it needs capacity >= window + new queries - 1 = ", window + tq - 1);
 }
 
@@ -95,7 +95,8 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
     const int64_t p0 = std::max(begin, chunk * kernels::kDecodeChunk);
     const int64_t p1 = std::min(p.position, (chunk + 1) * kernels::kDecodeChunk);
     kernels::decode_chunk(p, group / p.kv_heads, group % p.kv_heads, p0, p1,
-                          partials.data() + static_cast<size_t>(task) * partial_floats, buffer.get());
+                          partials.data() + static_cast<size_t>(task) * partial_floats,
+                          buffer.get());
   };
   // parallel_for gives each worker its own slice of the tasks first, so from one step to the
   // next a core re-reads the same heads and positions and finds them in its own L2 (with
@@ -104,7 +105,8 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
   parallel_for_workers(tasks, run);
 
   // Merge each row's partials in chunk order.
-  SdpaResult result{Tensor({p.batch, p.heads, p.tq, p.d}), Tensor{}, Tensor({p.batch, p.heads, p.tq})};
+  SdpaResult result{Tensor({p.batch, p.heads, p.tq, p.d}), Tensor{},
+                    Tensor({p.batch, p.heads, p.tq})};
   const int64_t rows = p.heads / p.kv_heads * p.tq;
   const size_t ldo = kernels::decode_row_floats(p);
   float* out = result.output.data();  // contiguous (B, H, Tq, d): plain indexing, no checks
@@ -115,7 +117,8 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t h = kv_h * (p.heads / p.kv_heads) + r / p.tq, i = r % p.tq;
       float m = -std::numeric_limits<float>::infinity();
-      for (int64_t c = 0; c < chunks; ++c) m = std::max(m, partials[(g * chunks + c) * partial_floats + r]);
+      for (int64_t c = 0; c < chunks; ++c)
+        m = std::max(m, partials[(g * chunks + c) * partial_floats + r]);
       double l = 0.0;
       std::fill(o.begin(), o.end(), 0.0);
       if (m != -std::numeric_limits<float>::infinity()) {
@@ -133,7 +136,8 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
       for (int64_t e = 0; e < p.d; ++e) {
         out[row * p.d + e] = l > 0.0 ? static_cast<float>(o[static_cast<size_t>(e)] / l) : 0.0f;
       }
-      lse[row] = l > 0.0 ? static_cast<float>(m + std::log(l)) : std::numeric_limits<float>::infinity();
+      lse[row] =
+          l > 0.0 ? static_cast<float>(m + std::log(l)) : std::numeric_limits<float>::infinity();
     }
   }
   return result;

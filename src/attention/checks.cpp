@@ -64,17 +64,17 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const SdpaOptions& options) {
   check_shapes(q, k, v);
   const Tensor q4 = as_rank4(q), k4 = as_rank4(k);
-  AttentionDims dims{q4.dim(0), q4.dim(1), k4.dim(1), q.dim(-2), k.dim(-2), q.dim(-1), v.dim(-1),
-                     0.0f};
+  AttentionDims dims{q4.dim(0), q4.dim(1), k4.dim(1), q.dim(-2),
+                     k.dim(-2), q.dim(-1), v.dim(-1), 0.0f};
   dims.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(dims.d)));
   ATTN_CHECK(std::isfinite(dims.scale), "sdpa: scale must be finite, got ", dims.scale);
   ATTN_CHECK(options.window >= 0, "sdpa: window must be >= 0, got ", options.window);
   if (!options.key_lengths.empty()) {
-    ATTN_CHECK(static_cast<int64_t>(options.key_lengths.size()) == dims.batch, "sdpa: ",
-               options.key_lengths.size(), " key_lengths for a batch of ", dims.batch);
+    ATTN_CHECK(static_cast<int64_t>(options.key_lengths.size()) == dims.batch,
+               "sdpa: ", options.key_lengths.size(), " key_lengths for a batch of ", dims.batch);
     for (int64_t len : options.key_lengths) {
-      ATTN_CHECK(len >= 0 && len <= dims.tk, "sdpa: key length ", len, " outside [0, Tk = ",
-                 dims.tk, "]");
+      ATTN_CHECK(len >= 0 && len <= dims.tk, "sdpa: key length ", len,
+                 " outside [0, Tk = ", dims.tk, "]");
     }
   }
   check_additive_values(options.mask);
@@ -83,9 +83,10 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 void check_output_gradient(const Tensor& q, const AttentionDims& dims, const Tensor& d_out) {
   const Shape expected = with_last_dim(q, dims.dv);
-  ATTN_CHECK(d_out.defined() && d_out.shape() == expected, "sdpa_backward: d_out must have the "
-             "output's shape ", to_string(expected), ", got ",
-             d_out.defined() ? d_out.shape_string() : "undefined");
+  ATTN_CHECK(d_out.defined() && d_out.shape() == expected,
+             "sdpa_backward: d_out must have the "
+             "output's shape ",
+             to_string(expected), ", got ", d_out.defined() ? d_out.shape_string() : "undefined");
 }
 
 Tensor broadcast_mask(const Mask& mask, const Shape& scores_shape) {

@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "attn/sdpa.hpp"
-#include "src/kernels/flash_problem.hpp"
 #include "src/attention/checks.hpp"
+#include "src/kernels/flash_problem.hpp"
 
 namespace attn::detail {
 

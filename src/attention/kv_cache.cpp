@@ -15,9 +15,9 @@ constexpr int64_t kTailPadding = 64;
 }  // namespace
 
 KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
-  ATTN_CHECK(config.batch >= 1 && config.kv_heads >= 1 && config.head_dim >= 1,
-             "KVCache: batch (", config.batch, "), kv_heads (", config.kv_heads,
-             ") and head_dim (", config.head_dim, ") must be >= 1");
+  ATTN_CHECK(config.batch >= 1 && config.kv_heads >= 1 && config.head_dim >= 1, "KVCache: batch (",
+             config.batch, "), kv_heads (", config.kv_heads, ") and head_dim (", config.head_dim,
+             ") must be >= 1");
   ATTN_CHECK(config.window >= 0, "KVCache: window must be >= 0, got ", config.window);
   if (config.window > 0 && config.capacity == 0) config_.capacity = config.window + 15;
   ATTN_CHECK(config_.capacity >= 1, "KVCache: capacity must be >= 1, got ", config.capacity);
@@ -50,8 +50,8 @@ const void* KVCache::values() const {
 }
 
 void KVCache::append(const Tensor& k, const Tensor& v) {
-  const Shape expected = {config_.batch, config_.kv_heads, k.defined() && k.rank() == 4 ? k.dim(2) : 0,
-                          config_.head_dim};
+  const Shape expected = {config_.batch, config_.kv_heads,
+                          k.defined() && k.rank() == 4 ? k.dim(2) : 0, config_.head_dim};
   ATTN_CHECK(k.defined() && v.defined() && k.shape() == expected && v.shape() == expected,
              "KVCache::append: k and v must be (B, H_kv, T_new, d) = ", to_string(expected),
              ", got k ", k.defined() ? k.shape_string() : "undefined", ", v ",
@@ -79,15 +79,17 @@ void KVCache::append(const Tensor& k, const Tensor& v) {
         for (int64_t t = 0; t < t_new; ++t) {
           const float* krow = kp + b * ks[0] + h * ks[1] + t * ks[2];
           const float* vrow = vp + b * vs[0] + h * vs[1] + t * vs[2];
-          const int64_t base = ((b * config_.kv_heads + h) * config_.capacity + slot_of(position_ + t)) * d;
-          for (int64_t e = 0; e < d; ++e) fn(b, h, t, e, base + e, krow[e * ks[3]], vrow[e * vs[3]]);
+          const int64_t base =
+              ((b * config_.kv_heads + h) * config_.capacity + slot_of(position_ + t)) * d;
+          for (int64_t e = 0; e < d; ++e)
+            fn(b, h, t, e, base + e, krow[e * ks[3]], vrow[e * vs[3]]);
         }
       }
     }
   };
   for_each_value([](int64_t b, int64_t h, int64_t t, int64_t e, int64_t, float kx, float vx) {
-    ATTN_CHECK(std::isfinite(kx) && std::isfinite(vx), "KVCache::append: non-finite key or value at (",
-               b, ", ", h, ", ", t, ", ", e, ")");
+    ATTN_CHECK(std::isfinite(kx) && std::isfinite(vx),
+               "KVCache::append: non-finite key or value at (", b, ", ", h, ", ", t, ", ", e, ")");
   });
   for_each_value([&](int64_t, int64_t, int64_t, int64_t, int64_t at, float kx, float vx) {
     const auto i = static_cast<size_t>(at);

@@ -108,7 +108,8 @@ void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayer
                               const SdpaOptions& options, MatmulPrecision precision,
                               AttentionLayerScratch& scratch, float* d_x, bool accumulate_dx,
                               const AttentionLayerGradients& grads) {
-  ATTN_CHECK(is_one_matrix(s, w) && w.wo, "attention layer backward: needs [Wq | Wk | Wv] as one "
+  ATTN_CHECK(is_one_matrix(s, w) && w.wo,
+             "attention layer backward: needs [Wq | Wk | Wv] as one "
              "matrix and an output projection");
   const int64_t rows = state.qkv.dim(0) * state.qkv.dim(1);
   // Y = A·Wo + bo.
@@ -126,8 +127,8 @@ void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayer
     apply_rope_inverse(d.k, 0, s.rope_base);
   }
   // QKV = X·Wqkv + bqkv.
-  linear_backward(scratch.d_qkv.data(), x, w.wq, rows, s.d_model, s.qkv_width(), d_x,
-                  accumulate_dx, grads.wqkv, grads.bqkv, precision);
+  linear_backward(scratch.d_qkv.data(), x, w.wq, rows, s.d_model, s.qkv_width(), d_x, accumulate_dx,
+                  grads.wqkv, grads.bqkv, precision);
 }
 
 void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWeights& w,

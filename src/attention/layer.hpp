@@ -24,11 +24,11 @@
 namespace attn::detail {
 
 struct AttentionLayerShape {
-  int64_t d_model;   // X's width
-  int64_t heads;     // H
-  int64_t kv_heads;  // Hkv, dividing H
-  int64_t head_dim;  // d_head
-  int64_t d_out;     // Y's width (Wo's columns)
+  int64_t d_model;    // X's width
+  int64_t heads;      // H
+  int64_t kv_heads;   // Hkv, dividing H
+  int64_t head_dim;   // d_head
+  int64_t d_out;      // Y's width (Wo's columns)
   bool rope = false;  // rotary positions on Q and K
   float rope_base = 10000.0f;
 
@@ -61,9 +61,9 @@ struct AttentionLayerGradients {
 
 // What a forward writes and its backward reads.
 struct AttentionLayerState {
-  Tensor qkv;         // (B, T, width): the projections with biases, Q and K rotated
-  Tensor attended;    // (B, T, H, d_head): A, the heads merged
-  float* logsumexp;   // (B, H, T) contiguous, or nullptr when no backward follows
+  Tensor qkv;        // (B, T, width): the projections with biases, Q and K rotated
+  Tensor attended;   // (B, T, H, d_head): A, the heads merged
+  float* logsumexp;  // (B, H, T) contiguous, or nullptr when no backward follows
 };
 
 enum class QkvPart { kQuery, kKey, kValue };

@@ -13,13 +13,13 @@ namespace attn {
 MultiHeadAttention::MultiHeadAttention(const MhaConfig& config) : config_(config) {
   if (config_.n_kv_heads == 0) config_.n_kv_heads = config_.n_heads;
   const int64_t d = config_.d_model, h = config_.n_heads, h_kv = config_.n_kv_heads;
-  ATTN_CHECK(d >= 1 && h >= 1 && h_kv >= 1, "MultiHeadAttention: d_model (", d, "), n_heads (",
-             h, ") and n_kv_heads (", h_kv, ") must be >= 1");
+  ATTN_CHECK(d >= 1 && h >= 1 && h_kv >= 1, "MultiHeadAttention: d_model (", d, "), n_heads (", h,
+             ") and n_kv_heads (", h_kv, ") must be >= 1");
   ATTN_CHECK(d % h == 0, "d_model (", d, ") must divide by n_heads (", h, ")");
-  ATTN_CHECK(h % h_kv == 0, "MultiHeadAttention: n_kv_heads (", h_kv, ") must divide n_heads (",
-             h, ")");
-  ATTN_CHECK(!config_.rope || head_dim() % 2 == 0, "MultiHeadAttention: rope needs an even head_dim, got ",
-             head_dim());
+  ATTN_CHECK(h % h_kv == 0, "MultiHeadAttention: n_kv_heads (", h_kv, ") must divide n_heads (", h,
+             ")");
+  ATTN_CHECK(!config_.rope || head_dim() % 2 == 0,
+             "MultiHeadAttention: rope needs an even head_dim, got ", head_dim());
   const int64_t width = (h + 2 * h_kv) * head_dim();
   const float stddev = 1.0f / std::sqrt(static_cast<float>(d));
   wqkv = rand_normal({d, width}, config_.seed, 0.0f, stddev);
@@ -48,8 +48,8 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const SdpaOptions& options,
   saved.options = options;
   detail::AttentionLayerState state{saved.qkv, saved.attended, saved.logsumexp.data()};
   Tensor y({b, t, config_.d_model});
-  detail::attention_layer_forward(shape, w.view, saved.x.data(), options, config_.precision,
-                                  state, y.data());
+  detail::attention_layer_forward(shape, w.view, saved.x.data(), options, config_.precision, state,
+                                  y.data());
   return y;
 }
 

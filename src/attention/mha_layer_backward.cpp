@@ -16,8 +16,7 @@ MhaGradients MultiHeadAttention::backward(const MhaActivations& saved, const Ten
   ATTN_CHECK(saved.x.defined() && saved.qkv.defined() && saved.attended.defined() &&
                  saved.logsumexp.defined() && saved.x.rank() == 3 && saved.qkv.rank() == 3 &&
                  saved.qkv.dim(2) == width &&
-                 saved.attended.numel() ==
-                     saved.x.dim(0) * saved.x.dim(1) * shape.merged_width(),
+                 saved.attended.numel() == saved.x.dim(0) * saved.x.dim(1) * shape.merged_width(),
              "MultiHeadAttention::backward: `saved` must come from forward(x, options, saved) on "
              "this layer");
   const int64_t b = saved.x.dim(0), t = saved.x.dim(1);

@@ -30,7 +30,8 @@ void rotate_pairs(Tensor& x, int64_t position_offset, float base, float directio
   }
   // Every row of every leading index: view x as (rows, d) rows through the strides.
   const int r = x.rank();
-  Shape lead(x.shape().begin(), x.shape().end() - 1), lead_strides(x.strides().begin(), x.strides().end() - 1);
+  Shape lead(x.shape().begin(), x.shape().end() - 1),
+      lead_strides(x.strides().begin(), x.strides().end() - 1);
   const int64_t step = x.strides()[r - 1];
   float* base_ptr = x.data();
   for_each_offset(lead, lead_strides, [&](int64_t flat, int64_t offset) {

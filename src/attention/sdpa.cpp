@@ -1,17 +1,18 @@
 // The fused attention forward: argument checks, the task partition over (batch, head, query
 // block), per-worker scratch. The SIMD work is in src/kernels/flash_forward.cpp.
+#include "attn/sdpa.hpp"
+
 #include <hwy/aligned_allocator.h>
 
 #include <cmath>
 #include <vector>
 
 #include "attn/error.hpp"
-#include "attn/sdpa.hpp"
 #include "attn/threads.hpp"
-#include "src/kernels/flash_forward.hpp"
-#include "src/kernels/prefetch.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/kernels/flash_forward.hpp"
+#include "src/kernels/prefetch.hpp"
 
 namespace attn {
 namespace detail {
@@ -44,8 +45,10 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
   };
   auto block_of = [&](int64_t task) {
     const int64_t bh = task / blocks;
-    const int64_t q0 = (blocks - 1 - alternating_ends(task % blocks, blocks)) * kernels::kQueryBlock;
-    return Block{bh / dims.heads, bh % dims.heads, q0, std::min(kernels::kQueryBlock, dims.tq - q0)};
+    const int64_t q0 =
+        (blocks - 1 - alternating_ends(task % blocks, blocks)) * kernels::kQueryBlock;
+    return Block{bh / dims.heads, bh % dims.heads, q0,
+                 std::min(kernels::kQueryBlock, dims.tq - q0)};
   };
   const int64_t tasks = blocks * heads_total;
   parallel_for_workers(tasks, [&](int64_t task, int worker) {

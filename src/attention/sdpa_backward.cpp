@@ -1,5 +1,7 @@
 // The fused attention backward: argument checks, the task partition over (batch, K/V head),
 // per-worker scratch. The SIMD work is in src/kernels/flash_backward.cpp.
+#include "attn/sdpa_backward.hpp"
+
 #include <hwy/aligned_allocator.h>
 
 #include <algorithm>
@@ -10,12 +12,11 @@
 #include <vector>
 
 #include "attn/error.hpp"
-#include "attn/sdpa_backward.hpp"
 #include "attn/threads.hpp"
 #include "src/attention/flash_problem.hpp"
+#include "src/attention/fused.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/kernels/prefetch.hpp"
-#include "src/attention/fused.hpp"
 
 namespace attn {
 namespace {
@@ -28,8 +29,9 @@ void check_gradient_view(const Tensor& grad, const Tensor& input, const char* na
 
 // The logsumexp must be the forward's: finite, or +inf for a row that sees no key.
 void check_logsumexp(const Tensor& logsumexp, const Shape& expected) {
-  ATTN_CHECK(logsumexp.defined() && logsumexp.shape() == expected, "sdpa_backward: logsumexp must be ",
-             to_string(expected), " (what attn::sdpa returned), got ",
+  ATTN_CHECK(logsumexp.defined() && logsumexp.shape() == expected,
+             "sdpa_backward: logsumexp must be ", to_string(expected),
+             " (what attn::sdpa returned), got ",
              logsumexp.defined() ? logsumexp.shape_string() : "undefined");
   for (float x : logsumexp.to_vector()) {
     ATTN_CHECK(!std::isnan(x) && x != -std::numeric_limits<float>::infinity(),
@@ -68,8 +70,7 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   kernels::FlashBackwardProblem p{};
   p.forward = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v), as_rank4(out), mask4,
                             options, const_cast<float*>(logsumexp));  // read only
-  const Tensor d_out4 = as_rank4(d_out), dq4 = as_rank4(dq), dk4 = as_rank4(dk),
-               dv4 = as_rank4(dv);
+  const Tensor d_out4 = as_rank4(d_out), dq4 = as_rank4(dq), dk4 = as_rank4(dk), dv4 = as_rank4(dv);
   p.d_out = d_out4.data();
   copy_strides(d_out4, p.d_out_stride);
   p.dq = const_cast<float*>(dq4.data());  // the gradient views' storage is writable
@@ -94,7 +95,8 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
       if (task + 1 < pairs) {  // most often this worker's next task (see kernels/prefetch.hpp)
         kernels::prefetch_backward_head(p, (task + 1) / dims.kv_heads, (task + 1) % dims.kv_heads);
       }
-      kernels::flash_backward_head(p, task / dims.kv_heads, task % dims.kv_heads, buffer_of(worker));
+      kernels::flash_backward_head(p, task / dims.kv_heads, task % dims.kv_heads,
+                                   buffer_of(worker));
     });
     return;
   }

@@ -28,7 +28,8 @@ class ShareMonitor {
 
   // process_cpu: the process's CPU time so far in seconds (read once per window, not per job:
   // it is a system call).
-  explicit ShareMonitor(std::function<double()> process_cpu) : process_cpu_(std::move(process_cpu)) {}
+  explicit ShareMonitor(std::function<double()> process_cpu)
+      : process_cpu_(std::move(process_cpu)) {}
 
   // Jobs decide nothing until they add up to this much wall time.
   static constexpr Clock::duration kWindow = std::chrono::milliseconds(20);

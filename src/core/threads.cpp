@@ -65,7 +65,8 @@ struct Job {
 
   Job(int64_t n_, const std::function<void(int64_t, int)>& body_, int threads)
       : n(n_), body(&body_), shares(threads) {
-    if (threads > kInlineShares) heap_shares = std::make_unique<Share[]>(static_cast<size_t>(threads));
+    if (threads > kInlineShares)
+      heap_shares = std::make_unique<Share[]>(static_cast<size_t>(threads));
     share = heap_shares ? heap_shares.get() : inline_shares;
     for (int w = 0; w < threads; ++w) {
       share[w].next.store(n * w / threads);

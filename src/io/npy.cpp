@@ -16,8 +16,8 @@
 #include <sstream>
 
 #include "attn/error.hpp"
-#include "attn/io.hpp"
 #include "attn/files.hpp"
+#include "attn/io.hpp"
 
 namespace attn {
 namespace {
@@ -271,9 +271,7 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
   return array;
 }
 
-NpyArray read_npy(const std::string& path) {
-  return parse_npy(read_whole_file(path), path);
-}
+NpyArray read_npy(const std::string& path) { return parse_npy(read_whole_file(path), path); }
 
 void write_npy(const std::string& path, const Tensor& t) {
   write_file_atomically(path, npy_image(t, NpyDtype::kFloat32));

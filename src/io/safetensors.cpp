@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "attn/error.hpp"
-#include "attn/io.hpp"
 #include "attn/files.hpp"
+#include "attn/io.hpp"
 
 namespace attn {
 namespace {
@@ -72,8 +72,7 @@ uint64_t read_u64(const std::string& bytes) {
 
 // A non-negative integer from the header, or an error naming where it was.
 uint64_t header_count(const json& value, const std::string& where) {
-  ATTN_CHECK(value.is_number_unsigned() ||
-                 (value.is_number_integer() && value.get<int64_t>() >= 0),
+  ATTN_CHECK(value.is_number_unsigned() || (value.is_number_integer() && value.get<int64_t>() >= 0),
              where, " must be a non-negative integer, got ", value.dump());
   return value.get<uint64_t>();
 }
@@ -109,7 +108,8 @@ Entry parse_entry(const std::string& name, const json& value, uint64_t data_byte
     e.shape.push_back(static_cast<int64_t>(dim));
   }
   const json& offsets = value["data_offsets"];
-  ATTN_CHECK(offsets.is_array() && offsets.size() == 2, where, ": data_offsets must be [begin, end]");
+  ATTN_CHECK(offsets.is_array() && offsets.size() == 2, where,
+             ": data_offsets must be [begin, end]");
   e.begin = header_count(offsets[0], where + " data_offsets");
   e.end = header_count(offsets[1], where + " data_offsets");
   ATTN_CHECK(e.begin <= e.end && e.end <= data_bytes, where, " data_offsets [", e.begin, ", ",
@@ -140,7 +140,8 @@ const Tensor& Safetensors::at(const std::string& name) const {
 }
 
 bool Safetensors::contains(const std::string& name) const {
-  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& e) { return e.first == name; });
+  return std::any_of(tensors.begin(), tensors.end(),
+                     [&](const auto& e) { return e.first == name; });
 }
 
 Safetensors parse_safetensors(const std::string& bytes, const std::string& name) {
@@ -199,8 +200,8 @@ std::string safetensors_image(const std::vector<std::pair<std::string, Tensor>>&
   json header = json::object();
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    ATTN_CHECK(!name.empty() && name != kMetadataKey, "write_safetensors: bad tensor name \"",
-               name, "\"");
+    ATTN_CHECK(!name.empty() && name != kMetadataKey, "write_safetensors: bad tensor name \"", name,
+               "\"");
     ATTN_CHECK(!header.contains(name), "write_safetensors: tensor \"", name, "\" given twice");
     ATTN_CHECK(t.defined(), "write_safetensors: tensor \"", name, "\" is undefined");
     const uint64_t end = offset + static_cast<uint64_t>(t.numel()) * 4;

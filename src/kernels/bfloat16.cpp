@@ -30,7 +30,8 @@ void RoundToBfloat16(const float* HWY_RESTRICT src, int64_t rows, int64_t cols, 
       const auto v = hn::LoadU(df, in + c);
       const auto bits = hn::BitCast(du, v);
       // + 0x7FFF, + 1 more when the kept part is odd: to nearest, ties to even.
-      const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(half, hn::And(hn::ShiftRight<16>(bits), one))));
+      const auto rounded =
+          hn::ShiftRight<16>(hn::Add(bits, hn::Add(half, hn::And(hn::ShiftRight<16>(bits), one))));
       const auto nan = hn::Or(hn::ShiftRight<16>(bits), quiet);
       const auto top = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
       hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, top)), d16, out + c);
@@ -65,7 +66,8 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) void RoundWithAvx512Bf16(
     int64_t c = 0;
     for (; c + 16 <= cols; c += 16) {
       const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_loadu_ps(in + c));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c), reinterpret_cast<const __m256i&>(rounded));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c),
+                          reinterpret_cast<const __m256i&>(rounded));
     }
     for (; c < cols; ++c) out[c] = to_bfloat16(in[c]);
   }

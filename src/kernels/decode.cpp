@@ -7,12 +7,12 @@
 // value rows before scoring its keys (four prefetches per key) made the step slower on the
 // AVX-512 machine — L = 1k on two threads 62 µs with it, 55 without; the hardware follows
 // the two sequential streams by itself.
+#include "src/kernels/decode.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include "src/kernels/decode.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/decode.cpp"
@@ -24,7 +24,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
-
 
 // Vector at `offset` of the cache storage, widened to float. The storage type is a template
 // argument: a run-time flag inside the inner loops was re-read after every store.
@@ -72,8 +71,8 @@ HWY_INLINE void ScoreKeys(const float* q, const void* keys, const Rows& offsets,
 
 // The same for any number of vectors (head dims that are not 1, 2, 4 or 8 vectors).
 template <bool kBf16, class Rows>
-HWY_INLINE void ScoreKeysAnyWidth(const float* q, size_t ld, const void* keys,
-                                  const Rows& offsets, int64_t first, int64_t last, float* sr) {
+HWY_INLINE void ScoreKeysAnyWidth(const float* q, size_t ld, const void* keys, const Rows& offsets,
+                                  int64_t first, int64_t last, float* sr) {
   const DF df;
   const size_t N = hn::Lanes(df);
   for (int64_t c = first; c < last; ++c) {
@@ -139,19 +138,31 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
   // (causal and window by absolute position), the others get -inf.
   for (size_t r = 0; r < t.rows; ++r) {
     const int64_t query_position = t.row_position[r];
-    int64_t first = 0, last = std::min<int64_t>(static_cast<int64_t>(cols), query_position - j0 + 1);
+    int64_t first = 0,
+            last = std::min<int64_t>(static_cast<int64_t>(cols), query_position - j0 + 1);
     if (t.window > 0) first = std::clamp<int64_t>(query_position - t.window + 1 - j0, 0, last);
     float* sr = t.s + r * kDecodeKeyBlock;
     for (int64_t c = 0; c < first; ++c) sr[c] = kMinusInf;
-    for (int64_t c = std::max<int64_t>(last, 0); c < static_cast<int64_t>(cols); ++c) sr[c] = kMinusInf;
+    for (int64_t c = std::max<int64_t>(last, 0); c < static_cast<int64_t>(cols); ++c)
+      sr[c] = kMinusInf;
     if (last <= first) continue;
     const float* qr = t.qs + r * t.ld;
     switch (t.ld / N) {  // the query row stays in registers across the keys
-      case 1: ScoreKeys<kBf16, 1>(qr, keys, offsets, first, last, sr); break;
-      case 2: ScoreKeys<kBf16, 2>(qr, keys, offsets, first, last, sr); break;
-      case 4: ScoreKeys<kBf16, 4>(qr, keys, offsets, first, last, sr); break;
-      case 8: ScoreKeys<kBf16, 8>(qr, keys, offsets, first, last, sr); break;
-      default: ScoreKeysAnyWidth<kBf16>(qr, t.ld, keys, offsets, first, last, sr); break;
+      case 1:
+        ScoreKeys<kBf16, 1>(qr, keys, offsets, first, last, sr);
+        break;
+      case 2:
+        ScoreKeys<kBf16, 2>(qr, keys, offsets, first, last, sr);
+        break;
+      case 4:
+        ScoreKeys<kBf16, 4>(qr, keys, offsets, first, last, sr);
+        break;
+      case 8:
+        ScoreKeys<kBf16, 8>(qr, keys, offsets, first, last, sr);
+        break;
+      default:
+        ScoreKeysAnyWidth<kBf16>(qr, t.ld, keys, offsets, first, last, sr);
+        break;
     }
   }
   // Online softmax per row over the block's keys, in whole vectors (the columns past `cols`
@@ -181,7 +192,8 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
     if (alpha != 1.0f) {
       const VF va = hn::Set(df, alpha);
       float* orow = t.o + r * t.ldo;
-      for (size_t e = 0; e < t.ldo; e += N) hn::StoreU(hn::Mul(va, hn::LoadU(df, orow + e)), df, orow + e);
+      for (size_t e = 0; e < t.ldo; e += N)
+        hn::StoreU(hn::Mul(va, hn::LoadU(df, orow + e)), df, orow + e);
     }
     t.m[r] = new_max;
   }
@@ -196,10 +208,18 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
       // The vector count is a template argument so the accumulators stay in registers
       // (with a run-time count they were spilled, ~6 ns per key).
       switch (std::min<size_t>(4, (t.ld - e) / N)) {
-        case 4: AccumulateValues<kBf16, 4>(pr, cols, values, offsets, e, orow + e); break;
-        case 3: AccumulateValues<kBf16, 3>(pr, cols, values, offsets, e, orow + e); break;
-        case 2: AccumulateValues<kBf16, 2>(pr, cols, values, offsets, e, orow + e); break;
-        default: AccumulateValues<kBf16, 1>(pr, cols, values, offsets, e, orow + e); break;
+        case 4:
+          AccumulateValues<kBf16, 4>(pr, cols, values, offsets, e, orow + e);
+          break;
+        case 3:
+          AccumulateValues<kBf16, 3>(pr, cols, values, offsets, e, orow + e);
+          break;
+        case 2:
+          AccumulateValues<kBf16, 2>(pr, cols, values, offsets, e, orow + e);
+          break;
+        default:
+          AccumulateValues<kBf16, 1>(pr, cols, values, offsets, e, orow + e);
+          break;
       }
     }
   }
@@ -219,8 +239,16 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
   // offsets table below, so that a task allocates nothing.
   thread_local std::vector<int64_t> row_position;
   row_position.resize(rows);
-  const ChunkState t{rows, ld, ldo, row_position.data(), p.window, qs, qs + rows * ld,
-                     partial, partial + rows, partial + 2 * rows};
+  const ChunkState t{rows,
+                     ld,
+                     ldo,
+                     row_position.data(),
+                     p.window,
+                     qs,
+                     qs + rows * ld,
+                     partial,
+                     partial + rows,
+                     partial + 2 * rows};
 
   for (size_t r = 0; r < rows; ++r) {
     const int64_t h = kv_h * group + static_cast<int64_t>(r) / p.tq;
@@ -238,8 +266,9 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
     const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
     const int64_t slot0 = j0 % p.capacity;  // one division per block, not per key
     if (slot0 + static_cast<int64_t>(cols) <= p.capacity) {
-      DecodeBlock<kBf16>(t, p.k, p.v, ConsecutiveRows{static_cast<size_t>((head_base + slot0) * p.d), d},
-                         j0, cols);
+      DecodeBlock<kBf16>(t, p.k, p.v,
+                         ConsecutiveRows{static_cast<size_t>((head_base + slot0) * p.d), d}, j0,
+                         cols);
       continue;
     }
     offsets.resize(cols);

@@ -21,7 +21,7 @@ constexpr size_t kDecodeKeyBlock = 256;
 struct DecodeProblem {
   const float* q;  // (B, H, Tq, d), element strides for b, h, t; rows contiguous
   int64_t q_stride[3];
-  const void* k;   // cache storage (B, Hkv, capacity, d): float, or bfloat16 bits
+  const void* k;  // cache storage (B, Hkv, capacity, d): float, or bfloat16 bits
   const void* v;
   bool bf16;
   int64_t batch, heads, kv_heads, tq, d, capacity;

@@ -23,12 +23,13 @@
 // than cores that leaves cores idle (MQA with B = 1 has one task), so there is also the
 // two-pass order: one pass of (K/V head, 512-key chunk) tasks for dK, dV and one of (head,
 // query block) tasks for dQ, recomputing S, P and dP in each.
+#include "src/kernels/flash_backward.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "src/kernels/block_visibility.hpp"
-#include "src/kernels/flash_backward.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/flash_backward.cpp"
@@ -94,22 +95,22 @@ struct Buffers {
 
 Buffers CarveScratch(const FlashProblem& p, float* scratch) {
   const BackwardScratchLayout at = backward_scratch_layout(p);
-  return {scratch + at.qt,   scratch + at.dot,    scratch + at.q_rows, scratch + at.do_rows,
-          scratch + at.pt,   scratch + at.dpt,    scratch + at.k_rows, scratch + at.tile,
+  return {scratch + at.qt,   scratch + at.dot,      scratch + at.q_rows,   scratch + at.do_rows,
+          scratch + at.pt,   scratch + at.dpt,      scratch + at.k_rows,   scratch + at.tile,
           scratch + at.dq,   scratch + at.dk_block, scratch + at.dv_block, scratch + at.lse,
           scratch + at.delta};
 }
 
 // Packs query block i of head h: (s·Q)ᵀ, dOᵀ, the Q and dO rows, L and D per query.
-void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
-                    size_t rows, const Buffers& s) {
+void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0, size_t rows,
+                    const Buffers& s) {
   const FlashProblem& p = bp.forward;
   const size_t N = hn::Lanes(DF());
   const size_t d = static_cast<size_t>(p.d), dv = static_cast<size_t>(p.dv);
   const size_t ldq = round_up(rows, N), ldd = round_up(d, N), ldv = round_up(dv, N);
   const float* q = p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
-  const float* d_o = bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] +
-                     q0 * bp.d_out_stride[2];
+  const float* d_o =
+      bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2];
   const float* o = p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
   PackTransposed(q, p.q_stride[2], rows, d, p.scale, s.qt, ldq);
   PackTransposed(d_o, bp.d_out_stride[2], rows, dv, 1.0f, s.dot, ldq);
@@ -127,7 +128,8 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   for (size_t r = 0; r < ldq; r += N) {
     VF sum = hn::Zero(DF());
     for (size_t e = 0; e < dv; ++e) {
-      sum = hn::MulAdd(hn::LoadU(DF(), s.dot + e * ldq + r), hn::LoadU(DF(), s.tile + e * ldq + r), sum);
+      sum = hn::MulAdd(hn::LoadU(DF(), s.dot + e * ldq + r), hn::LoadU(DF(), s.tile + e * ldq + r),
+                       sum);
     }
     hn::StoreU(sum, DF(), s.delta + r);
   }
@@ -164,12 +166,12 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
   const size_t N = hn::Lanes(DF());
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt,
-                               z.ldq, s.pt, z.ldq);                            // Sᵀ
+                               z.ldq, s.pt, z.ldq);  // Sᵀ
   mask_block(p, b, h, q0, z.rows, j0, z.cols, s.pt, z.ldq);
-  Probabilities(cut, s.pt, z.ldq, s.lse);                                      // Pᵀ
+  Probabilities(cut, s.pt, z.ldq, s.lse);  // Pᵀ
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
-                               s.dot, z.ldq, s.dpt, z.ldq);                    // dPᵀ
-  ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta, p.scale);                    // s·dSᵀ
+                               s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ
+  ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta, p.scale);  // s·dSᵀ
 }
 
 // out (+)= Aᵀ·X for the pair's keys: dV_j from (Pᵀ, dO_i), dK_j from (s·dSᵀ, Q_i), out and X
@@ -203,7 +205,8 @@ void StoreQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, in
                         const PairShape& z, const Buffers& s) {
   float* dq = bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
   for (size_t r = 0; r < z.rows; ++r) {
-    std::copy(s.dq + r * z.ldd, s.dq + r * z.ldd + z.d, dq + static_cast<int64_t>(r) * bp.dq_stride[2]);
+    std::copy(s.dq + r * z.ldd, s.dq + r * z.ldd + z.d,
+              dq + static_cast<int64_t>(r) * bp.dq_stride[2]);
   }
 }
 
@@ -219,14 +222,15 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
 
   const KeyRange keys_seen = visible_keys(p, b, q0, static_cast<int64_t>(rows));
   for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
-    const PairShape z = ShapeOf(p, rows, static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0)));
+    const PairShape z =
+        ShapeOf(p, rows, static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0)));
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, z.cols);
     PairScores(p, b, h, q0, j0, z, cut, s);
     if (key_gradients) {
       KeyGradient<false>(cut, z, s.pt, s.do_rows, z.ldv, s.tile);
       AddRows(s.tile, z.ldv, z.cols, z.dv, dv + j0 * bp.dv_stride[2], bp.dv_stride[2]);  // dV_j
       KeyGradient<false>(cut, z, s.dpt, s.q_rows, z.ldd, s.tile);
-      AddRows(s.tile, z.ldd, z.cols, z.d, dk + j0 * bp.dk_stride[2], bp.dk_stride[2]);   // dK_j
+      AddRows(s.tile, z.ldd, z.cols, z.d, dk + j0 * bp.dk_stride[2], bp.dk_stride[2]);  // dK_j
     }
     AccumulateQueryGradient(p, b, h, j0, z, cut, s);
   }
@@ -235,7 +239,8 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
 
 // Zeroes `rows` rows of `width` floats, stride apart.
 void ZeroRows(float* rows_begin, int64_t stride, int64_t rows, int64_t width) {
-  for (int64_t r = 0; r < rows; ++r) std::fill(rows_begin + r * stride, rows_begin + r * stride + width, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    std::fill(rows_begin + r * stride, rows_begin + r * stride + width, 0.0f);
 }
 
 // Loop order (a): one task per K/V head, query blocks outer.
@@ -247,7 +252,8 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
   const int64_t group = p.heads / p.kv_heads;
   for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
     for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
-      QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), true, buffers);
+      QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), true,
+                 buffers);
     }
   }
 }
@@ -255,8 +261,8 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
 // Loop order (c), first pass: the dK and dV rows of keys [j_begin, j_begin + kKeyChunk) of one
 // K/V head, from every query block of its query heads that sees them, accumulated in scratch.
 // A chunk of several key blocks, so that each query block is packed once per chunk.
-void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h,
-                           int64_t j_begin, float* scratch) {
+void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j_begin,
+                           float* scratch) {
   const FlashProblem& p = bp.forward;
   const Buffers s = CarveScratch(p, scratch);
   const int64_t j_end = std::min(j_begin + kKeyChunk, p.tk);
@@ -268,7 +274,8 @@ void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv
     for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, p.tq - q0);
       const KeyRange keys_seen = visible_keys(p, b, q0, rows);
-      const int64_t first = std::max(j_begin, keys_seen.begin), last = std::min(j_end, keys_seen.end);
+      const int64_t first = std::max(j_begin, keys_seen.begin),
+                    last = std::min(j_end, keys_seen.end);
       if (first >= last) continue;  // no query of this block sees the chunk
       LoadQueryBlock(bp, b, h, q0, static_cast<size_t>(rows), s);
       for (int64_t j0 = first; j0 < last; j0 += kKeyBlock) {
@@ -277,8 +284,8 @@ void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv
         const DiagonalCut cut = diagonal_cut(p, q0, z.rows, j0, z.cols);
         PairScores(p, b, h, q0, j0, z, cut, s);
         const auto at = static_cast<size_t>(j0 - j_begin);
-        KeyGradient<true>(cut, z, s.pt, s.do_rows, z.ldv, s.dv_block + at * z.ldv);   // dV_j
-        KeyGradient<true>(cut, z, s.dpt, s.q_rows, z.ldd, s.dk_block + at * z.ldd);   // dK_j
+        KeyGradient<true>(cut, z, s.pt, s.do_rows, z.ldv, s.dv_block + at * z.ldv);  // dV_j
+        KeyGradient<true>(cut, z, s.dpt, s.q_rows, z.ldd, s.dk_block + at * z.ldd);  // dK_j
       }
     }
   }
@@ -339,7 +346,9 @@ BackwardScratchLayout backward_scratch_layout(const FlashProblem& p) {
   return at;
 }
 
-size_t flash_backward_scratch_floats(const FlashProblem& p) { return backward_scratch_layout(p).total; }
+size_t flash_backward_scratch_floats(const FlashProblem& p) {
+  return backward_scratch_layout(p).total;
+}
 
 void flash_backward_head(const FlashBackwardProblem& p, int64_t b, int64_t kv_h, float* scratch) {
   HWY_DYNAMIC_DISPATCH(FlashBackwardHead)(p, b, kv_h, scratch);

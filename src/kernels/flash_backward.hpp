@@ -1,5 +1,6 @@
 // The fused attention backward kernel's contract, shared by the orchestration
-// (src/attention/sdpa_backward.cpp) and the SIMD code (flash_backward.cpp). Plain data, as the forward's.
+// (src/attention/sdpa_backward.cpp) and the SIMD code (flash_backward.cpp). Plain data, as the
+// forward's.
 #pragma once
 
 #include <cstddef>

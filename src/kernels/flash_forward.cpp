@@ -38,13 +38,14 @@
 // o (16 KiB) in L2, and the K rows and Qᵀ the inner loop re-reads in L1. Measured with 2
 // threads, H = 16, d = 64 (ms, causal T = 256 / causal T = 4096 / non-causal T = 4096):
 // 64×64: 0.80 / 118.5 / 225.0; 64×128: 0.70 / 116.7 / 223.9; 128×128: 0.80 / 120.4 / 225.2.
+#include "src/kernels/flash_forward.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "src/kernels/block_visibility.hpp"
-#include "src/kernels/flash_forward.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/flash_forward.cpp"
@@ -69,7 +70,8 @@ void SoftmaxUpdate(const DiagonalCut& cut, float* st, size_t ldq, float* m, floa
   for (size_t r = 0; r < ldq; r += N) {
     const size_t cols = KeysForQueryVector(cut, r);
     VF block_max = minus_inf;
-    for (size_t c = 0; c < cols; ++c) block_max = hn::Max(block_max, hn::LoadU(df, st + c * ldq + r));
+    for (size_t c = 0; c < cols; ++c)
+      block_max = hn::Max(block_max, hn::LoadU(df, st + c * ldq + r));
     const VF m_old = hn::LoadU(df, m + r);
     const VF m_new = hn::Max(m_old, block_max);
     // A row that has seen no key yet keeps m = -inf: shift by 0 so exp(-inf − 0) = 0, not NaN.
@@ -110,11 +112,11 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
   const size_t ldo = round_up(dv, N);    // o / packed V row length
 
   // Scratch layout (each piece 64-byte aligned by the 16-float rounding of its size).
-  float* qt = scratch;                                 // d × ldq: (scale·Q)ᵀ
+  float* qt = scratch;                                   // d × ldq: (scale·Q)ᵀ
   float* st = qt + round_up(d * kQueryBlockPadded, 16);  // kKeyBlock × ldq: Sᵀ, then Pᵀ
   float* vp = st + round_up(kKeyBlock * kQueryBlockPadded, 16);  // kKeyBlock × ldo
-  float* o = vp + round_up(kKeyBlock * ldo, 16);       // rows × ldo
-  float* m = o + round_up(kQueryBlock * ldo, 16);      // ldq each: running max, sum, rescale
+  float* o = vp + round_up(kKeyBlock * ldo, 16);                 // rows × ldo
+  float* m = o + round_up(kQueryBlock * ldo, 16);  // ldq each: running max, sum, rescale
   float* l = m + kQueryBlockPadded;
   float* alpha = l + kQueryBlockPadded;
 
@@ -139,8 +141,8 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, cols);
     // Sᵀ = K_j · (scale·Q)ᵀ: keys broadcast from K's rows in place; a tile of keys skips the
     // query vectors none of which sees them (mask_block sets those lanes to -inf below).
-    TileProductFromVector<false>(cut, cols, ldq / N, k + j0 * p.k_stride[2], ldk, 1, d, qt, ldq,
-                                 st, ldq);
+    TileProductFromVector<false>(cut, cols, ldq / N, k + j0 * p.k_stride[2], ldk, 1, d, qt, ldq, st,
+                                 ldq);
     mask_block(p, b, h, q0, rows, j0, cols, st, ldq);
     SoftmaxUpdate(cut, st, ldq, m, l, alpha);
     RescaleOutput(alpha, rows, o, ldo);

@@ -1,6 +1,6 @@
-// The fused attention forward kernel's contract, shared by the orchestration (src/attention/sdpa.cpp)
-// and the SIMD code (flash_forward.cpp). Plain data: the kernel sees raw pointers and
-// element strides, never a Tensor.
+// The fused attention forward kernel's contract, shared by the orchestration
+// (src/attention/sdpa.cpp) and the SIMD code (flash_forward.cpp). Plain data: the kernel sees raw
+// pointers and element strides, never a Tensor.
 //
 // Dimension legend: B batch, H query heads, Hkv key/value heads (H % Hkv == 0),
 // Tq queries, Tk keys, d query/key width, dv value width.
@@ -19,7 +19,6 @@ constexpr int64_t kQueryBlock = 64;
 constexpr int64_t kKeyBlock = 128;
 // A query block padded for the widest vectors of any target (64 lanes); a multiple of 16.
 constexpr int64_t kQueryBlockPadded = (kQueryBlock + 63) / 64 * 64;
-
 
 // Floats of scratch one worker needs for one task of this problem.
 size_t flash_forward_scratch_floats(const FlashProblem& p);

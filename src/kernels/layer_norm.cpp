@@ -76,7 +76,8 @@ void LayerNormBackwardRows(const float* HWY_RESTRICT dy, const float* HWY_RESTRI
       g_sum = hn::Add(g_sum, g);
       gx_sum = hn::MulAdd(g, xhat, gx_sum);
     }
-    float g_mean = hn::GetLane(hn::SumOfLanes(d, g_sum)), gx_mean = hn::GetLane(hn::SumOfLanes(d, gx_sum));
+    float g_mean = hn::GetLane(hn::SumOfLanes(d, g_sum)),
+          gx_mean = hn::GetLane(hn::SumOfLanes(d, gx_sum));
     for (int64_t i = whole; i < c; ++i) {
       const float g = dyr[i] * weight[i], xhat = (xr[i] - mean[r]) * rstd[r];
       g_mean += g;
@@ -133,9 +134,8 @@ HWY_EXPORT(LayerNormForwardRows);
 HWY_EXPORT(LayerNormBackwardRows);
 HWY_EXPORT(LayerNormParameterGradients);
 
-void layer_norm_forward_rows(const float* x, const float* weight, const float* bias,
-                             int64_t rows, int64_t c, float eps, float* y, float* mean,
-                             float* rstd) {
+void layer_norm_forward_rows(const float* x, const float* weight, const float* bias, int64_t rows,
+                             int64_t c, float eps, float* y, float* mean, float* rstd) {
   HWY_DYNAMIC_DISPATCH(LayerNormForwardRows)(x, weight, bias, rows, c, eps, y, mean, rstd);
 }
 
@@ -148,8 +148,8 @@ void layer_norm_backward_rows(const float* dy, const float* x, const float* weig
 void layer_norm_parameter_gradients(const float* dy, const float* x, const float* mean,
                                     const float* rstd, int64_t rows, int64_t c, int64_t first,
                                     int64_t last, float* d_weight, float* d_bias) {
-  HWY_DYNAMIC_DISPATCH(LayerNormParameterGradients)(dy, x, mean, rstd, rows, c, first, last,
-                                                    d_weight, d_bias);
+  HWY_DYNAMIC_DISPATCH(LayerNormParameterGradients)
+  (dy, x, mean, rstd, rows, c, first, last, d_weight, d_bias);
 }
 
 }  // namespace attn::kernels

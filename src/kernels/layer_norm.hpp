@@ -8,9 +8,8 @@
 namespace attn::kernels {
 
 // Rows [0, rows) of (rows, c): y, and each row's mean and rstd. bias may be null.
-void layer_norm_forward_rows(const float* x, const float* weight, const float* bias,
-                             int64_t rows, int64_t c, float eps, float* y, float* mean,
-                             float* rstd);
+void layer_norm_forward_rows(const float* x, const float* weight, const float* bias, int64_t rows,
+                             int64_t c, float eps, float* y, float* mean, float* rstd);
 
 // dx += rstd · (g − mean(g) − x̂ · mean(g·x̂)) for rows [0, rows), g = dy·weight.
 void layer_norm_backward_rows(const float* dy, const float* x, const float* weight,

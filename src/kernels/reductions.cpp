@@ -78,7 +78,9 @@ namespace attn::kernels {
 HWY_EXPORT(SumOfSquares);
 HWY_EXPORT(AddColumnSums);
 
-double sum_of_squares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n); }
+double sum_of_squares(const float* x, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n);
+}
 
 void add_column_sums(const float* m, int64_t rows, int64_t cols, int64_t ld, float* sums) {
   HWY_DYNAMIC_DISPATCH(AddColumnSums)(m, rows, cols, ld, sums);

@@ -65,10 +65,14 @@ inline void TransposeTile(const float* src, int64_t stride, float factor, float*
     const __m512 odd_a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
     const __m512 even_b = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
     const __m512 odd_b = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-    _mm512_storeu_ps(dst + (0 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0x88)));
-    _mm512_storeu_ps(dst + (8 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0xdd)));
-    _mm512_storeu_ps(dst + (4 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0x88)));
-    _mm512_storeu_ps(dst + (12 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0xdd)));
+    _mm512_storeu_ps(dst + (0 + j) * ld,
+                     _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0x88)));
+    _mm512_storeu_ps(dst + (8 + j) * ld,
+                     _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0xdd)));
+    _mm512_storeu_ps(dst + (4 + j) * ld,
+                     _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0x88)));
+    _mm512_storeu_ps(dst + (12 + j) * ld,
+                     _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0xdd)));
   }
 }
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
@@ -89,7 +93,8 @@ inline void TransposeTile(const float* src, int64_t stride, float factor, float*
   const __m256 f = _mm256_set1_ps(factor);
   for (int j = 0; j < 4; ++j) {
     _mm256_storeu_ps(dst + j * ld, _mm256_mul_ps(f, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20)));
-    _mm256_storeu_ps(dst + (4 + j) * ld, _mm256_mul_ps(f, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31)));
+    _mm256_storeu_ps(dst + (4 + j) * ld,
+                     _mm256_mul_ps(f, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31)));
   }
 }
 #else
@@ -109,8 +114,8 @@ inline void PackTransposed(const float* src, int64_t stride, size_t rows, size_t
   const size_t tiled_rows = tiles ? rows / N * N : 0, tiled_width = tiles ? width / N * N : 0;
   for (size_t e0 = 0; e0 < tiled_width; e0 += N) {
     for (size_t r0 = 0; r0 < tiled_rows; r0 += N) {
-      TransposeTile(src + static_cast<int64_t>(r0) * stride + static_cast<int64_t>(e0), stride, factor,
-                    dst + e0 * ld + r0, ld);
+      TransposeTile(src + static_cast<int64_t>(r0) * stride + static_cast<int64_t>(e0), stride,
+                    factor, dst + e0 * ld + r0, ld);
     }
   }
   for (size_t e = 0; e < width; ++e) {

@@ -74,18 +74,24 @@ HWY_INLINE void ProductRows(const float* a, size_t a_row, size_t a_col, size_t i
                                                ldc);
   }
   switch (vectors - x) {
-    case 3: ProductTile<MR, 3, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N, ldc); break;
-    case 2: ProductTile<MR, 2, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N, ldc); break;
-    case 1: ProductTile<MR, 1, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N, ldc); break;
-    default: break;
+    case 3:
+      ProductTile<MR, 3, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N, ldc);
+      break;
+    case 2:
+      ProductTile<MR, 2, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N, ldc);
+      break;
+    case 1:
+      ProductTile<MR, 1, kAccumulate>(a, a_row, a_col, inner, b + x * N, ldb, c + x * N, ldc);
+      break;
+    default:
+      break;
   }
 }
 
 // The whole product: tiles of kTileRows rows, then the remaining rows in one smaller tile.
 template <bool kAccumulate>
-HWY_INLINE void TileProduct(size_t rows, size_t vectors, const float* a, size_t a_row,
-                            size_t a_col, size_t inner, const float* b, size_t ldb, float* c,
-                            size_t ldc) {
+HWY_INLINE void TileProduct(size_t rows, size_t vectors, const float* a, size_t a_row, size_t a_col,
+                            size_t inner, const float* b, size_t ldb, float* c, size_t ldc) {
   size_t r = 0;
   for (; r + kTileRows <= rows; r += kTileRows) {
     ProductRows<kTileRows, kAccumulate>(a + r * a_row, a_row, a_col, inner, b, ldb, c + r * ldc,
@@ -94,12 +100,23 @@ HWY_INLINE void TileProduct(size_t rows, size_t vectors, const float* a, size_t 
   const float* ar = a + r * a_row;
   float* cr = c + r * ldc;
   switch (rows - r) {
-    case 5: ProductRows<5, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
-    case 4: ProductRows<4, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
-    case 3: ProductRows<3, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
-    case 2: ProductRows<2, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
-    case 1: ProductRows<1, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors); break;
-    default: break;
+    case 5:
+      ProductRows<5, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors);
+      break;
+    case 4:
+      ProductRows<4, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors);
+      break;
+    case 3:
+      ProductRows<3, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors);
+      break;
+    case 2:
+      ProductRows<2, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors);
+      break;
+    case 1:
+      ProductRows<1, kAccumulate>(ar, a_row, a_col, inner, b, ldb, cr, ldc, vectors);
+      break;
+    default:
+      break;
   }
 }
 

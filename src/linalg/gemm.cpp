@@ -1,6 +1,7 @@
 // attn::gemm over oneDNN's sgemm (its JIT AVX-512 kernel reached about 90 % of the FMA peak
-// on the AVX-512 Zen 5 of docs/performance.md; OpenBLAS runs its AVX2 kernel under this environment's
-// OPENBLAS_CORETYPE=Haswell and stops near 100; Debian's BLIS runs generic C near 20).
+// on the AVX-512 Zen 5 of docs/performance.md; OpenBLAS runs its AVX2 kernel under this
+// environment's OPENBLAS_CORETYPE=Haswell and stops near 100; Debian's BLIS runs generic C near
+// 20).
 //
 // Threads: Debian's oneDNN uses OpenMP, whose default spin-wait collapses when the other core
 // is busy. So the rows of C are split over the library's own blocking pool, and each worker
@@ -57,8 +58,7 @@ void multiply_one_thread(MatmulPrecision precision, char ta, char tb, int64_t m,
 // The checks both entry points make.
 void check_sizes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
                  int64_t ldb, int64_t ldc) {
-  ATTN_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: sizes must be >= 0, got m=", m, " n=", n,
-             " k=", k);
+  ATTN_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: sizes must be >= 0, got m=", m, " n=", n, " k=", k);
   ATTN_CHECK(lda >= std::max<int64_t>(1, trans_a ? m : k) &&
                  ldb >= std::max<int64_t>(1, trans_b ? k : n) && ldc >= std::max<int64_t>(1, n),
              "gemm: leading dimensions too small: lda=", lda, " ldb=", ldb, " ldc=", ldc,
@@ -76,8 +76,7 @@ struct Block {
 template <class BlockFn>
 void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block) {
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t blocks =
-      std::min<int64_t>(cores, (std::max(m, n) + kRowGrain - 1) / kRowGrain);
+  const int64_t blocks = std::min<int64_t>(cores, (std::max(m, n) + kRowGrain - 1) / kRowGrain);
   if (m * n * k < kParallelThreshold || blocks <= 1) {
     block(Block{0, m, 0, n});
     return;
@@ -102,8 +101,8 @@ void multiply_block(const Block& x, MatmulPrecision precision, char ta, char tb,
                     float beta, float* c, int64_t ldc) {
   const float* a_block = ta == 'T' ? a + x.r0 : a + x.r0 * lda;
   const float* b_block = tb == 'T' ? b + x.c0 * ldb : b + x.c0;
-  multiply_one_thread(precision, ta, tb, x.rows, x.cols, k, alpha, a_block, lda, b_block, ldb,
-                      beta, c + x.r0 * ldc + x.c0, ldc);
+  multiply_one_thread(precision, ta, tb, x.rows, x.cols, k, alpha, a_block, lda, b_block, ldb, beta,
+                      c + x.r0 * ldc + x.c0, ldc);
 }
 
 }  // namespace
@@ -118,9 +117,9 @@ MatmulPrecision matmul_precision_from_string(std::string_view name) {
   throw Error(detail::concat("precision must be \"f32\" or \"bf16\", got \"", name, "\""));
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc, MatmulPrecision precision) {
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          MatmulPrecision precision) {
   check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
@@ -130,8 +129,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 }
 
 void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-               int64_t lda, const float* b, int64_t ldb, const float* bias, float* c,
-               int64_t ldc, MatmulPrecision precision) {
+               int64_t lda, const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
+               MatmulPrecision precision) {
   check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';

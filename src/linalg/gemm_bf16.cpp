@@ -52,7 +52,8 @@ dnnl_primitive_attr_t make_attributes(float alpha, float beta) {
   const OneDnn& dnnl = onednn();
   dnnl_primitive_attr_t attr = nullptr;
   check(dnnl.primitive_attr_create(&attr), "primitive_attr_create");
-  if (alpha != 1.0f) check(dnnl.primitive_attr_set_output_scales(attr, 1, 0, &alpha), "set_output_scales");
+  if (alpha != 1.0f)
+    check(dnnl.primitive_attr_set_output_scales(attr, 1, 0, &alpha), "set_output_scales");
   if (beta != 0.0f) {
     dnnl_post_ops_t post_ops = nullptr;
     check(dnnl.post_ops_create(&post_ops), "post_ops_create");
@@ -140,8 +141,8 @@ void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, flo
   kernels::round_to_bfloat16(b, b_rows, b_cols, ldb, t.b.data());
 
   const OneDnn& dnnl = onednn();
-  const Primitive* p = g_force_fallback.load() ? nullptr
-                                               : &t.primitive_for({m, n, k, ta, tb, ldc, alpha, beta});
+  const Primitive* p =
+      g_force_fallback.load() ? nullptr : &t.primitive_for({m, n, k, ta, tb, ldc, alpha, beta});
   if (p == nullptr || p->primitive == nullptr) {
     widen(t.a, t.a_wide);
     widen(t.b, t.b_wide);
@@ -150,12 +151,13 @@ void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, flo
     check(status, "sgemm");
     return;
   }
-  if (t.stream == nullptr) check(dnnl.stream_create(&t.stream, cpu_engine(), dnnl_stream_default_flags), "stream_create");
+  if (t.stream == nullptr)
+    check(dnnl.stream_create(&t.stream, cpu_engine(), dnnl_stream_default_flags), "stream_create");
   check(dnnl.memory_set_data_handle(p->src, t.a.data()), "memory_set_data_handle");
   check(dnnl.memory_set_data_handle(p->weights, t.b.data()), "memory_set_data_handle");
   check(dnnl.memory_set_data_handle(p->dst, c), "memory_set_data_handle");
-  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->weights},
-                                  {DNNL_ARG_DST, p->dst}};
+  const dnnl_exec_arg_t args[] = {
+      {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->weights}, {DNNL_ARG_DST, p->dst}};
   check(dnnl.primitive_execute(p->primitive, t.stream, 3, args), "primitive_execute");
   check(dnnl.stream_wait(t.stream), "stream_wait");
 }

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "attn/gemm.hpp"
-#include "src/kernels/reductions.hpp"
 #include "src/core/parallel_ranges.hpp"
+#include "src/kernels/reductions.hpp"
 
 namespace attn::detail {
 

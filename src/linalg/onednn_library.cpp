@@ -43,7 +43,8 @@ OneDnn open_onednn() {
   bind(library, "dnnl_matmul_desc_init", functions.matmul_desc_init);
   bind(library, "dnnl_primitive_attr_create", functions.primitive_attr_create);
   bind(library, "dnnl_primitive_attr_destroy", functions.primitive_attr_destroy);
-  bind(library, "dnnl_primitive_attr_set_output_scales", functions.primitive_attr_set_output_scales);
+  bind(library, "dnnl_primitive_attr_set_output_scales",
+       functions.primitive_attr_set_output_scales);
   bind(library, "dnnl_primitive_attr_set_post_ops", functions.primitive_attr_set_post_ops);
   bind(library, "dnnl_post_ops_create", functions.post_ops_create);
   bind(library, "dnnl_post_ops_destroy", functions.post_ops_destroy);

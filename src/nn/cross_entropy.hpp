@@ -1,5 +1,6 @@
 // Softmax cross-entropy over the last dim of (rows, vocab) logits, fused with its backward:
-//   loss_r = logsumexp(logits_r) − logits_r[target_r],   dlogits_r = (softmax(logits_r) − onehot)·scale
+//   loss_r = logsumexp(logits_r) − logits_r[target_r],   dlogits_r = (softmax(logits_r) −
+//   onehot)·scale
 #pragma once
 
 #include <cstdint>

@@ -9,7 +9,8 @@ namespace attn::nn {
 
 // out row i = table row ids[i], for n ids into a (vocab, d) table.
 inline void gather_rows(const float* table, const int64_t* ids, int64_t n, int64_t d, float* out) {
-  for (int64_t i = 0; i < n; ++i) std::copy(table + ids[i] * d, table + (ids[i] + 1) * d, out + i * d);
+  for (int64_t i = 0; i < n; ++i)
+    std::copy(table + ids[i] * d, table + (ids[i] + 1) * d, out + i * d);
 }
 
 // grad row ids[i] += d_out row i, the rows in order (so a repeated id sums in a fixed order).

@@ -2,8 +2,8 @@
 // vectorised kernel in src/kernels/gelu.cpp.
 #include "src/nn/gelu.hpp"
 
-#include "src/kernels/gelu.hpp"
 #include "src/core/parallel_ranges.hpp"
+#include "src/kernels/gelu.hpp"
 
 namespace attn::nn {
 

@@ -10,20 +10,20 @@
 #include "attn/error.hpp"
 #include "attn/gemm.hpp"
 #include "attn/random.hpp"
+#include "src/attention/checks.hpp"
+#include "src/core/parallel_ranges.hpp"
+#include "src/linalg/linear.hpp"
 #include "src/nn/cross_entropy.hpp"
 #include "src/nn/embedding_rows.hpp"
 #include "src/nn/gelu.hpp"
 #include "src/nn/gpt_internal.hpp"
 #include "src/nn/layer_norm.hpp"
-#include "src/linalg/linear.hpp"
-#include "src/core/parallel_ranges.hpp"
-#include "src/attention/checks.hpp"
 
 namespace attn {
 
 using nn::Activations;
-using nn::LayerOffsets;
 using nn::at_or_null;
+using nn::LayerOffsets;
 
 namespace {
 
@@ -69,7 +69,8 @@ Gpt::Gpt(const GptConfig& config, uint64_t seed) : config_(config) {
     o.bproj = b ? add(table_, size, p + "mlp.bproj", {c}, ParameterRole::kBias) : no_bias;
   }
   global.lnf_w = add(table_, size, "ln_f.weight", {c}, ParameterRole::kNormGain);
-  global.lnf_b = config_.bias ? add(table_, size, "ln_f.bias", {c}, ParameterRole::kNormBias) : no_bias;
+  global.lnf_b =
+      config_.bias ? add(table_, size, "ln_f.bias", {c}, ParameterRole::kNormBias) : no_bias;
   parameters_ = Tensor({size});
   gradients_ = Tensor({size});
   global_ = global;
@@ -124,8 +125,8 @@ void Gpt::zero_grad() {
 }
 
 void Gpt::check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const {
-  ATTN_CHECK(batch >= 1 && !ids.empty() && static_cast<int64_t>(ids.size()) % batch == 0, "Gpt::",
-             what, ": ", ids.size(), " ids do not split into ", batch, " rows");
+  ATTN_CHECK(batch >= 1 && !ids.empty() && static_cast<int64_t>(ids.size()) % batch == 0,
+             "Gpt::", what, ": ", ids.size(), " ids do not split into ", batch, " rows");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
   ATTN_CHECK(t <= config_.block_size, "Gpt::", what, ": sequences of ", t,
              " tokens exceed block_size ", config_.block_size);
@@ -140,7 +141,8 @@ void Gpt::embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t 
                 float* x) const {
   const int64_t c = config_.n_embd;
   const float* wte = parameters_.data() + global_.wte;
-  const float* table = config_.positions == PositionKind::kLearned      ? parameters_.data() + global_.wpe
+  const float* table = config_.positions == PositionKind::kLearned
+                           ? parameters_.data() + global_.wpe
                        : config_.positions == PositionKind::kSinusoidal ? sinusoids_.data()
                                                                         : nullptr;
   nn::gather_rows(wte, ids.data(), batch * t, c, x);
@@ -203,7 +205,8 @@ float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> target
   return loss;
 }
 
-float Gpt::loss(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch) const {
+float Gpt::loss(std::span<const int64_t> ids, std::span<const int64_t> targets,
+                int64_t batch) const {
   check_ids_and_targets(ids, targets, batch, "loss");
   Activations& a = inference_activations(batch, static_cast<int64_t>(ids.size()) / batch);
   forward_logits(ids, a);
@@ -246,8 +249,8 @@ void Gpt::backward(float loss_scale) {
                              loss_scale / static_cast<float>(a.rows));
   // Tied head: logits = lnf·wteᵀ, so d_lnf = dlogits·wte and d_wte += dlogitsᵀ·lnf.
   const float* dlogits = a.probs.data();
-  gemm(false, false, a.rows, c, v, 1.0f, dlogits, v, params + global_.wte, c, 0.0f,
-       a.d_ln.data(), c, a.precision);
+  gemm(false, false, a.rows, c, v, 1.0f, dlogits, v, params + global_.wte, c, 0.0f, a.d_ln.data(),
+       c, a.precision);
   gemm(true, false, v, c, a.rows, 1.0f, dlogits, v, a.lnf.data(), c, 1.0f, grads + global_.wte, c,
        a.precision);
   const float* x_final = layers_.empty() ? a.encoded.data() : a.layers.back().residual3.data();
@@ -256,7 +259,8 @@ void Gpt::backward(float loss_scale) {
                           a.lnf_rstd.data(), a.rows, c, a.d_residual.data(), grads + global_.lnf_w,
                           at_or_null(grads, global_.lnf_b));
   for (int64_t l = static_cast<int64_t>(layers_.size()) - 1; l >= 0; --l) {
-    const float* x = l == 0 ? a.encoded.data() : a.layers[static_cast<size_t>(l) - 1].residual3.data();
+    const float* x =
+        l == 0 ? a.encoded.data() : a.layers[static_cast<size_t>(l) - 1].residual3.data();
     nn::block_backward(config_, layers_[static_cast<size_t>(l)].at, params, grads, x,
                        a.layers[static_cast<size_t>(l)], a, l);
   }

@@ -14,12 +14,12 @@
 #include <cstring>
 
 #include "attn/sdpa.hpp"
+#include "src/attention/layer.hpp"
+#include "src/core/parallel_ranges.hpp"
+#include "src/linalg/linear.hpp"
 #include "src/nn/gelu.hpp"
 #include "src/nn/gpt_internal.hpp"
 #include "src/nn/layer_norm.hpp"
-#include "src/linalg/linear.hpp"
-#include "src/core/parallel_ranges.hpp"
-#include "src/attention/layer.hpp"
 
 namespace attn::nn {
 namespace {
@@ -99,10 +99,10 @@ void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* p
                  MatmulPrecision precision) {
   const int64_t c = config.n_embd;
   detail::linear_forward(ln, params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c, hidden,
-                 precision);
+                         precision);
   gelu_forward(hidden, rows * 4 * c, activated);
-  detail::linear_forward(activated, params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c, c, out,
-                 precision);
+  detail::linear_forward(activated, params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c, c,
+                         out, precision);
 }
 
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
@@ -134,11 +134,13 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
   // MLP branch.
   std::memcpy(d_branch, a.d_residual.data(), sizeof(float) * static_cast<size_t>(rows * c));
   a.dropout.apply(d_branch, rows * c, DropoutSite::kMlp, layer);
-  detail::linear_backward(d_branch, la.fch_gelu.data(), params + at.wproj, rows, 4 * c, c, a.d_fch.data(),
-                  false, grads + at.wproj, at_or_null(grads, at.bproj), a.precision);
+  detail::linear_backward(d_branch, la.fch_gelu.data(), params + at.wproj, rows, 4 * c, c,
+                          a.d_fch.data(), false, grads + at.wproj, at_or_null(grads, at.bproj),
+                          a.precision);
   gelu_backward(a.d_fch.data(), la.fch.data(), rows * 4 * c, a.d_fch.data());
-  detail::linear_backward(a.d_fch.data(), la.ln2.data(), params + at.wfc, rows, c, 4 * c, a.d_ln.data(),
-                  false, grads + at.wfc, at_or_null(grads, at.bfc), a.precision);
+  detail::linear_backward(a.d_fch.data(), la.ln2.data(), params + at.wfc, rows, c, 4 * c,
+                          a.d_ln.data(), false, grads + at.wfc, at_or_null(grads, at.bfc),
+                          a.precision);
   layer_norm_backward(a.d_ln.data(), la.residual2.data(), params + at.ln2_w, la.ln2_mean.data(),
                       la.ln2_rstd.data(), rows, c, a.d_residual.data(), grads + at.ln2_w,
                       at_or_null(grads, at.ln2_b));

@@ -8,9 +8,12 @@ namespace attn {
 
 std::string to_string(PositionKind kind) {
   switch (kind) {
-    case PositionKind::kLearned: return "learned";
-    case PositionKind::kSinusoidal: return "sinusoidal";
-    case PositionKind::kRotary: return "rotary";
+    case PositionKind::kLearned:
+      return "learned";
+    case PositionKind::kSinusoidal:
+      return "sinusoidal";
+    case PositionKind::kRotary:
+      return "rotary";
   }
   return "?";
 }
@@ -19,29 +22,39 @@ PositionKind position_kind_from_string(std::string_view name) {
   if (name == "learned") return PositionKind::kLearned;
   if (name == "sinusoidal") return PositionKind::kSinusoidal;
   if (name == "rotary") return PositionKind::kRotary;
-  throw Error(detail::concat("positions must be learned, sinusoidal or rotary, got \"", name, "\""));
+  throw Error(
+      detail::concat("positions must be learned, sinusoidal or rotary, got \"", name, "\""));
 }
 
 void validate(const GptConfig& c) {
   constexpr int64_t kLimit = int64_t{1} << 20;
-  ATTN_CHECK(c.vocab_size >= 1 && c.vocab_size <= kLimit, "GptConfig: vocab_size must be in [1, 2^20], got ", c.vocab_size);
-  ATTN_CHECK(c.block_size >= 1 && c.block_size <= kLimit, "GptConfig: block_size must be in [1, 2^20], got ", c.block_size);
-  ATTN_CHECK(c.n_layer >= 0 && c.n_layer <= 1024, "GptConfig: n_layer must be in [0, 1024], got ", c.n_layer);
-  ATTN_CHECK(c.n_embd >= 1 && c.n_embd <= 65536, "GptConfig: n_embd must be in [1, 65536], got ", c.n_embd);
+  ATTN_CHECK(c.vocab_size >= 1 && c.vocab_size <= kLimit,
+             "GptConfig: vocab_size must be in [1, 2^20], got ", c.vocab_size);
+  ATTN_CHECK(c.block_size >= 1 && c.block_size <= kLimit,
+             "GptConfig: block_size must be in [1, 2^20], got ", c.block_size);
+  ATTN_CHECK(c.n_layer >= 0 && c.n_layer <= 1024, "GptConfig: n_layer must be in [0, 1024], got ",
+             c.n_layer);
+  ATTN_CHECK(c.n_embd >= 1 && c.n_embd <= 65536, "GptConfig: n_embd must be in [1, 65536], got ",
+             c.n_embd);
   ATTN_CHECK(c.n_head >= 1 && c.n_embd % c.n_head == 0, "GptConfig: n_embd (", c.n_embd,
              ") must divide by n_head (", c.n_head, ")");
   ATTN_CHECK(c.n_kv_head >= 0 && (c.n_kv_head == 0 || c.n_head % c.n_kv_head == 0),
              "GptConfig: n_kv_head (", c.n_kv_head, ") must divide n_head (", c.n_head, ")");
-  ATTN_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f, "GptConfig: dropout must be in [0, 1), got ", c.dropout);
+  ATTN_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f, "GptConfig: dropout must be in [0, 1), got ",
+             c.dropout);
   ATTN_CHECK(c.positions != PositionKind::kRotary || (c.n_embd / c.n_head) % 2 == 0,
              "GptConfig: rotary positions need an even head size, got ", c.n_embd / c.n_head);
 }
 
 std::string to_json(const GptConfig& c) {
-  const nlohmann::json j = {{"vocab_size", c.vocab_size}, {"block_size", c.block_size},
-                            {"n_layer", c.n_layer},       {"n_head", c.n_head},
-                            {"n_kv_head", c.n_kv_head},   {"n_embd", c.n_embd},
-                            {"dropout", c.dropout},       {"bias", c.bias},
+  const nlohmann::json j = {{"vocab_size", c.vocab_size},
+                            {"block_size", c.block_size},
+                            {"n_layer", c.n_layer},
+                            {"n_head", c.n_head},
+                            {"n_kv_head", c.n_kv_head},
+                            {"n_embd", c.n_embd},
+                            {"dropout", c.dropout},
+                            {"bias", c.bias},
                             {"positions", to_string(c.positions)}};
   return j.dump();
 }

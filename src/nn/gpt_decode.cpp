@@ -17,8 +17,8 @@ GptCache Gpt::make_cache(int64_t batch, CacheDtype dtype) const {
   ATTN_CHECK(batch >= 1, "Gpt::make_cache: batch must be >= 1, got ", batch);
   GptCache cache;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    cache.layers.push_back(
-        detail::make_layer_cache(nn::attention_shape(config_), batch, config_.block_size, dtype, 0));
+    cache.layers.push_back(detail::make_layer_cache(nn::attention_shape(config_), batch,
+                                                    config_.block_size, dtype, 0));
   }
   return cache;
 }
@@ -87,8 +87,8 @@ int64_t sample_token(std::span<const float> logits, const SamplingOptions& optio
   std::vector<double> weights(static_cast<size_t>(k));
   double sum = 0.0;
   for (int64_t i = 0; i < k; ++i) {
-    weights[static_cast<size_t>(i)] =
-        std::exp((logits[static_cast<size_t>(order[static_cast<size_t>(i)])] - max) / options.temperature);
+    weights[static_cast<size_t>(i)] = std::exp(
+        (logits[static_cast<size_t>(order[static_cast<size_t>(i)])] - max) / options.temperature);
     sum += weights[static_cast<size_t>(i)];
   }
   const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * sum;
@@ -112,7 +112,8 @@ std::vector<int64_t> generate(const Gpt& model, std::vector<int64_t> tokens,
   GptCache cache;
   if (options.use_cache) cache = model.make_cache(1);
   // The model sees tokens[start, end); the cache (if used) holds tokens[start, start + position).
-  size_t start = tokens.size() > static_cast<size_t>(block) ? tokens.size() - static_cast<size_t>(block) : 0;
+  size_t start =
+      tokens.size() > static_cast<size_t>(block) ? tokens.size() - static_cast<size_t>(block) : 0;
   std::vector<int64_t> generated;
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
     if (tokens.size() - start > static_cast<size_t>(block)) {
@@ -128,7 +129,8 @@ std::vector<int64_t> generate(const Gpt& model, std::vector<int64_t> tokens,
       logits = model.logits(context, 1);
     }
     const int64_t rows = logits.dim(1);
-    const std::span<const float> last(logits.data() + (rows - 1) * vocab, static_cast<size_t>(vocab));
+    const std::span<const float> last(logits.data() + (rows - 1) * vocab,
+                                      static_cast<size_t>(vocab));
     const int64_t next = sample_token(last, options.sampling, rng);
     tokens.push_back(next);
     generated.push_back(next);

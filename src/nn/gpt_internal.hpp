@@ -27,8 +27,9 @@ struct LayerOffsets {
 
 // A block's attention as the layer core sees it: causal, Wo back to n_embd, RoPE when rotary.
 inline detail::AttentionLayerShape attention_shape(const GptConfig& c) {
-  return {c.n_embd, c.n_head, c.n_kv_head, c.n_embd / c.n_head, c.n_embd,
-          c.positions == PositionKind::kRotary};
+  return {c.n_embd,    c.n_head,
+          c.n_kv_head, c.n_embd / c.n_head,
+          c.n_embd,    c.positions == PositionKind::kRotary};
 }
 
 // Columns of the fused Q, K, V projection: (H + 2·H_kv)·d_head.
@@ -76,8 +77,8 @@ struct LayerActivations {
   Tensor lse;                      // (B, H, T): the attention's log-sum-exp
   Tensor residual2;                // x + attention branch
   Tensor ln2, ln2_mean, ln2_rstd;
-  Tensor fch, fch_gelu;            // (rows, 4C): before and after GELU
-  Tensor residual3;                // the block's output
+  Tensor fch, fch_gelu;  // (rows, 4C): before and after GELU
+  Tensor residual3;      // the block's output
 };
 
 // Everything the training forward keeps for the backward, allocated once per (B, T).

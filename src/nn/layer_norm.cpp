@@ -3,16 +3,16 @@
 // loops themselves are Highway kernels (src/kernels/layer_norm.cpp).
 #include "src/nn/layer_norm.hpp"
 
-#include "src/kernels/layer_norm.hpp"
 #include "src/core/parallel_ranges.hpp"
+#include "src/kernels/layer_norm.hpp"
 
 namespace attn::nn {
 
 void layer_norm_forward(const float* x, const float* weight, const float* bias, int64_t rows,
                         int64_t c, float* y, float* mean, float* rstd) {
   detail::parallel_ranges(rows, 64, [&](int64_t first, int64_t last) {
-    kernels::layer_norm_forward_rows(x + first * c, weight, bias, last - first, c,
-                                     kLayerNormEps, y + first * c, mean + first, rstd + first);
+    kernels::layer_norm_forward_rows(x + first * c, weight, bias, last - first, c, kLayerNormEps,
+                                     y + first * c, mean + first, rstd + first);
   });
 }
 

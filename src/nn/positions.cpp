@@ -1,8 +1,7 @@
-#include "attn/embedding.hpp"
-
 #include <cmath>
 #include <vector>
 
+#include "attn/embedding.hpp"
 #include "attn/error.hpp"
 
 namespace attn {

@@ -12,7 +12,8 @@ namespace {
 // (rows, d) view of x's rows for x (T, d) or (B, T, d), checked against the width.
 Tensor rows_of(const Tensor& x, int64_t d, const char* who) {
   ATTN_CHECK(x.defined() && (x.rank() == 2 || x.rank() == 3) && x.dim(-1) == d, who,
-             ": expected (T, ", d, ") or (B, T, ", d, "), got ", x.defined() ? x.shape_string() : "undefined");
+             ": expected (T, ", d, ") or (B, T, ", d, "), got ",
+             x.defined() ? x.shape_string() : "undefined");
   return x.contiguous().reshape({-1, d});
 }
 
@@ -25,9 +26,7 @@ TokenEmbedding::TokenEmbedding(int64_t vocab_size, int64_t d_model, uint64_t see
   grad = Tensor({vocab_size, d_model});
 }
 
-Tensor TokenEmbedding::forward(std::span<const int64_t> ids) const {
-  return forward(ids, 0);
-}
+Tensor TokenEmbedding::forward(std::span<const int64_t> ids) const { return forward(ids, 0); }
 
 Tensor TokenEmbedding::forward(std::span<const int64_t> ids, int64_t batch) const {
   const int64_t n = static_cast<int64_t>(ids.size()), d = d_model();
@@ -47,8 +46,9 @@ Tensor TokenEmbedding::forward(std::span<const int64_t> ids, int64_t batch) cons
 void TokenEmbedding::backward(std::span<const int64_t> ids, const Tensor& d_out) {
   const int64_t d = d_model();
   const Tensor rows = rows_of(d_out, d, "TokenEmbedding::backward: d_out");
-  ATTN_CHECK(rows.dim(0) == static_cast<int64_t>(ids.size()), "TokenEmbedding::backward: ",
-             ids.size(), " ids but d_out holds ", rows.dim(0), " rows");
+  ATTN_CHECK(rows.dim(0) == static_cast<int64_t>(ids.size()),
+             "TokenEmbedding::backward: ", ids.size(), " ids but d_out holds ", rows.dim(0),
+             " rows");
   ATTN_CHECK(grad.is_contiguous(), "TokenEmbedding::backward: grad must be contiguous");
   for (size_t i = 0; i < ids.size(); ++i) {
     ATTN_CHECK(ids[i] >= 0 && ids[i] < vocab_size(), "TokenEmbedding::backward: id ", ids[i],

@@ -1,8 +1,7 @@
 // Reference matrix products. Accumulating in double makes this path a sharper oracle for the
 // fast kernels than float accumulation would be, at no cost to readability.
-#include "attn/reference_matmul.hpp"
-
 #include "attn/error.hpp"
+#include "attn/reference_matmul.hpp"
 
 namespace attn::reference {
 

@@ -85,8 +85,8 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
   Tensor concatenated(concat_shape), weights(weights_shape);
   for (int64_t h = 0; h < n_heads; ++h) {
     const HeadProjections& head = heads[static_cast<size_t>(h)];
-    SdpaResult r =
-        reference::sdpa(reference::linear(x, head.wq), reference::linear(x, head.wk), reference::linear(x, head.wv), options);
+    SdpaResult r = reference::sdpa(reference::linear(x, head.wq), reference::linear(x, head.wk),
+                                   reference::linear(x, head.wv), options);
     head_view(split_heads(concatenated, n_heads), h).copy_from(r.output);
     head_view(weights, h).copy_from(r.weights);
   }
@@ -94,6 +94,5 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
 }
 
 }  // namespace reference
-
 
 }  // namespace attn

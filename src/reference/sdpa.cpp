@@ -90,5 +90,4 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
 
 }  // namespace reference
 
-
 }  // namespace attn

@@ -28,8 +28,8 @@ Tensor score_gradient(const Tensor& p, const Tensor& dp, const std::vector<doubl
   Tensor ds(p.shape());
   for (int64_t i = 0; i < p.dim(0); ++i) {
     for (int64_t j = 0; j < p.dim(1); ++j) {
-      ds.at({i, j}) = static_cast<float>(scale * p.at({i, j}) *
-                                         (dp.at({i, j}) - dots[static_cast<size_t>(i)]));
+      ds.at({i, j}) =
+          static_cast<float>(scale * p.at({i, j}) * (dp.at({i, j}) - dots[static_cast<size_t>(i)]));
     }
   }
   return ds;
@@ -46,8 +46,8 @@ void add_into(Tensor target, const Tensor& x) {  // a Tensor is a handle: target
 
 namespace reference {
 
-SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Tensor& d_out, const SdpaOptions& options) {
+SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                            const SdpaOptions& options) {
   const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
   detail::check_output_gradient(q, dims, d_out);
   const SdpaResult forward = reference::sdpa(q, k, v, options);
@@ -65,11 +65,12 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     const Tensor k_h = k4.select(b).select(kv_h), v_h = v4.select(b).select(kv_h);
     for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
       const Tensor p = p4.select(b).select(h), d_o = do4.select(b).select(h);
-      const Tensor dp = reference::matmul(d_o, v_h.transpose(0, 1));                        // dO·Vᵀ
+      const Tensor dp = reference::matmul(d_o, v_h.transpose(0, 1));  // dO·Vᵀ
       const Tensor ds = score_gradient(p, dp, row_dots(d_o, o4.select(b).select(h)), dims.scale);
-      dq4.select(b).select(h).copy_from(reference::matmul(ds, k_h));                        // s·dS·K
-      add_into(dk4.select(b).select(kv_h), reference::matmul(ds.transpose(0, 1), q4.select(b).select(h)));
-      add_into(dv4.select(b).select(kv_h), reference::matmul(p.transpose(0, 1), d_o));      // Pᵀ·dO
+      dq4.select(b).select(h).copy_from(reference::matmul(ds, k_h));  // s·dS·K
+      add_into(dk4.select(b).select(kv_h),
+               reference::matmul(ds.transpose(0, 1), q4.select(b).select(h)));
+      add_into(dv4.select(b).select(kv_h), reference::matmul(p.transpose(0, 1), d_o));  // Pᵀ·dO
     }
   });
   return grads;

@@ -18,7 +18,8 @@ int64_t Tokenizer::vocab_size() const { return bpe_ ? bpe_->vocab_size() : char_
 
 std::string Tokenizer::to_json() const {
   if (bpe_) return bpe_->to_json();
-  const nlohmann::json j = {{"format", "attn-char"}, {"version", 1}, {"characters", char_->characters()}};
+  const nlohmann::json j = {
+      {"format", "attn-char"}, {"version", 1}, {"characters", char_->characters()}};
   return j.dump();
 }
 

@@ -5,19 +5,29 @@
 // the shape and ids of each merge — so every check and message stays the same. Internal.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace attn::detail {
 
-enum class JsonType : uint8_t { kNull, kBool, kInteger, kUnsigned, kFloat, kString, kArray, kObject, kBinary };
+enum class JsonType : uint8_t {
+  kNull,
+  kBool,
+  kInteger,
+  kUnsigned,
+  kFloat,
+  kString,
+  kArray,
+  kObject,
+  kBinary
+};
 
-// A number as read: kInteger (value), kUnsigned (value, or too_large past INT64_MAX), or another type.
+// A number as read: kInteger (value), kUnsigned (value, or too_large past INT64_MAX), or another
+// type.
 struct JsonNumber {
   JsonType type = JsonType::kNull;
   bool too_large = false;

@@ -11,13 +11,12 @@
 //                                            byte-to-character form (a space is "Ġ")
 // "vocab" is redundant — the merges define it — and is checked against them on loading, so a
 // file edited by hand cannot silently disagree with itself.
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-
 #include "attn/error.hpp"
-#include "attn/tokenizer.hpp"
 #include "attn/files.hpp"
+#include "attn/tokenizer.hpp"
 #include "src/tokenizer/bpe_file_reader.hpp"
 #include "src/tokenizer/text.hpp"
 
@@ -42,9 +41,11 @@ const JsonField& field(const detail::BpeFileReader& file, const char* name) {
 
 // The number's value in [lo, hi].
 int64_t integer(const JsonNumber& n, const char* what, int64_t lo, int64_t hi) {
-  ATTN_CHECK(n.type == JsonType::kInteger || n.type == JsonType::kUnsigned, what, " must be an integer");
+  ATTN_CHECK(n.type == JsonType::kInteger || n.type == JsonType::kUnsigned, what,
+             " must be an integer");
   ATTN_CHECK(!n.too_large, what, " is out of range [", lo, ", ", hi, "]");
-  ATTN_CHECK(n.value >= lo && n.value <= hi, what, " (", n.value, ") is out of range [", lo, ", ", hi, "]");
+  ATTN_CHECK(n.value >= lo && n.value <= hi, what, " (", n.value, ") is out of range [", lo, ", ",
+             hi, "]");
   return n.value;
 }
 
@@ -55,8 +56,8 @@ int64_t integer(const JsonField& f, const char* what, int64_t lo, int64_t hi) {
 // One id of merge i. Its message ("merge 17's ids") is formatted only on failure: formatting
 // one for each of thousands of merges took half of the loading time.
 int64_t merge_id(const JsonNumber& n, size_t i, int64_t lo, int64_t hi) {
-  if ((n.type == JsonType::kInteger || n.type == JsonType::kUnsigned) && !n.too_large && n.value >= lo &&
-      n.value <= hi) {
+  if ((n.type == JsonType::kInteger || n.type == JsonType::kUnsigned) && !n.too_large &&
+      n.value >= lo && n.value <= hi) {
     return n.value;
   }
   return integer(n, detail::concat("merge ", i, "'s ids").c_str(), lo, hi);  // throws
@@ -110,11 +111,14 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
   ATTN_CHECK(well_formed, "not a JSON document (", file.error(), ")");
   ATTN_CHECK(file.root_is_object(), "the document must be a JSON object");
   const JsonField& format = field(file, "format");
-  ATTN_CHECK(format.type == JsonType::kString && format.text == kFormat, "\"format\" must be \"", kFormat, "\"");
+  ATTN_CHECK(format.type == JsonType::kString && format.text == kFormat, "\"format\" must be \"",
+             kFormat, "\"");
   const int64_t version = integer(field(file, "version"), "\"version\"", 0, 1 << 30);
-  ATTN_CHECK(version == kVersion, "unsupported version ", version, " (this build reads ", kVersion, ")");
+  ATTN_CHECK(version == kVersion, "unsupported version ", version, " (this build reads ", kVersion,
+             ")");
   BpeOptions options;
-  ATTN_CHECK(field(file, "byte_level").type == JsonType::kBool, "\"byte_level\" must be true or false");
+  ATTN_CHECK(field(file, "byte_level").type == JsonType::kBool,
+             "\"byte_level\" must be true or false");
   options.byte_level = field(file, "byte_level").boolean;
   options.vocab_size = integer(field(file, "vocab_size"), "\"vocab_size\"", 1, detail::kMaxVocab);
   options.min_frequency = integer(field(file, "min_frequency"), "\"min_frequency\"", 1,
@@ -126,7 +130,8 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
   std::vector<std::string> alphabet;
   if (!options.byte_level) {
     alphabet = strings(field(file, "alphabet"), "\"alphabet\"");
-    ATTN_CHECK(static_cast<int64_t>(alphabet.size()) <= detail::kMaxVocab, "the alphabet is too large");
+    ATTN_CHECK(static_cast<int64_t>(alphabet.size()) <= detail::kMaxVocab,
+               "the alphabet is too large");
     for (const std::string& c : alphabet) {
       ATTN_CHECK(!c.empty() && detail::is_utf8(c) && detail::utf8_length(c, 0) == c.size(),
                  "alphabet entry \"", c, "\" is not one UTF-8 character");
@@ -138,7 +143,8 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
   BpeTokenizer t = with_base(options, alphabet);  // checks duplicates
 
   const JsonField& merges = field(file, "merges");
-  ATTN_CHECK(merges.type == JsonType::kArray, "\"merges\" must be an array of [left, right] id pairs");
+  ATTN_CHECK(merges.type == JsonType::kArray,
+             "\"merges\" must be an array of [left, right] id pairs");
   ATTN_CHECK(static_cast<int64_t>(merges.pairs.size()) <= detail::kMaxVocab - t.vocab_size(),
              "too many merges (", merges.pairs.size(), ")");
   t.tokens_.reserve(t.tokens_.size() + merges.pairs.size());
@@ -149,8 +155,8 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
     // Built from base tokens or earlier merges only: never a special, never itself or later.
     const int64_t left = merge_id(m.ids[0], i, t.first_base_id_, t.vocab_size() - 1);
     const int64_t right = merge_id(m.ids[1], i, t.first_base_id_, t.vocab_size() - 1);
-    ATTN_CHECK(!t.merge_rank_.contains(left, right), "merge ", i, " repeats an earlier merge (", left, ", ",
-               right, ")");
+    ATTN_CHECK(!t.merge_rank_.contains(left, right), "merge ", i, " repeats an earlier merge (",
+               left, ", ", right, ")");
     t.add_merge(left, right);
   }
   const std::vector<std::string>& vocab = strings(field(file, "vocab"), "\"vocab\"");
@@ -161,10 +167,11 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
     const std::string& entry = vocab[static_cast<size_t>(id)];
     const bool byte_form = options.byte_level && id >= t.first_base_id_;
     if (byte_form) {
-      ATTN_CHECK(detail::parse_byte_display(entry, bytes), "vocab entry ", id, " is not in byte form");
+      ATTN_CHECK(detail::parse_byte_display(entry, bytes), "vocab entry ", id,
+                 " is not in byte form");
     }
-    ATTN_CHECK((byte_form ? bytes : entry) == t.tokens_[static_cast<size_t>(id)], "vocab entry ", id,
-               " disagrees with the merges");
+    ATTN_CHECK((byte_form ? bytes : entry) == t.tokens_[static_cast<size_t>(id)], "vocab entry ",
+               id, " disagrees with the merges");
   }
   return t;
 }

@@ -23,7 +23,8 @@ BpeTokenizer BpeTokenizer::with_base(const BpeOptions& options,
   t.options_ = options;
   for (const std::string& special : options.special_tokens) {
     ATTN_CHECK(!special.empty(), "bpe: a special token must not be empty");
-    ATTN_CHECK(t.ids_.find(special, t.tokens_) < 0, "bpe: special token \"", special, "\" given twice");
+    ATTN_CHECK(t.ids_.find(special, t.tokens_) < 0, "bpe: special token \"", special,
+               "\" given twice");
     t.add_token(special);
   }
   if (!options.byte_level) {
@@ -59,7 +60,8 @@ void BpeTokenizer::add_merge(int64_t left, int64_t right) {
 }
 
 const std::string& BpeTokenizer::id_to_token(int64_t id) const {
-  ATTN_CHECK(id >= 0 && id < vocab_size(), "bpe: token id ", id, " outside [0, ", vocab_size(), ")");
+  ATTN_CHECK(id >= 0 && id < vocab_size(), "bpe: token id ", id, " outside [0, ", vocab_size(),
+             ")");
   return tokens_[static_cast<size_t>(id)];
 }
 
@@ -120,7 +122,8 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
     from.clear();
     for (size_t i = 0; i < symbols.size(); ++i) {
       from.push_back(i);
-      if (i + 1 < symbols.size() && ranks[i] == rank && symbols[i] == left && symbols[i + 1] == right) {
+      if (i + 1 < symbols.size() && ranks[i] == rank && symbols[i] == left &&
+          symbols[i + 1] == right) {
         next_symbols.push_back(merged);
         ++i;
       } else {
@@ -141,13 +144,15 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
 void BpeTokenizer::encode_with(std::string_view text, detail::WordSplitCache& cache,
                                std::vector<int64_t>& out) const {
   auto split = [this](std::string_view word, std::vector<int64_t>& ids) { encode_word(word, ids); };
-  detail::split_on_specials(text, options_.special_tokens, [&](std::string_view piece, int64_t special) {
-    if (special >= 0) {
-      out.push_back(special);  // the specials are ids 0, 1, … in their order (with_base)
-      return;
-    }
-    detail::for_each_word(piece, [&](std::string_view word) { cache.append(word, out, split); });
-  });
+  detail::split_on_specials(
+      text, options_.special_tokens, [&](std::string_view piece, int64_t special) {
+        if (special >= 0) {
+          out.push_back(special);  // the specials are ids 0, 1, … in their order (with_base)
+          return;
+        }
+        detail::for_each_word(piece,
+                              [&](std::string_view word) { cache.append(word, out, split); });
+      });
 }
 
 std::vector<int64_t> BpeTokenizer::encode(std::string_view text) const {
@@ -157,10 +162,12 @@ std::vector<int64_t> BpeTokenizer::encode(std::string_view text) const {
   return ids;
 }
 
-std::vector<std::vector<int64_t>> BpeTokenizer::encode_batch(const std::vector<std::string>& texts) const {
+std::vector<std::vector<int64_t>> BpeTokenizer::encode_batch(
+    const std::vector<std::string>& texts) const {
   std::vector<std::vector<int64_t>> ids(texts.size());
-  parallel_for(static_cast<int64_t>(texts.size()),
-               [&](int64_t i) { ids[static_cast<size_t>(i)] = encode(texts[static_cast<size_t>(i)]); });
+  parallel_for(static_cast<int64_t>(texts.size()), [&](int64_t i) {
+    ids[static_cast<size_t>(i)] = encode(texts[static_cast<size_t>(i)]);
+  });
   return ids;
 }
 

@@ -53,7 +53,8 @@ std::vector<int64_t> CharTokenizer::encode(std::string_view text) const {
 std::string CharTokenizer::decode(std::span<const int64_t> ids) const {
   std::string text;
   for (int64_t id : ids) {
-    ATTN_CHECK(id >= 0 && id < vocab_size(), "CharTokenizer: id ", id, " outside [0, ", vocab_size(), ")");
+    ATTN_CHECK(id >= 0 && id < vocab_size(), "CharTokenizer: id ", id, " outside [0, ",
+               vocab_size(), ")");
     text += characters_[static_cast<size_t>(id)];
   }
   return text;

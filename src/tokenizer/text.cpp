@@ -33,10 +33,12 @@ class SpecialScanner {
     size_t best_at = std::string_view::npos;
     int64_t best = -1;
     for (size_t s = 0; s < specials_.size(); ++s) {
-      if (next_[s] != std::string_view::npos && next_[s] < start_) next_[s] = text_.find(specials_[s], start_);
+      if (next_[s] != std::string_view::npos && next_[s] < start_)
+        next_[s] = text_.find(specials_[s], start_);
       const size_t at = next_[s];
       if (at == std::string_view::npos) continue;
-      if (at < best_at || (at == best_at && specials_[s].size() > specials_[static_cast<size_t>(best)].size())) {
+      if (at < best_at ||
+          (at == best_at && specials_[s].size() > specials_[static_cast<size_t>(best)].size())) {
         best_at = at;
         best = static_cast<int64_t>(s);
       }
@@ -78,7 +80,8 @@ bool is_word_start(std::string_view text, size_t at) {
 std::pair<size_t, size_t> special_across(std::string_view text, size_t at,
                                          const std::vector<std::string>& specials) {
   SpecialScanner scanner(text, specials);
-  for (auto [begin, s] = scanner.next(); s >= 0 && begin < at; std::tie(begin, s) = scanner.next()) {
+  for (auto [begin, s] = scanner.next(); s >= 0 && begin < at;
+       std::tie(begin, s) = scanner.next()) {
     const size_t end = begin + specials[static_cast<size_t>(s)].size();
     if (end > at) return {begin, end};
   }
@@ -218,7 +221,8 @@ bool parse_byte_display(std::string_view shown, std::string& bytes) {
       cp = c0;
       i += 1;
     } else if (utf8_length(shown, i) == 2) {
-      cp = (static_cast<char32_t>(c0 & 0x1F) << 6) | (static_cast<unsigned char>(shown[i + 1]) & 0x3F);
+      cp = (static_cast<char32_t>(c0 & 0x1F) << 6) |
+           (static_cast<unsigned char>(shown[i + 1]) & 0x3F);
       i += 2;
     } else {
       return false;

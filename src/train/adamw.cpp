@@ -1,13 +1,14 @@
 // AdamW, gradient clipping and the learning-rate schedule (include/attn/train.hpp).
+#include "src/kernels/adamw.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "attn/error.hpp"
 #include "attn/train.hpp"
-#include "src/kernels/adamw.hpp"
-#include "src/kernels/reductions.hpp"
 #include "src/core/parallel_ranges.hpp"
+#include "src/kernels/reductions.hpp"
 
 namespace attn {
 namespace {
@@ -41,12 +42,14 @@ AdamW::AdamW(const Gpt& model, const AdamWOptions& options)
 }
 
 void AdamW::step(Gpt& model, float lr, float grad_scale) {
-  ATTN_CHECK(std::isfinite(lr) && lr >= 0.0f, "AdamW: learning rate must be finite and >= 0, got ", lr);
+  ATTN_CHECK(std::isfinite(lr) && lr >= 0.0f, "AdamW: learning rate must be finite and >= 0, got ",
+             lr);
   ++steps;
   const AdamWOptions& o = options_;
   const double t = static_cast<double>(steps);
   const float bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
-  const float sqrt_bias2 = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
+  const float sqrt_bias2 =
+      static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
   const kernels::AdamWStep update{o.beta1, o.beta2, lr / bias1, sqrt_bias2, o.eps, grad_scale};
   const float keep_decayed = 1.0f - lr * o.weight_decay;
   float *p = model.parameters().data(), *mm = m.data(), *vv = v.data();
@@ -54,7 +57,8 @@ void AdamW::step(Gpt& model, float lr, float grad_scale) {
   // Fixed chunks, each cut where a span with or without decay begins.
   detail::parallel_ranges(model.num_parameters(), kChunk, [&](int64_t first, int64_t last) {
     for (const Span& span : spans_) {
-      const int64_t begin = std::max(first, span.offset), end = std::min(last, span.offset + span.size);
+      const int64_t begin = std::max(first, span.offset),
+                    end = std::min(last, span.offset + span.size);
       if (begin >= end) continue;
       kernels::adamw_update_span(p + begin, mm + begin, vv + begin, g + begin, end - begin,
                                  span.decay ? keep_decayed : 1.0f, update);
@@ -95,13 +99,15 @@ float clip_grad_norm(Gpt& model, float max_norm) {
   return norm;
 }
 
-float learning_rate(int64_t iter, float lr, float min_lr, int64_t warmup_iters, int64_t decay_iters) {
+float learning_rate(int64_t iter, float lr, float min_lr, int64_t warmup_iters,
+                    int64_t decay_iters) {
   if (iter < warmup_iters) {
     return lr * static_cast<float>(iter + 1) / static_cast<float>(warmup_iters + 1);
   }
   if (iter > decay_iters) return min_lr;
   const double ratio = decay_iters > warmup_iters
-                           ? static_cast<double>(iter - warmup_iters) / static_cast<double>(decay_iters - warmup_iters)
+                           ? static_cast<double>(iter - warmup_iters) /
+                                 static_cast<double>(decay_iters - warmup_iters)
                            : 1.0;
   const double coefficient = 0.5 * (1.0 + std::cos(M_PI * ratio));
   return static_cast<float>(min_lr + coefficient * (lr - min_lr));

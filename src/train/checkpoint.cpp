@@ -15,17 +15,23 @@ constexpr char kFormat[] = "attn-gpt-checkpoint";
 constexpr char kVersion[] = "1";
 
 std::string options_json(const TrainOptions& o) {
-  const nlohmann::json j = {
-      {"batch_size", o.batch_size},     {"max_iters", o.max_iters},
-      {"warmup_iters", o.warmup_iters}, {"lr_decay_iters", o.lr_decay_iters},
-      {"lr", o.lr},                     {"min_lr", o.min_lr},
-      {"grad_clip", o.grad_clip},       {"grad_accum", o.grad_accum},
-      {"eval_iters", o.eval_iters},     {"beta1", o.adamw.beta1},
-      {"beta2", o.adamw.beta2},         {"eps", o.adamw.eps},
-      {"weight_decay", o.adamw.weight_decay}, {"decay_embeddings", o.adamw.decay_embeddings},
-      {"seed", o.seed},
-      {"val_fraction", o.val_fraction},
-      {"precision", to_string(o.precision)}};
+  const nlohmann::json j = {{"batch_size", o.batch_size},
+                            {"max_iters", o.max_iters},
+                            {"warmup_iters", o.warmup_iters},
+                            {"lr_decay_iters", o.lr_decay_iters},
+                            {"lr", o.lr},
+                            {"min_lr", o.min_lr},
+                            {"grad_clip", o.grad_clip},
+                            {"grad_accum", o.grad_accum},
+                            {"eval_iters", o.eval_iters},
+                            {"beta1", o.adamw.beta1},
+                            {"beta2", o.adamw.beta2},
+                            {"eps", o.adamw.eps},
+                            {"weight_decay", o.adamw.weight_decay},
+                            {"decay_embeddings", o.adamw.decay_embeddings},
+                            {"seed", o.seed},
+                            {"val_fraction", o.val_fraction},
+                            {"precision", to_string(o.precision)}};
   return j.dump();
 }
 
@@ -117,7 +123,8 @@ void Trainer::save(const std::string& path, const Tokenizer& tokenizer) const {
   ATTN_CHECK(tokenizer.vocab_size() == config_.vocab_size, "checkpoint: the tokenizer has ",
              tokenizer.vocab_size(), " tokens, the model ", config_.vocab_size);
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const GptParameter& p : model_.parameter_table()) tensors.emplace_back(p.name, model_.parameter(p.name));
+  for (const GptParameter& p : model_.parameter_table())
+    tensors.emplace_back(p.name, model_.parameter(p.name));
   for (const char* moment : {"m", "v"}) {
     const Tensor& buffer = moment[0] == 'm' ? optimizer_.m : optimizer_.v;
     for (const GptParameter& p : model_.parameter_table()) {

@@ -31,14 +31,15 @@ uint64_t detail::token_fingerprint(const std::vector<int64_t>& tokens) {
 void detail::check_options(const TrainOptions& o) {
   ATTN_CHECK(o.batch_size >= 1, "train: batch_size must be >= 1, got ", o.batch_size);
   ATTN_CHECK(o.max_iters >= 0, "train: max_iters must be >= 0, got ", o.max_iters);
-  ATTN_CHECK(o.warmup_iters >= 0 && o.lr_decay_iters >= 0, "train: warmup and decay iterations must be >= 0");
+  ATTN_CHECK(o.warmup_iters >= 0 && o.lr_decay_iters >= 0,
+             "train: warmup and decay iterations must be >= 0");
   ATTN_CHECK(o.grad_accum >= 1, "train: grad_accum must be >= 1, got ", o.grad_accum);
   ATTN_CHECK(o.eval_iters >= 1, "train: eval_iters must be >= 1, got ", o.eval_iters);
   ATTN_CHECK(std::isfinite(o.lr) && o.lr > 0.0f && std::isfinite(o.min_lr) && o.min_lr >= 0.0f &&
                  o.min_lr <= o.lr,
              "train: need 0 <= min_lr <= lr, lr > 0; got lr ", o.lr, ", min_lr ", o.min_lr);
-  ATTN_CHECK(o.val_fraction > 0.0 && o.val_fraction < 1.0, "train: val_fraction must be in (0, 1), got ",
-             o.val_fraction);
+  ATTN_CHECK(o.val_fraction > 0.0 && o.val_fraction < 1.0,
+             "train: val_fraction must be in (0, 1), got ", o.val_fraction);
 }
 
 Trainer::Trainer(const GptConfig& config, const TrainOptions& options, std::vector<int64_t> tokens,
@@ -54,11 +55,12 @@ Trainer::Trainer(const GptConfig& config, const TrainOptions& options, std::vect
   const size_t split = split_point(tokens.size(), options_.val_fraction);
   const size_t need = static_cast<size_t>(config.block_size) + 1;
   ATTN_CHECK(split >= need && tokens.size() - split >= need, "train: ", tokens.size(),
-             " tokens are too few: both the training split (", split, ") and the validation split (",
-             tokens.size() - split, ") need at least block_size + 1 = ", need);
+             " tokens are too few: both the training split (", split,
+             ") and the validation split (", tokens.size() - split,
+             ") need at least block_size + 1 = ", need);
   for (int64_t t : tokens) {
-    ATTN_CHECK(t >= 0 && t < config.vocab_size, "train: token id ", t, " outside the vocabulary of ",
-               config.vocab_size);
+    ATTN_CHECK(t >= 0 && t < config.vocab_size, "train: token id ", t,
+               " outside the vocabulary of ", config.vocab_size);
   }
   val_.assign(tokens.begin() + static_cast<int64_t>(split), tokens.end());
   tokens.resize(split);
@@ -104,9 +106,11 @@ StepResult Trainer::step() {
   double loss = 0.0;
   for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
     const Windows w = sample(train_, o.batch_size, data_rng_);
-    const uint64_t dropout_seed = o.seed * 1000003 + static_cast<uint64_t>(iteration_ * o.grad_accum + micro);
+    const uint64_t dropout_seed =
+        o.seed * 1000003 + static_cast<uint64_t>(iteration_ * o.grad_accum + micro);
     const float l = model_.forward(w.ids, w.targets, o.batch_size, dropout_seed);
-    ATTN_CHECK(std::isfinite(l), "training diverged: the loss is ", l, " at iteration ", iteration_);
+    ATTN_CHECK(std::isfinite(l), "training diverged: the loss is ", l, " at iteration ",
+               iteration_);
     loss += l;
     model_.backward(1.0f / static_cast<float>(o.grad_accum));
   }

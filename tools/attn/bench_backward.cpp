@@ -88,7 +88,8 @@ void forward_of(BackwardProblem& p) {
   }
 }
 
-void print_header(const AttentionBenchArgs& a, int64_t kv_heads, const std::map<int, double>& peak) {
+void print_header(const AttentionBenchArgs& a, int64_t kv_heads,
+                  const std::map<int, double>& peak) {
   std::printf("attn bench backward: B=%lld H=%lld Hkv=%lld d=%lld %s, %s path%s\n",
               static_cast<long long>(a.batch), static_cast<long long>(a.heads),
               static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim),
@@ -97,12 +98,13 @@ void print_header(const AttentionBenchArgs& a, int64_t kv_heads, const std::map<
   for (const auto& [threads, gflops] : peak) {
     std::printf("measured FMA peak, %d thread(s): %.0f GFLOP/s\n", threads, gflops);
   }
-  std::printf("GFLOP/s counts 10·B·H·T²·d (five T×T×d products, the full square, causal too);\n"
-              "useful counts 5·B·H·T·(T+1)·d when causal. fwd ms: the fused forward, same run.\n"
-              "tensors MiB: what the caller holds (inputs, forward results, dO, gradients).\n%s\n",
-              a.block ? "--block: the MultiHeadAttention layer's backward (its GFLOP/s add the "
-                        "projections' weight and input gradients); fwd ms: its forward.\n"
-                      : "");
+  std::printf(
+      "GFLOP/s counts 10·B·H·T²·d (five T×T×d products, the full square, causal too);\n"
+      "useful counts 5·B·H·T·(T+1)·d when causal. fwd ms: the fused forward, same run.\n"
+      "tensors MiB: what the caller holds (inputs, forward results, dO, gradients).\n%s\n",
+      a.block ? "--block: the MultiHeadAttention layer's backward (its GFLOP/s add the "
+                "projections' weight and input gradients); fwd ms: its forward.\n"
+              : "");
   std::printf("%7s %7s %10s %9s %8s %9s %9s %7s %8s %8s %8s\n", "seq", "threads", "ms", "fwd ms",
               "bwd/fwd", "GFLOP/s", "useful", "%peak", "vs ref", "rss MiB", "tensors");
 }
@@ -118,8 +120,9 @@ void run_backward(const AttentionBenchArgs& a) {
     ATTN_CHECK(t_len >= 1, "--seq must be >= 1, got ", t_len);
     const std::unique_ptr<BackwardProblem> p = make_problem(a, kv_heads, t_len);
     double square = 10.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
-    double useful =
-        a.causal ? 5.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim : square;
+    double useful = a.causal
+                        ? 5.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim
+                        : square;
     if (a.block) {  // two products per projection (weight and input gradients): twice the forward's
       const double d_model = double(a.heads) * a.head_dim;
       const double width = double(a.heads + 2 * kv_heads) * a.head_dim;
@@ -138,12 +141,13 @@ void run_backward(const AttentionBenchArgs& a) {
       const double gflops = square / ms / 1e6, useful_gflops = useful / ms / 1e6;
       const double rss = peak_rss_mib();
       if (a.json) {
-        const AttentionBenchRow row{t_len, kv_heads, threads, ms, gflops, useful_gflops,
-                                    peak[threads], reference_ms, rss};
+        const AttentionBenchRow row{t_len,         kv_heads,      threads,      ms, gflops,
+                                    useful_gflops, peak[threads], reference_ms, rss};
         std::printf("{%s, \"forward_ms\": %.3f, \"tensor_mib\": %.1f}\n",
                     attention_json_fields(a, row).c_str(), forward_ms, p->tensor_mib());
       } else {
-        const std::string vs_ref = reference_ms < 0 ? "-" : detail::concat(int(reference_ms / ms), "x");
+        const std::string vs_ref =
+            reference_ms < 0 ? "-" : detail::concat(int(reference_ms / ms), "x");
         std::printf("%7lld %7d %10.2f %9.2f %7.2fx %9.1f %9.1f %6.0f%% %8s %8.0f %8.0f\n",
                     static_cast<long long>(t_len), threads, ms, forward_ms, ms / forward_ms, gflops,
                     useful_gflops, 100.0 * useful_gflops / peak[threads], vs_ref.c_str(), rss,
@@ -167,7 +171,9 @@ void add_bench_backward_command(CLI::App& bench) {
       "of the FMA peak measured in the same run, the speed-up over the reference backward (up to\n"
       "--reference-max-seq), peak resident memory and the MiB of the tensors themselves.");
   add_attention_bench_options(*bwd, *a);
-  bwd->footer("Example: attn bench backward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads 1,2");
+  bwd->footer(
+      "Example: attn bench backward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads "
+      "1,2");
   bwd->callback([a] { run_backward(*a); });
 }
 

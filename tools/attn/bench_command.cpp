@@ -10,15 +10,15 @@
 #include <vector>
 
 #include "attn/error.hpp"
+#include "attn/kv_cache.hpp"
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/threads.hpp"
+#include "bench_util.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-#include "attn/kv_cache.hpp"
 #include "hot/bandwidth.hpp"
-#include "bench_util.hpp"
 #include "hot/fma_peak.hpp"
 
 namespace attn::cli {
@@ -36,11 +36,13 @@ void run_forward(const AttentionBenchArgs& a) {
                 static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim),
                 a.causal ? "causal" : "non-causal", a.impl.c_str(),
                 a.compete ? ", another process keeping one core busy" : "");
-    for (int t : thread_counts) std::printf("measured FMA peak, %d thread(s): %.0f GFLOP/s\n", t, peak[t]);
-    std::printf("GFLOP/s counts 4·B·H·T²·d (the full square, causal too); useful counts "
-                "2·B·H·T·(T+1)·d when causal\n\n");
-    std::printf("%7s %7s %10s %9s %9s %7s %10s %9s\n", "seq", "threads", "ms", "GFLOP/s",
-                "useful", "%peak", "vs ref", "rss MiB");
+    for (int t : thread_counts)
+      std::printf("measured FMA peak, %d thread(s): %.0f GFLOP/s\n", t, peak[t]);
+    std::printf(
+        "GFLOP/s counts 4·B·H·T²·d (the full square, causal too); useful counts "
+        "2·B·H·T·(T+1)·d when causal\n\n");
+    std::printf("%7s %7s %10s %9s %9s %7s %10s %9s\n", "seq", "threads", "ms", "GFLOP/s", "useful",
+                "%peak", "vs ref", "rss MiB");
   }
   for (int64_t t_len : a.seq) {
     ATTN_CHECK(t_len >= 1, "--seq must be >= 1, got ", t_len);
@@ -50,15 +52,17 @@ void run_forward(const AttentionBenchArgs& a) {
     SdpaOptions options;
     options.causal = a.causal;
     double square = 4.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
-    double useful = a.causal ? 2.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim
-                             : square;
+    double useful = a.causal
+                        ? 2.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim
+                        : square;
     // --block: the whole multi-head block on x (B, T, H·d), weights (H·d, H·d) each.
     const int64_t d_model = a.heads * a.head_dim;
     Tensor x, w;
     if (a.block) {
       x = rand_normal({a.batch, t_len, d_model}, 4);
       w = rand_normal({d_model, d_model}, 5, 0.0f, 1.0f / std::sqrt(static_cast<float>(d_model)));
-      const double projections = 2.0 * a.batch * double(t_len) * d_model * d_model * 4;  // Q, K, V, O
+      const double projections =
+          2.0 * a.batch * double(t_len) * d_model * d_model * 4;  // Q, K, V, O
       square += projections;
       useful += projections;
     }
@@ -79,11 +83,12 @@ void run_forward(const AttentionBenchArgs& a) {
       const double gflops = square / ms / 1e6, useful_gflops = useful / ms / 1e6;
       const double rss = peak_rss_mib();
       if (a.json) {
-        const AttentionBenchRow row{t_len, kv_heads, threads, ms, gflops, useful_gflops,
-                                    peak[threads], reference_ms, rss};
+        const AttentionBenchRow row{t_len,         kv_heads,      threads,      ms, gflops,
+                                    useful_gflops, peak[threads], reference_ms, rss};
         std::printf("{%s}\n", attention_json_fields(a, row).c_str());
       } else {
-        const std::string vs_ref = reference_ms < 0 ? "-" : detail::concat(int(reference_ms / ms), "x");
+        const std::string vs_ref =
+            reference_ms < 0 ? "-" : detail::concat(int(reference_ms / ms), "x");
         std::printf("%7lld %7d %10.2f %9.1f %9.1f %6.0f%% %10s %9.0f\n",
                     static_cast<long long>(t_len), threads, ms, gflops, useful_gflops,
                     100.0 * useful_gflops / peak[threads], vs_ref.c_str(), rss);
@@ -107,7 +112,8 @@ struct DecodeArgs {
 // alone (the new token's K/V already appended). Bytes read: K and V of every cached position.
 void run_decode(const DecodeArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
-  ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads, ")");
+  ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads,
+             ")");
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   std::map<int, double> bandwidth;
@@ -118,7 +124,8 @@ void run_decode(const DecodeArgs& a) {
                 static_cast<long long>(a.heads), static_cast<long long>(kv_heads),
                 static_cast<long long>(a.head_dim), a.dtype.c_str(),
                 a.compete ? ", another process keeping one core busy" : "");
-    for (int t : thread_counts) std::printf("measured read bandwidth, %d thread(s): %.1f GB/s\n", t, bandwidth[t]);
+    for (int t : thread_counts)
+      std::printf("measured read bandwidth, %d thread(s): %.1f GB/s\n", t, bandwidth[t]);
     std::printf("\n%8s %7s %10s %9s %10s\n", "cache", "threads", "us/step", "GB/s", "%bandwidth");
   }
   for (int64_t length : a.cache) {
@@ -132,7 +139,8 @@ void run_decode(const DecodeArgs& a) {
     const int64_t fill = 4096;  // append in pieces: the random K/V never exist whole
     for (int64_t t0 = 0; t0 < length; t0 += fill) {
       const int64_t n = std::min(fill, length - t0);
-      cache.append(rand_normal({1, kv_heads, n, a.head_dim}, 1 + t0), rand_normal({1, kv_heads, n, a.head_dim}, 2 + t0));
+      cache.append(rand_normal({1, kv_heads, n, a.head_dim}, 1 + t0),
+                   rand_normal({1, kv_heads, n, a.head_dim}, 2 + t0));
     }
     const Tensor q = rand_normal({1, a.heads, 1, a.head_dim}, 3);
     const double bytes = 2.0 * kv_heads * double(length) * a.head_dim * (bf16 ? 2 : 4);
@@ -141,15 +149,16 @@ void run_decode(const DecodeArgs& a) {
       const double us = 1e3 * median_ms(a.runs, [&] { attend_cached(q, cache); });
       const double gbps = bytes / us / 1e3;
       if (a.json) {
-        std::printf("{\"cache\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
-                    "\"cache_dtype\": \"%s\", \"threads\": %d, \"us\": %.2f, \"gbps\": %.2f, "
-                    "\"bandwidth_gbps\": %.2f, \"compete\": %s}\n",
-                    static_cast<long long>(length), static_cast<long long>(a.heads),
-                    static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim), a.dtype.c_str(),
-                    threads, us, gbps, bandwidth[threads], a.compete ? "true" : "false");
+        std::printf(
+            "{\"cache\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+            "\"cache_dtype\": \"%s\", \"threads\": %d, \"us\": %.2f, \"gbps\": %.2f, "
+            "\"bandwidth_gbps\": %.2f, \"compete\": %s}\n",
+            static_cast<long long>(length), static_cast<long long>(a.heads),
+            static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim), a.dtype.c_str(),
+            threads, us, gbps, bandwidth[threads], a.compete ? "true" : "false");
       } else {
-        std::printf("%8lld %7d %10.1f %9.1f %9.0f%%\n", static_cast<long long>(length), threads, us, gbps,
-                    100.0 * gbps / bandwidth[threads]);
+        std::printf("%8lld %7d %10.1f %9.1f %9.0f%%\n", static_cast<long long>(length), threads, us,
+                    gbps, 100.0 * gbps / bandwidth[threads]);
       }
       std::fflush(stdout);
     }
@@ -161,7 +170,8 @@ void run_decode(const DecodeArgs& a) {
 
 void add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand(
-      "bench", "Benchmarks (not tests): attn bench forward --help, attn bench backward --help,\n"
+      "bench",
+      "Benchmarks (not tests): attn bench forward --help, attn bench backward --help,\n"
       "attn bench decode --help");
   bench->require_subcommand(1);
   auto a = std::make_shared<AttentionBenchArgs>();
@@ -173,7 +183,9 @@ void add_bench_command(CLI::App& app) {
       "with the same thread count, the speed-up over the reference path (same run, up to\n"
       "--reference-max-seq) and the process's peak resident memory.");
   add_attention_bench_options(*fwd, *a);
-  fwd->footer("Example: attn bench forward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads 1,2");
+  fwd->footer(
+      "Example: attn bench forward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads "
+      "1,2");
   fwd->callback([a] { run_forward(*a); });
 
   add_bench_backward_command(*bench);
@@ -188,19 +200,30 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(positive());
-  decode->add_option("--heads", dec->heads, "query heads")->capture_default_str()->check(positive());
-  decode->add_option("--kv-heads", dec->kv_heads, "cached heads (GQA; default = --heads)")->check(positive());
-  decode->add_option("--head-dim", dec->head_dim, "head width d")->capture_default_str()->check(positive());
+  decode->add_option("--heads", dec->heads, "query heads")
+      ->capture_default_str()
+      ->check(positive());
+  decode->add_option("--kv-heads", dec->kv_heads, "cached heads (GQA; default = --heads)")
+      ->check(positive());
+  decode->add_option("--head-dim", dec->head_dim, "head width d")
+      ->capture_default_str()
+      ->check(positive());
   decode->add_option("--cache-dtype", dec->dtype, "cache storage")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
-  decode->add_option("--threads", dec->threads, "thread counts, e.g. --threads 1,2 (default: all cores)")
+  decode
+      ->add_option("--threads", dec->threads,
+                   "thread counts, e.g. --threads 1,2 (default: all cores)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
-  decode->add_option("--runs", dec->runs, "timed runs (median reported)")->capture_default_str()->check(CLI::Range(1, 100000));
+  decode->add_option("--runs", dec->runs, "timed runs (median reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   decode->add_flag("--compete", dec->compete, "keep one core busy with another process meanwhile");
   decode->add_flag("--json", dec->json, "one JSON object per line");
-  decode->footer("Example: attn bench decode --cache 1024,65536 --heads 16 --kv-heads 4 --cache-dtype bf16 --threads 1,2");
+  decode->footer(
+      "Example: attn bench decode --cache 1024,65536 --heads 16 --kv-heads 4 --cache-dtype bf16 "
+      "--threads 1,2");
   decode->callback([dec] { run_decode(*dec); });
 }
 

@@ -24,15 +24,21 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
   command.add_option("--heads", a.heads, "query heads")->capture_default_str()->check(positive());
   command.add_option("--kv-heads", a.kv_heads, "key/value heads (GQA; default = --heads)")
       ->check(positive());
-  command.add_option("--head-dim", a.head_dim, "head width d")->capture_default_str()->check(positive());
+  command.add_option("--head-dim", a.head_dim, "head width d")
+      ->capture_default_str()
+      ->check(positive());
   command.add_flag("--causal", a.causal, "causal self-attention");
-  command.add_option("--threads", a.threads, "thread counts, e.g. --threads 1,2 (default: all cores)")
+  command
+      .add_option("--threads", a.threads, "thread counts, e.g. --threads 1,2 (default: all cores)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
   add_impl_option(command, a.impl);
-  command.add_option("--runs", a.runs, "timed runs (median reported)")->capture_default_str()->check(CLI::Range(1, 1000));
-  command.add_option("--reference-max-seq", a.reference_max_seq,
-                     "time the reference path only up to this length (it is slow)")
+  command.add_option("--runs", a.runs, "timed runs (median reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  command
+      .add_option("--reference-max-seq", a.reference_max_seq,
+                  "time the reference path only up to this length (it is slow)")
       ->capture_default_str();
   command.add_flag("--block", a.block,
                    "time the whole multi-head block (x·[Wq|Wk|Wv], attention, ·Wo; d_model = H·d); "
@@ -43,8 +49,8 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
 
 int64_t resolved_kv_heads(const AttentionBenchArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
-  ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (",
-             a.heads, ")");
+  ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads,
+             ")");
   return kv_heads;
 }
 
@@ -56,10 +62,11 @@ std::string attention_json_fields(const AttentionBenchArgs& a, const AttentionBe
       "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.3f, \"gflops\": %.2f, "
       "\"useful_gflops\": %.2f, \"peak_gflops\": %.2f, \"reference_ms\": %s, "
       "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f",
-      static_cast<long long>(r.seq), static_cast<long long>(a.batch), static_cast<long long>(a.heads),
-      static_cast<long long>(r.kv_heads), static_cast<long long>(a.head_dim),
-      a.causal ? "true" : "false", r.threads, a.impl.c_str(), r.ms, r.gflops, r.useful_gflops,
-      r.peak_gflops, r.reference_ms < 0 ? "null" : std::to_string(r.reference_ms).c_str(),
+      static_cast<long long>(r.seq), static_cast<long long>(a.batch),
+      static_cast<long long>(a.heads), static_cast<long long>(r.kv_heads),
+      static_cast<long long>(a.head_dim), a.causal ? "true" : "false", r.threads, a.impl.c_str(),
+      r.ms, r.gflops, r.useful_gflops, r.peak_gflops,
+      r.reference_ms < 0 ? "null" : std::to_string(r.reference_ms).c_str(),
       a.block ? "true" : "false", a.compete ? "true" : "false", r.rss_mib);
   return fields;
 }

@@ -6,7 +6,6 @@
 #include <sys/types.h>
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

@@ -97,9 +97,10 @@ void run_encode(const CodecArgs& args) {
   encoder.finish();
   const double seconds = seconds_since(start);
   if (args.stats) {
-    std::printf("%zu tokens, %zu bytes, %.3f bytes per token, %.1f MB/s (%d threads; reading included)\n",
-                tokens, bytes, tokens == 0 ? 0.0 : static_cast<double>(bytes) / static_cast<double>(tokens),
-                seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0.0, num_threads());
+    std::printf(
+        "%zu tokens, %zu bytes, %.3f bytes per token, %.1f MB/s (%d threads; reading included)\n",
+        tokens, bytes, tokens == 0 ? 0.0 : static_cast<double>(bytes) / static_cast<double>(tokens),
+        seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0.0, num_threads());
     return;
   }
   writer.finish();
@@ -165,7 +166,8 @@ void run_decode(const CodecArgs& args) {
 
 void add_bpe_command(CLI::App& app) {
   CLI::App* bpe = app.add_subcommand(
-      "bpe", "The BPE tokenizer: attn bpe train --help, attn bpe encode --help, attn bpe decode --help");
+      "bpe",
+      "The BPE tokenizer: attn bpe train --help, attn bpe encode --help, attn bpe decode --help");
   bpe->require_subcommand(1);
 
   auto train = std::make_shared<TrainArgs>();
@@ -173,7 +175,8 @@ void add_bpe_command(CLI::App& app) {
       "train",
       "Learn a BPE tokenizer from a text file and write it as JSON. A progress bar on a\n"
       "terminal, then one summary line.");
-  tr->add_option("--corpus", train->corpus, "the text to learn from (- for standard input)")->required();
+  tr->add_option("--corpus", train->corpus, "the text to learn from (- for standard input)")
+      ->required();
   tr->add_option("--vocab-size", train->options.vocab_size,
                  "tokens at most: special tokens + base alphabet + merges")
       ->required()
@@ -190,7 +193,8 @@ void add_bpe_command(CLI::App& app) {
   tr->add_option("--out", train->out, "where to write the tokenizer (JSON)")->required();
   tr->add_option("--threads", train->threads, "threads for counting words (default: all cores)")
       ->check(CLI::Range(1, 1024));
-  tr->footer("Example: attn bpe train --corpus input.txt --vocab-size 4096 --byte-level --out tok.json");
+  tr->footer(
+      "Example: attn bpe train --corpus input.txt --vocab-size 4096 --byte-level --out tok.json");
   tr->callback([train] { run_train(*train); });
 
   auto enc = std::make_shared<CodecArgs>();
@@ -200,14 +204,18 @@ void add_bpe_command(CLI::App& app) {
       "spaces, or with --stats the token count, bytes per token and MB/s.");
   en->add_option("--tokenizer", enc->tokenizer, "a tokenizer file from attn bpe train")->required();
   en->add_option("input", enc->input, "the text (- or nothing: standard input)");
-  en->add_option("--threads", enc->threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
+  en->add_option("--threads", enc->threads, "threads (default: all cores)")
+      ->check(CLI::Range(1, 1024));
   en->add_flag("--stats", enc->stats, "print statistics instead of the ids");
-  en->footer("Example: attn bpe encode --tokenizer tok.json input.txt | attn bpe decode --tokenizer tok.json -");
+  en->footer(
+      "Example: attn bpe encode --tokenizer tok.json input.txt | attn bpe decode --tokenizer "
+      "tok.json -");
   en->callback([enc] { run_encode(*enc); });
 
   auto dec = std::make_shared<CodecArgs>();
   CLI::App* de = bpe->add_subcommand(
-      "decode", "Read token ids separated by any whitespace; write the exact bytes they stand for.");
+      "decode",
+      "Read token ids separated by any whitespace; write the exact bytes they stand for.");
   de->add_option("--tokenizer", dec->tokenizer, "a tokenizer file from attn bpe train")->required();
   de->add_option("input", dec->input, "the ids (- or nothing: standard input)");
   de->callback([dec] { run_decode(*dec); });

@@ -7,9 +7,9 @@
 #include <optional>
 
 #include "attn/error.hpp"
+#include "attn/files.hpp"
 #include "attn/io.hpp"
 #include "attn/threads.hpp"
-#include "attn/files.hpp"
 
 namespace attn::cli {
 
@@ -68,11 +68,13 @@ CLI::Validator lower_bound(const char* rule, bool (*holds)(double), const char* 
 }  // namespace
 
 CLI::Validator positive() {
-  return lower_bound("> 0", [](double v) { return v > 0; }, "POSITIVE");
+  return lower_bound(
+      "> 0", [](double v) { return v > 0; }, "POSITIVE");
 }
 
 CLI::Validator non_negative() {
-  return lower_bound(">= 0", [](double v) { return v >= 0; }, "NONNEGATIVE");
+  return lower_bound(
+      ">= 0", [](double v) { return v >= 0; }, "NONNEGATIVE");
 }
 
 void add_threads_option(CLI::App& command, int& threads) {

@@ -140,17 +140,19 @@ void train_tiny_gpt(uint64_t seed) {
   const EvalResult before = trainer.evaluate();
   const auto start = std::chrono::steady_clock::now();
   while (!trainer.done()) trainer.step();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const EvalResult after = trainer.evaluate();
   std::printf("%lld parameters; val loss %.3f -> %.3f in %.2f s\n",
-              static_cast<long long>(trainer.model().num_parameters()), before.val_loss, after.val_loss,
-              seconds);
+              static_cast<long long>(trainer.model().num_parameters()), before.val_loss,
+              after.val_loss, seconds);
   ATTN_CHECK(after.val_loss < 0.5f * before.val_loss, "demo: the GPT did not learn (val loss ",
              before.val_loss, " -> ", after.val_loss, ")");
   GenerateOptions generation;
   generation.max_new_tokens = 80;
   generation.sampling.temperature = 0.0f;  // greedy: the most likely continuation
-  const std::vector<int64_t> sample = generate(trainer.model(), chars.encode("the quick"), generation);
+  const std::vector<int64_t> sample =
+      generate(trainer.model(), chars.encode("the quick"), generation);
   std::printf("greedy sample: \"the quick%s\"\n", chars.decode(sample).c_str());
 }
 
@@ -164,10 +166,12 @@ void run_demo(const DemoArgs& args) {
   for (size_t i = 0; i < tokens.ids.size(); ++i) {
     std::printf(" %s(%lld)", tokens.shown[i].c_str(), static_cast<long long>(tokens.ids[i]));
   }
-  std::printf("\nvocabulary of %lld tokens (\u2581 marks a space); decode gives the text back: %s\n",
-              static_cast<long long>(tokens.tokenizer.vocab_size()),
-              tokens.tokenizer.decode(tokens.ids) == args.text ? "yes" : "NO");
-  ATTN_CHECK(tokens.tokenizer.decode(tokens.ids) == args.text, "demo: decode(encode(text)) differs");
+  std::printf(
+      "\nvocabulary of %lld tokens (\u2581 marks a space); decode gives the text back: %s\n",
+      static_cast<long long>(tokens.tokenizer.vocab_size()),
+      tokens.tokenizer.decode(tokens.ids) == args.text ? "yes" : "NO");
+  ATTN_CHECK(tokens.tokenizer.decode(tokens.ids) == args.text,
+             "demo: decode(encode(text)) differs");
 
   section("2. token embeddings + sinusoidal positions");
   const TokenEmbedding embedding(tokens.tokenizer.vocab_size(), args.d_model, args.seed);
@@ -219,8 +223,9 @@ void add_demo_command(CLI::App& app) {
       "The walk-through on a built-in sentence: a BPE tokenizer trained on the tutorial's\n"
       "corpus, token embeddings, positions, causal multi-head attention, a heat map and the\n"
       "checks. No files needed.");
-  cmd->add_option("--text", args->text,
-                  "the sentence to use (the tokenizer also trains on it, so no character is unknown)")
+  cmd->add_option(
+         "--text", args->text,
+         "the sentence to use (the tokenizer also trains on it, so no character is unknown)")
       ->capture_default_str();
   cmd->add_option("--d-model", args->d_model, "model width")
       ->capture_default_str()

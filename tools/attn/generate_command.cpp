@@ -21,8 +21,9 @@ struct GenerateArgs {
 };
 
 void write_text(const std::string& text) {
-  ATTN_CHECK(std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0,
-             "cannot write to standard output");
+  ATTN_CHECK(
+      std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0,
+      "cannot write to standard output");
 }
 
 void run_generate(GenerateArgs& args) {
@@ -39,7 +40,8 @@ void run_generate(GenerateArgs& args) {
     const int64_t one[] = {id};
     write_text(ckpt.tokenizer.decode(one));
   });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   write_text("\n");
   if (args.stats) {
     std::fprintf(stderr, "%zu tokens in %.3f s: %.0f tokens/s (%s)\n", tokens.size(), seconds,
@@ -61,18 +63,25 @@ void add_generate_command(CLI::App& app) {
   a.options.max_new_tokens = 500;
   a.options.sampling.temperature = 0.8f;
   a.options.sampling.top_k = 200;
-  cmd->add_option("--checkpoint", a.checkpoint, "a training directory or its checkpoint.safetensors")
+  cmd->add_option("--checkpoint", a.checkpoint,
+                  "a training directory or its checkpoint.safetensors")
       ->required();
   cmd->add_option("--prompt", a.prompt, "text to continue");
   cmd->add_option("--max-new-tokens", a.options.max_new_tokens, "tokens to generate")
-      ->check(non_negative())->capture_default_str();
-  cmd->add_option("--temperature", a.options.sampling.temperature, "0 = greedy; higher = more random")
-      ->check(non_negative())->capture_default_str();
-  cmd->add_option("--top-k", a.options.sampling.top_k, "draw from the k most likely tokens (0 = all)")
-      ->check(non_negative())->capture_default_str();
+      ->check(non_negative())
+      ->capture_default_str();
+  cmd->add_option("--temperature", a.options.sampling.temperature,
+                  "0 = greedy; higher = more random")
+      ->check(non_negative())
+      ->capture_default_str();
+  cmd->add_option("--top-k", a.options.sampling.top_k,
+                  "draw from the k most likely tokens (0 = all)")
+      ->check(non_negative())
+      ->capture_default_str();
   cmd->add_option("--seed", a.options.seed, "sampling seed: the same seed gives the same text")
       ->capture_default_str();
-  cmd->add_flag("--no-cache", a.no_cache, "re-run the whole window for every token (slow; for comparison)");
+  cmd->add_flag("--no-cache", a.no_cache,
+                "re-run the whole window for every token (slow; for comparison)");
   cmd->add_flag("--stats", a.stats, "print tokens per second to stderr");
   add_threads_option(*cmd, a.threads);
   cmd->callback([args] { run_generate(*args); });

@@ -34,28 +34,37 @@ std::string loss_svg(const LossHistory& history) {
   }
   if (low > high) low = 0, high = 1;
   if (high - low < 1e-3f) high = low + 1e-3f;
-  const auto x = [&](double iter) { return kLeft + (kWidth - kLeft - kRight) * iter / static_cast<double>(max_iter); };
-  const auto y = [&](double loss) { return kTop + (kHeight - kTop - kBottom) * (high - loss) / (high - low); };
+  const auto x = [&](double iter) {
+    return kLeft + (kWidth - kLeft - kRight) * iter / static_cast<double>(max_iter);
+  };
+  const auto y = [&](double loss) {
+    return kTop + (kHeight - kTop - kBottom) * (high - loss) / (high - low);
+  };
 
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + number(kWidth) + "\" height=\"" +
-                    number(kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + number(kWidth) +
+                    "\" height=\"" + number(kHeight) +
+                    "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + number(kLeft) + "\" y=\"18\" font-size=\"14\">loss (faint: each step; blue: train; red: validation)</text>\n";
-  svg += "<rect x=\"" + number(kLeft) + "\" y=\"" + number(kTop) + "\" width=\"" + number(kWidth - kLeft - kRight) +
-         "\" height=\"" + number(kHeight - kTop - kBottom) + "\" fill=\"none\" stroke=\"black\"/>\n";
+  svg +=
+      "<text x=\"" + number(kLeft) +
+      "\" y=\"18\" font-size=\"14\">loss (faint: each step; blue: train; red: validation)</text>\n";
+  svg += "<rect x=\"" + number(kLeft) + "\" y=\"" + number(kTop) + "\" width=\"" +
+         number(kWidth - kLeft - kRight) + "\" height=\"" + number(kHeight - kTop - kBottom) +
+         "\" fill=\"none\" stroke=\"black\"/>\n";
   for (int i = 0; i <= 4; ++i) {
     const double iter = max_iter * i / 4.0, loss = low + (high - low) * i / 4.0;
     svg += "<text x=\"" + number(x(iter)) + "\" y=\"" + number(kHeight - kBottom + 16) +
            "\" text-anchor=\"middle\">" + number(iter, "%.0f") + "</text>\n";
-    svg += "<text x=\"" + number(kLeft - 6) + "\" y=\"" + number(y(loss) + 4) + "\" text-anchor=\"end\">" +
-           number(loss, "%.2f") + "</text>\n";
+    svg += "<text x=\"" + number(kLeft - 6) + "\" y=\"" + number(y(loss) + 4) +
+           "\" text-anchor=\"end\">" + number(loss, "%.2f") + "</text>\n";
   }
   svg += "<text x=\"" + number((kLeft + kWidth - kRight) / 2) + "\" y=\"" + number(kHeight - 8) +
          "\" text-anchor=\"middle\">iteration</text>\n";
   auto polyline = [&](const std::vector<std::pair<double, double>>& points, const char* style) {
     if (points.empty()) return;
     svg += std::string("<polyline fill=\"none\" ") + style + " points=\"";
-    for (const auto& [i, l] : points) svg += number(x(i), "%.1f") + "," + number(y(l), "%.1f") + " ";
+    for (const auto& [i, l] : points)
+      svg += number(x(i), "%.1f") + "," + number(y(l), "%.1f") + " ";
     svg += "\"/>\n";
   };
   std::vector<std::pair<double, double>> steps, train, val;

@@ -9,8 +9,8 @@
 namespace attn::cli {
 
 struct LossHistory {
-  std::vector<std::pair<int64_t, float>> steps;                    // (iter, batch loss)
-  std::vector<std::tuple<int64_t, float, float>> evaluations;      // (iter, train, val)
+  std::vector<std::pair<int64_t, float>> steps;                // (iter, batch loss)
+  std::vector<std::tuple<int64_t, float, float>> evaluations;  // (iter, train, val)
 };
 
 // An SVG document of `history` (empty axes when there is nothing yet).

@@ -24,9 +24,9 @@ void run_mha(const MhaArgs& args) {
   options.window = args.window;
   options.return_weights = !args.weights.empty();
   const Tensor wo = args.wo.empty() ? Tensor{} : load_finite(args.wo);
-  const MhaResult result = mha_with(
-      args.impl, load_finite(args.x), load_finite(args.wq), load_finite(args.wk), load_finite(args.wv), wo,
-      args.heads, options);
+  const MhaResult result =
+      mha_with(args.impl, load_finite(args.x), load_finite(args.wq), load_finite(args.wk),
+               load_finite(args.wv), wo, args.heads, options);
   write_results(args.out, result.output, args.weights, result.weights);
 }
 

@@ -26,8 +26,8 @@ void run_sdpa(const SdpaArgs& args) {
   options.scale = args.scale;
   options.return_weights = !args.weights.empty();
   if (!args.mask.empty()) options.mask = load_mask(args.mask);
-  const SdpaResult result = sdpa_with(args.impl, load_finite(args.q), load_finite(args.k),
-                                      load_finite(args.v), options);
+  const SdpaResult result =
+      sdpa_with(args.impl, load_finite(args.q), load_finite(args.k), load_finite(args.v), options);
   write_results(args.out, result.output, args.weights, result.weights);
 }
 

@@ -12,12 +12,12 @@
 #include <string>
 
 #include "attn/error.hpp"
+#include "attn/files.hpp"
 #include "attn/threads.hpp"
 #include "attn/train.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "loss_plot.hpp"
-#include "attn/files.hpp"
 
 namespace attn::cli {
 namespace {
@@ -53,7 +53,8 @@ Tokenizer make_tokenizer(const TrainArgs& args, const std::string& corpus) {
 // Appends rows to DIR/metrics.csv (a new run starts the file with its header).
 class Metrics {
  public:
-  Metrics(const std::string& path, bool append) : out_(path, append ? std::ios::app : std::ios::trunc) {
+  Metrics(const std::string& path, bool append)
+      : out_(path, append ? std::ios::app : std::ios::trunc) {
     ATTN_CHECK(out_.good(), "cannot write ", path);
     if (!append) out_ << "iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s\n";
   }
@@ -92,8 +93,10 @@ void run_train(TrainArgs& args) {
     Trainer::Resumed resumed = Trainer::resume_on_text(ckpt, corpus);
     tokenizer.emplace(std::move(resumed.tokenizer));
     trainer.emplace(std::move(resumed.trainer));
-    if (args.train.max_iters != TrainOptions{}.max_iters) trainer->set_max_iters(args.train.max_iters);
-    if (args.train.eval_iters != TrainOptions{}.eval_iters) trainer->set_eval_iters(args.train.eval_iters);
+    if (args.train.max_iters != TrainOptions{}.max_iters)
+      trainer->set_max_iters(args.train.max_iters);
+    if (args.train.eval_iters != TrainOptions{}.eval_iters)
+      trainer->set_eval_iters(args.train.eval_iters);
   } else {
     tokenizer = make_tokenizer(args, corpus);
     args.model.vocab_size = tokenizer->vocab_size();
@@ -106,14 +109,16 @@ void run_train(TrainArgs& args) {
   const GptConfig& c = trainer->model().config();
   const TrainOptions& o = trainer->options();
   const bool terminal = ::isatty(STDERR_FILENO) == 1;
-  std::printf("attn train: %lld parameters (%lld layers, %lld heads, n_embd %lld, block %lld), "
-              "vocabulary %lld (%s), %zu tokens, %d threads%s%s\n",
-              static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.n_layer),
-              static_cast<long long>(c.n_head), static_cast<long long>(c.n_embd),
-              static_cast<long long>(c.block_size), static_cast<long long>(c.vocab_size),
-              tokenizer->kind().c_str(), trainer->token_count(), num_threads(),
-              o.precision == MatmulPrecision::kBFloat16 ? ", bf16 products" : "",
-              args.resume ? (", resumed at iteration " + std::to_string(trainer->iteration())).c_str() : "");
+  std::printf(
+      "attn train: %lld parameters (%lld layers, %lld heads, n_embd %lld, block %lld), "
+      "vocabulary %lld (%s), %zu tokens, %d threads%s%s\n",
+      static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.n_layer),
+      static_cast<long long>(c.n_head), static_cast<long long>(c.n_embd),
+      static_cast<long long>(c.block_size), static_cast<long long>(c.vocab_size),
+      tokenizer->kind().c_str(), trainer->token_count(), num_threads(),
+      o.precision == MatmulPrecision::kBFloat16 ? ", bf16 products" : "",
+      args.resume ? (", resumed at iteration " + std::to_string(trainer->iteration())).c_str()
+                  : "");
   std::fflush(stdout);
 
   Metrics metrics(args.out + "/metrics.csv", args.resume);
@@ -169,11 +174,12 @@ void run_train(TrainArgs& args) {
   // A resumed run that was already done only evaluates: no step to time.
   char pace[40] = "no step run";
   if (timed_steps > 0) {
-    std::snprintf(pace, sizeof pace, "%.1f ms/iter", 1e3 * train_seconds / static_cast<double>(timed_steps));
+    std::snprintf(pace, sizeof pace, "%.1f ms/iter",
+                  1e3 * train_seconds / static_cast<double>(timed_steps));
   }
   std::printf("done: %lld iterations, %s; wrote %s, %s/metrics.csv, %s/loss.svg\n",
-              static_cast<long long>(trainer->iteration()), pace, ckpt.c_str(),
-              args.out.c_str(), args.out.c_str());
+              static_cast<long long>(trainer->iteration()), pace, ckpt.c_str(), args.out.c_str(),
+              args.out.c_str());
 }
 
 }  // namespace
@@ -190,14 +196,17 @@ void add_train_command(CLI::App& app) {
       "evaluation with the val columns filled) and DIR/loss.svg. A progress bar on a terminal,\n"
       "log lines otherwise. Ctrl-C saves a checkpoint and exits (status 130); --resume continues.");
   TrainArgs& a = *args;
-  cmd->add_option("--corpus", a.corpus, "the text file to learn (UTF-8 for --tokenizer char)")->required();
-  cmd->add_option("--out", a.out, "directory for the checkpoint, metrics.csv and loss.svg")->required();
+  cmd->add_option("--corpus", a.corpus, "the text file to learn (UTF-8 for --tokenizer char)")
+      ->required();
+  cmd->add_option("--out", a.out, "directory for the checkpoint, metrics.csv and loss.svg")
+      ->required();
   cmd->add_option("--tokenizer", a.tokenizer,
                   "char (one token per character), bpe (byte-level BPE trained on the corpus), "
                   "or a tokenizer JSON file from 'attn bpe train'")
       ->capture_default_str();
   cmd->add_option("--vocab-size", a.vocab_size, "vocabulary of --tokenizer bpe")
-      ->check(CLI::Range(257, 1 << 20))->capture_default_str();
+      ->check(CLI::Range(257, 1 << 20))
+      ->capture_default_str();
   cmd->add_flag("--resume", a.resume,
                 "continue DIR/checkpoint.safetensors (model and training options come from it; "
                 "--max-iters may extend the run, --eval-iters changes the loss estimates)");
@@ -210,17 +219,24 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--dropout", a.model.dropout, "dropout on embeddings and residual branches")
       ->capture_default_str();
   cmd->add_option("--positions", a.positions, "learned, sinusoidal or rotary")
-      ->check(CLI::IsMember({"learned", "sinusoidal", "rotary"}))->capture_default_str();
+      ->check(CLI::IsMember({"learned", "sinusoidal", "rotary"}))
+      ->capture_default_str();
   cmd->add_flag("--no-bias", a.no_bias, "no biases in linear layers and LayerNorms");
   cmd->add_option("--precision", a.precision,
-                  "matrix products of training: f32, or bf16 (mixed precision: bf16 operands, float sums, parameters and evaluation; twice the multiply rate on AVX-512 BF16)")
-      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
-  cmd->add_option("--batch-size", a.train.batch_size, "windows per micro-batch")->capture_default_str();
-  cmd->add_option("--grad-accum", a.train.grad_accum, "micro-batches per step")->capture_default_str();
+                  "matrix products of training: f32, or bf16 (mixed precision: bf16 operands, "
+                  "float sums, parameters and evaluation; twice the multiply rate on AVX-512 BF16)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--batch-size", a.train.batch_size, "windows per micro-batch")
+      ->capture_default_str();
+  cmd->add_option("--grad-accum", a.train.grad_accum, "micro-batches per step")
+      ->capture_default_str();
   cmd->add_option("--max-iters", a.train.max_iters, "optimizer steps")->capture_default_str();
   cmd->add_option("--lr", a.train.lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--min-lr", a.train.min_lr, "learning rate at the end of the cosine")->capture_default_str();
-  cmd->add_option("--warmup-iters", a.train.warmup_iters, "linear warm-up steps")->capture_default_str();
+  cmd->add_option("--min-lr", a.train.min_lr, "learning rate at the end of the cosine")
+      ->capture_default_str();
+  cmd->add_option("--warmup-iters", a.train.warmup_iters, "linear warm-up steps")
+      ->capture_default_str();
   cmd->add_option("--lr-decay-iters", a.train.lr_decay_iters, "end of the cosine (0 = max-iters)")
       ->capture_default_str();
   cmd->add_option("--weight-decay", a.train.adamw.weight_decay, "AdamW decoupled weight decay")
@@ -231,11 +247,16 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--grad-clip", a.train.grad_clip, "clip the global gradient norm (0 = off)")
       ->capture_default_str();
   cmd->add_option("--eval-interval", a.eval_interval, "steps between evaluations and checkpoints")
-      ->check(positive())->capture_default_str();
-  cmd->add_option("--eval-iters", a.train.eval_iters, "batches per loss estimate")->capture_default_str();
-  cmd->add_option("--log-interval", a.log_interval, "steps between log lines when not on a terminal")
-      ->check(positive())->capture_default_str();
-  cmd->add_option("--seed", a.train.seed, "initialisation, data order and dropout")->capture_default_str();
+      ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--eval-iters", a.train.eval_iters, "batches per loss estimate")
+      ->capture_default_str();
+  cmd->add_option("--log-interval", a.log_interval,
+                  "steps between log lines when not on a terminal")
+      ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--seed", a.train.seed, "initialisation, data order and dropout")
+      ->capture_default_str();
   add_threads_option(*cmd, a.threads);
   cmd->callback([args] { run_train(*args); });
 }

@@ -1,12 +1,12 @@
 // Read bandwidth: 512 MiB (far past the L3) summed in 1 MiB chunks handed to the threads,
 // with Highway vectors and four independent accumulators so the loop is bound by memory, not
 // by the add latency. The decode kernel reads K and V the same way: sequential rows.
+#include "tools/attn/hot/bandwidth.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <vector>
-
-#include "tools/attn/hot/bandwidth.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tools/attn/hot/bandwidth.cpp"
@@ -44,8 +44,8 @@ namespace attn::cli {
 HWY_EXPORT(SumFloats);
 
 double measure_read_bandwidth_gbps(int threads) {
-  constexpr int64_t kFloats = int64_t{128} << 20;  // 512 MiB
-  constexpr int64_t kChunk = int64_t{256} << 10;   // 1 MiB
+  constexpr int64_t kFloats = int64_t{128} << 20;               // 512 MiB
+  constexpr int64_t kChunk = int64_t{256} << 10;                // 1 MiB
   std::vector<float> data(static_cast<size_t>(kFloats), 1.0f);  // touched: no page faults below
   const int previous = num_threads();
   set_num_threads(threads);
@@ -54,9 +54,11 @@ double measure_read_bandwidth_gbps(int threads) {
     std::vector<float> sums(static_cast<size_t>(kFloats / kChunk));
     const auto start = std::chrono::steady_clock::now();
     parallel_for(kFloats / kChunk, [&](int64_t chunk) {
-      sums[static_cast<size_t>(chunk)] = HWY_DYNAMIC_DISPATCH(SumFloats)(data.data() + chunk * kChunk, kChunk);
+      sums[static_cast<size_t>(chunk)] =
+          HWY_DYNAMIC_DISPATCH(SumFloats)(data.data() + chunk * kChunk, kChunk);
     });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best = std::max(best, kFloats * 4.0 / seconds / 1e9);
   }
   set_num_threads(previous);

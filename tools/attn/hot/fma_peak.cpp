@@ -2,12 +2,12 @@
 // needs at least 8), in the widest vectors the CPU runs (Highway runtime dispatch). 16 of them
 // with AVX-512's 32 registers; 12 with AVX2's 16, where 16 plus the two operands spilled to
 // memory and the probe read 55 GFLOP/s on a Zen 3 core whose sgemm reached 60.
+#include "tools/attn/hot/fma_peak.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <vector>
-
-#include "tools/attn/hot/fma_peak.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tools/attn/hot/fma_peak.cpp"
@@ -20,7 +20,8 @@ namespace attn::cli {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Runs `iterations` rounds of kChains FMAs; returns the FLOPs done and a value the compiler must keep.
+// Runs `iterations` rounds of kChains FMAs; returns the FLOPs done and a value the compiler must
+// keep.
 double FmaLoop(int64_t iterations, float* sink) {
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;

@@ -9,7 +9,8 @@
 namespace attn::cli {
 
 void write_stdout(std::string_view bytes) {
-  ATTN_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size() && std::fflush(stdout) == 0,
+  ATTN_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size() &&
+                 std::fflush(stdout) == 0,
              "cannot write to standard output");
 }
 
