@@ -9,11 +9,16 @@
 #   make compare    attn next to PyTorch and numpy on the same shapes, its tokenizer next to
 #                   sentencepiece, its GPT trainer next to PyTorch (installs python3-torch,
 #                   sentencepiece)
+#   make format     rewrite every C++ file with clang-format under .clang-format
+#   make lint       check that every C++ file is so formatted (CI runs it first)
 #   make fixtures   regenerate tests/fixtures/*.npy and gpt_*.safetensors with numpy and PyTorch
 #                   (installs them)
 JOBS ?= $(shell nproc)
 
-.PHONY: run test build test-asan bench compare fixtures bootstrap clean
+.PHONY: run test build test-asan bench compare fixtures bootstrap clean format lint
+
+# Every C++ source and header the repository tracks.
+CXX_FILES = $(shell git ls-files '*.cpp' '*.hpp' '*.h')
 
 bootstrap:
 	@scripts/bootstrap
@@ -51,6 +56,15 @@ fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py
 	/usr/bin/python3 tests/fixtures/make_backward_fixtures.py
 	/usr/bin/python3 tests/fixtures/make_gpt_fixtures.py
+
+format:
+	@scripts/bootstrap --lint
+	clang-format -i $(CXX_FILES)
+
+lint:
+	@scripts/bootstrap --lint
+	clang-format --dry-run -Werror $(CXX_FILES)
+	@echo "lint: $(words $(CXX_FILES)) C++ files formatted as .clang-format says"
 
 clean:
 	rm -rf build
