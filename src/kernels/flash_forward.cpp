@@ -25,7 +25,7 @@
 // queries; o += P·V broadcasts P and loads V rows. With AVX-512 that is 6 × 4 = 24
 // accumulators + 4 loads + 1 broadcast of the 32 registers: compute bound. A first version that
 // packed Kᵀ per key block and reduced each row horizontally ran at 44 % of the FMA peak on one
-// thread (causal T = 4096, H = 16, d = 64); this layout's figures are in the README.
+// thread (causal T = 4096, H = 16, d = 64); this layout's figures are in docs/performance.md.
 //
 // Own micro-kernel or oneDNN per block? oneDNN's sgemm on exactly these block products
 // (S = Q·Kᵀ 64×64·64×128, O += P·V 64×128·128×64), called in a loop on one thread with
