@@ -87,7 +87,7 @@ class BpeTokenizer {
   int64_t first_merge_id() const { return first_merge_id_; }
   int64_t unk_id() const { return unk_id_; }  // −1 in byte mode
 
-  // A JSON file (format "attn-bpe", version 1; docs in README): the options, the alphabet
+  // A JSON file (format "attn-bpe", version 1; docs/library.md): the options, the alphabet
   // (character mode), the merges as id pairs in order, and every token in display form.
   // Written to a temporary file, then renamed over `path`.
   void save(const std::string& path) const;
