@@ -15,10 +15,21 @@
 
 namespace attn::testing {
 
-enum class MaskCase { kNone, kCausal, kWindow, kBoolean, kAdditive, kKeyLengths };
-inline constexpr MaskCase kMaskCases[] = {MaskCase::kNone,     MaskCase::kCausal,
-                                          MaskCase::kWindow,   MaskCase::kBoolean,
-                                          MaskCase::kAdditive, MaskCase::kKeyLengths};
+// kCausalTopLeft and kWindowTopLeft: the same specs with CausalAlign::kTopLeft.
+enum class MaskCase {
+  kNone,
+  kCausal,
+  kWindow,
+  kBoolean,
+  kAdditive,
+  kKeyLengths,
+  kCausalTopLeft,
+  kWindowTopLeft
+};
+inline constexpr MaskCase kMaskCases[] = {
+    MaskCase::kNone,     MaskCase::kCausal,     MaskCase::kWindow,        MaskCase::kBoolean,
+    MaskCase::kAdditive, MaskCase::kKeyLengths, MaskCase::kCausalTopLeft, MaskCase::kWindowTopLeft};
+inline constexpr int kMaskCaseCount = sizeof(kMaskCases) / sizeof(kMaskCases[0]);
 
 struct SweepCase {
   int64_t batch, heads, group, tq, tk, d, dv;
@@ -53,6 +64,14 @@ inline SdpaOptions make_options(const SweepCase& c, std::mt19937_64& gen) {
       break;
     case MaskCase::kWindow:
       o.window = 1 + static_cast<int64_t>(gen() % 70);
+      break;
+    case MaskCase::kCausalTopLeft:
+      o.causal = true;
+      o.causal_align = CausalAlign::kTopLeft;
+      break;
+    case MaskCase::kWindowTopLeft:
+      o.window = 1 + static_cast<int64_t>(gen() % 70);
+      o.causal_align = CausalAlign::kTopLeft;
       break;
     case MaskCase::kBoolean: {
       Tensor allow = rand_uniform({c.tq, c.tk}, c.seed + 11);
@@ -94,7 +113,7 @@ inline std::vector<SweepCase> attention_sweep() {
       c.tk = tk_choices[seed % 3];
       c.d = d;
       c.dv = seed % 4 == 0 ? std::max<int64_t>(1, d / 2) + 3 : d;  // dv ≠ d sometimes
-      c.mask = kMaskCases[seed % 6];
+      c.mask = kMaskCases[seed % kMaskCaseCount];
       c.bthd_layout = seed % 2 == 0;
       c.threads = 1 + static_cast<int>(seed / 2 % 2);
       c.seed = seed * 1000;

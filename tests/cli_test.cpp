@@ -320,6 +320,28 @@ TEST_F(Cli, SdpaWritesWhatTheLibraryComputes) {
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("o2.npy")).values, expected.output));
 }
 
+TEST_F(Cli, SdpaTakesTheCausalAlignment) {
+  const Tensor q = rand_normal({2, 5, 8}, 1), k = rand_normal({2, 7, 8}, 2),
+               v = rand_normal({2, 7, 3}, 3);
+  write_npy(path("q.npy"), q);
+  write_npy(path("k.npy"), k);
+  write_npy(path("v.npy"), v);
+  const std::string qkv =
+      "sdpa --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") + " --causal";
+  ASSERT_EQ(run(qkv + " --causal-align top-left --out " + path("top.npy")).status, 0);
+  ASSERT_EQ(run(qkv + " --out " + path("bottom.npy")).status, 0);
+  SdpaOptions o;
+  o.causal = true;
+  o.causal_align = CausalAlign::kTopLeft;
+  EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("top.npy")).values, sdpa(q, k, v, o).output));
+  o.causal_align = CausalAlign::kBottomRight;
+  EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("bottom.npy")).values, sdpa(q, k, v, o).output));
+  const CliResult bad = run(qkv + " --causal-align left --out " + path("x.npy"));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--causal-align"), std::string::npos) << bad.err;
+  EXPECT_NE(run("sdpa --help").out.find("bottom-right"), std::string::npos);
+}
+
 TEST_F(Cli, MhaAndHeatmap) {
   const Tensor x = rand_normal({1, 4, 8}, 4);
   const Tensor w = rand_normal({8, 8}, 5, 0, 0.3f);

@@ -19,9 +19,13 @@ namespace attn {
 
 struct SdpaOptions {
   std::optional<float> scale;  // default 1/√d
-  bool causal = false;         // bottom-right aligned when Tq ≠ Tk (see mask.hpp)
-  int64_t window = 0;          // > 0: sliding-window causal, keys p − window < j ≤ p
-  Mask mask;                   // explicit boolean or additive mask, broadcast to (…, Tq, Tk)
+  bool causal = false;         // query i sees keys j ≤ its position (see causal_align)
+  // Where queries sit for causal and window when Tq ≠ Tk (mask.hpp): bottom-right (query i at
+  // Tk − Tq + i; the default, what a KV cache needs) or top-left (query i at i: PyTorch's
+  // is_causal).
+  CausalAlign causal_align = CausalAlign::kBottomRight;
+  int64_t window = 0;  // > 0: sliding-window causal, keys p − window < j ≤ p
+  Mask mask;           // explicit boolean or additive mask, broadcast to (…, Tq, Tk)
   // Padding: one length per batch entry (B = dim 0 of rank-4 inputs, else 1); keys
   // j ≥ key_lengths[b] are hidden. Empty = every key is real.
   std::vector<int64_t> key_lengths;

@@ -37,6 +37,9 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
   ATTN_CHECK(options.mask.empty() && options.key_lengths.empty(),
              "attend_cached: explicit masks and key lengths are not supported with a cache");
   ATTN_CHECK(options.window >= 0, "attend_cached: window must be >= 0, got ", options.window);
+  ATTN_CHECK(options.causal_align == CausalAlign::kBottomRight,
+             "attend_cached: top-left causal alignment does not apply to a cache (each new query "
+             "sits at its own position, after the cached ones)");
   const int64_t tq = q.dim(2);
   ATTN_CHECK(tq <= cache.position(), "attend_cached: ", tq, " queries but the cache holds only ",
              cache.position(), " positions; append their keys and values first");

@@ -6,8 +6,8 @@
 namespace attn::kernels {
 
 KeyRange visible_keys(const FlashProblem& p, int64_t b, int64_t q0, int64_t rows) {
-  // Query row r sits at position tk − tq + r (bottom-right alignment).
-  const int64_t first_position = p.tk - p.tq + q0;
+  // Query row r sits at position query_position0 + r.
+  const int64_t first_position = p.query_position0 + q0;
   const int64_t last_position = first_position + rows - 1;
   KeyRange range{0, p.tk};
   if (p.key_lengths != nullptr) range.end = std::min(range.end, p.key_lengths[b]);
@@ -18,7 +18,7 @@ KeyRange visible_keys(const FlashProblem& p, int64_t b, int64_t q0, int64_t rows
 }
 
 DiagonalCut diagonal_cut(const FlashProblem& p, int64_t q0, size_t rows, int64_t j0, size_t cols) {
-  return {p.causal || p.window > 0, p.tk - p.tq + q0 - j0, rows, cols};
+  return {p.causal || p.window > 0, p.query_position0 + q0 - j0, rows, cols};
 }
 
 size_t DiagonalCut::keys_seen_by(size_t r_end) const {
@@ -36,7 +36,7 @@ size_t DiagonalCut::first_query_seeing(size_t c) const {
 void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
                 size_t cols, float* st, size_t ldq) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  const int64_t first_position = p.tk - p.tq + q0;
+  const int64_t first_position = p.query_position0 + q0;
   const auto n = static_cast<int64_t>(rows);
   for (size_t c = 0; c < cols; ++c) {
     float* key_row = st + c * ldq;

@@ -28,7 +28,9 @@ struct FlashProblem {
   int64_t batch, heads, kv_heads, tq, tk, d, dv;
   float scale;
   bool causal;
-  int64_t window;  // 0 = unlimited
+  int64_t window;           // 0 = unlimited
+  int64_t query_position0;  // causal/window: the absolute position of query 0 (Tk − Tq
+                            // bottom-right, 0 top-left); query i sits at query_position0 + i
 
   // Explicit mask as a (B, H, Tq, Tk) view (stride 0 where broadcast), or nullptr.
   const float* mask;

@@ -28,11 +28,11 @@ Tensor scaled_scores(const Tensor& q, const Tensor& k, float scale) {
 }
 
 // scores[i][j] = -inf where the causal (or sliding-window) spec hides key j from query i.
-void apply_causal(Tensor& scores, int64_t window) {
+void apply_causal(Tensor& scores, int64_t window, CausalAlign align) {
   const int64_t tq = scores.dim(0), tk = scores.dim(1);
   for (int64_t i = 0; i < tq; ++i) {
     for (int64_t j = 0; j < tk; ++j) {
-      if (!causal_allows(i, j, tq, tk, window)) scores.at({i, j}) = kMinusInf;
+      if (!causal_allows(i, j, tq, tk, window, align)) scores.at({i, j}) = kMinusInf;
     }
   }
 }
@@ -77,7 +77,8 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
   parallel_for(dims.batch * dims.heads, [&](int64_t bh) {
     const int64_t b = bh / dims.heads, h = bh % dims.heads, kv_h = h / group;
     Tensor scores = scaled_scores(q4.select(b).select(h), k4.select(b).select(kv_h), dims.scale);
-    if (options.causal || options.window > 0) apply_causal(scores, options.window);
+    if (options.causal || options.window > 0)
+      apply_causal(scores, options.window, options.causal_align);
     if (!options.key_lengths.empty()) apply_key_length(scores, options.key_lengths[b]);
     if (mask4.defined()) apply_mask(scores, mask4.select(b).select(h), options.mask.kind);
     const Tensor weights = softmax(scores);

@@ -77,6 +77,16 @@ CLI::Validator non_negative() {
       ">= 0", [](double v) { return v >= 0; }, "NONNEGATIVE");
 }
 
+void add_causal_align_option(CLI::App& command, std::string& align) {
+  command
+      .add_option("--causal-align", align,
+                  "where queries sit for --causal/--window when Tq != Tk: bottom-right (query i "
+                  "at Tk-Tq+i, so the last query sees every key; what a KV cache needs) or "
+                  "top-left (query i at i: PyTorch's is_causal, torch.tril)")
+      ->check(CLI::IsMember({"bottom-right", "top-left"}))
+      ->capture_default_str();
+}
+
 void add_threads_option(CLI::App& command, int& threads) {
   command.add_option("--threads", threads, "threads to use (default: all cores)")
       ->check(CLI::Range(1, 1024));

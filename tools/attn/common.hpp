@@ -35,6 +35,9 @@ void write_results(const std::string& out_path, const Tensor& output,
 CLI::Validator positive();
 CLI::Validator non_negative();
 
+// --causal-align bottom-right|top-left into options.causal_align.
+void add_causal_align_option(CLI::App& command, std::string& align);
+
 // --threads N (default: all cores); applied by apply_threads().
 void add_threads_option(CLI::App& command, int& threads);
 void apply_threads(int threads);

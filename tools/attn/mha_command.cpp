@@ -13,6 +13,7 @@ struct MhaArgs {
   std::string x, wq, wk, wv, wo, out, weights, impl = "fused";
   int64_t heads = 0;
   bool causal = false;
+  std::string causal_align = "bottom-right";
   int64_t window = 0;
   int threads = 0;
 };
@@ -22,6 +23,7 @@ void run_mha(const MhaArgs& args) {
   SdpaOptions options;
   options.causal = args.causal;
   options.window = args.window;
+  options.causal_align = causal_align_from_string(args.causal_align);
   options.return_weights = !args.weights.empty();
   const Tensor wo = args.wo.empty() ? Tensor{} : load_finite(args.wo);
   const MhaResult result =
@@ -51,6 +53,7 @@ void add_mha_command(CLI::App& app) {
       ->check(positive());
   cmd->add_option("--out", args->out, "where to write Y.npy")->required();
   cmd->add_option("--weights", args->weights, "also write the weights W.npy (B, H, T, T)");
+  add_causal_align_option(*cmd, args->causal_align);
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);
   cmd->footer(

@@ -13,6 +13,7 @@ namespace {
 struct SdpaArgs {
   std::string q, k, v, mask, out, weights, impl = "fused";
   bool causal = false;
+  std::string causal_align = "bottom-right";
   int64_t window = 0;
   std::optional<float> scale;
   int threads = 0;
@@ -23,6 +24,7 @@ void run_sdpa(const SdpaArgs& args) {
   SdpaOptions options;
   options.causal = args.causal;
   options.window = args.window;
+  options.causal_align = causal_align_from_string(args.causal_align);
   options.scale = args.scale;
   options.return_weights = !args.weights.empty();
   if (!args.mask.empty()) options.mask = load_mask(args.mask);
@@ -43,7 +45,7 @@ void add_sdpa_command(CLI::App& app) {
   cmd->add_option("--k", args->k, "keys K.npy (…, Tk, d)")->required();
   cmd->add_option("--v", args->v, "values V.npy (…, Tk, dv)")->required();
   cmd->add_flag("--causal", args->causal,
-                "causal mask; bottom-right aligned when Tq != Tk (query i sees keys <= Tk-Tq+i)");
+                "causal mask: query i sees keys up to its position (see --causal-align)");
   cmd->add_option("--window", args->window, "sliding-window causal: the last W keys only")
       ->check(positive());
   cmd->add_option("--mask", args->mask,
@@ -51,6 +53,7 @@ void add_sdpa_command(CLI::App& app) {
   cmd->add_option("--scale", args->scale, "score scale (default 1/sqrt(d))");
   cmd->add_option("--out", args->out, "where to write the output O.npy (…, Tq, dv)")->required();
   cmd->add_option("--weights", args->weights, "also write the weights W.npy (…, Tq, Tk)");
+  add_causal_align_option(*cmd, args->causal_align);
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);
   cmd->footer(
