@@ -17,5 +17,6 @@
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"
 #include "attn/train.hpp"
+#include "attn/version.hpp"
 #include "attn/viz.hpp"
 #include "attn/walkthrough.hpp"

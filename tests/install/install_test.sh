@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs this build into a fresh prefix, then builds and runs a small program against it
+# twice — through find_package(attn 0.1) and through pkg-config — and configures attn as a
+# subproject. Run by ctest: install_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1 source=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+for f in include/attn/attn.hpp include/attn/version.hpp bin/attn; do
+  [[ -e $prefix/$f ]] || { echo "install: $f missing"; exit 1; }
+done
+"$prefix/bin/attn" --version | grep -q "^attn [0-9]" || { echo "installed attn --version"; exit 1; }
+
+# find_package
+cmake -S "$source/tests/install/consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/cmake" >"$work/build.log" || { cat "$work/build.log"; exit 1; }
+"$work/cmake/consumer"
+
+# A version the package does not satisfy is refused.
+sed 's/find_package(attn 0.1 REQUIRED)/find_package(attn 9.0 REQUIRED)/' \
+  "$source/tests/install/consumer/CMakeLists.txt" >"$work/CMakeLists.txt"
+mkdir -p "$work/v9" && cp "$work/CMakeLists.txt" "$source/tests/install/consumer/main.cpp" "$work/v9/"
+if cmake -S "$work/v9" -B "$work/v9/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null 2>&1; then
+  echo "find_package(attn 9.0) accepted version $("$prefix/bin/attn" --version)"; exit 1
+fi
+
+# pkg-config
+pc_dir=$(dirname "$(find "$prefix" -name attn.pc)")
+flags=$(PKG_CONFIG_PATH=$pc_dir pkg-config --cflags --libs attn)
+[[ $(PKG_CONFIG_PATH=$pc_dir pkg-config --modversion attn) == $("$prefix/bin/attn" --version | cut -d' ' -f2) ]] ||
+  { echo "attn.pc's version differs from attn --version"; exit 1; }
+# shellcheck disable=SC2086
+g++ -O1 "$source/tests/install/consumer/main.cpp" -o "$work/pkg_consumer" $flags
+"$work/pkg_consumer"
+
+# A subproject: configure only (building the library again would take minutes).
+cmake -S "$source/tests/install/superproject" -B "$work/super" -DATTN_SOURCE_DIR="$source" \
+  >"$work/super.log" 2>&1 || { cat "$work/super.log"; exit 1; }
+echo "install_test: find_package, pkg-config and add_subdirectory consumers all good"
