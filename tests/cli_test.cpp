@@ -16,6 +16,7 @@
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/tokenizer.hpp"
+#include "attn/version.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -42,9 +43,12 @@ std::string slurp(const fs::path& p) {
 
 class Cli : public testing::TempDirTest {
  protected:
-  CliResult run(const std::string& args, const std::string& stdin_path = "/dev/null") const {
-    const std::string command = std::string(ATTN_CLI_PATH) + " " + args + " >" + path("stdout") +
-                                " 2>" + path("stderr") + " <" + stdin_path;
+  // env: assignments for the command's environment, e.g. "ATTN_NUM_THREADS=abc".
+  CliResult run(const std::string& args, const std::string& stdin_path = "/dev/null",
+                const std::string& env = "") const {
+    const std::string command = env + (env.empty() ? "" : " ") + std::string(ATTN_CLI_PATH) + " " +
+                                args + " >" + path("stdout") + " 2>" + path("stderr") + " <" +
+                                stdin_path;
     const int raw = std::system(command.c_str());
     CliResult r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
@@ -71,6 +75,41 @@ TEST_F(Cli, HelpOnEveryCommand) {
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
   }
   EXPECT_NE(run("sdpa --help").out.find("--causal"), std::string::npos);
+}
+
+TEST_F(Cli, VersionBareHelpAndUsageAsPeopleExpect) {
+  const CliResult version = run("--version");
+  EXPECT_EQ(version.status, 0);
+  EXPECT_EQ(version.out, std::string("attn ") + attn::version() + "\n");
+  // Bare `attn` prints the help (status 0), and usage lines name `attn`, not the binary's path.
+  const CliResult bare = run("");
+  EXPECT_EQ(bare.status, 0);
+  EXPECT_NE(bare.out.find("Usage: attn [OPTIONS] SUBCOMMAND"), std::string::npos) << bare.out;
+  EXPECT_EQ(bare.out.find(ATTN_CLI_PATH), std::string::npos) << bare.out;
+  const CliResult sdpa_help = run("sdpa --help");
+  EXPECT_NE(sdpa_help.out.find("Usage: attn sdpa [OPTIONS]"), std::string::npos) << sdpa_help.out;
+  EXPECT_NE(sdpa_help.out.find("--q FILE REQUIRED"), std::string::npos) << sdpa_help.out;
+  EXPECT_NE(run("generate --help").out.find("--checkpoint DIR"), std::string::npos);
+}
+
+TEST_F(Cli, AnUnknownOptionIsNamedBeforeAMissingOne) {
+  expect_error("sdpa --qq q.npy", "unknown option --qq (run 'attn sdpa --help')");
+  expect_error("bench forward --sq 64", "unknown option --sq");
+  expect_error("sdpa --q a --k b --v c --out d --frob", "unknown option --frob");
+}
+
+TEST_F(Cli, ABadThreadCountInTheEnvironmentIsAnError) {
+  for (const char* value : {"abc", "0", "2x", "-1"}) {
+    const CliResult r = run("demo", "/dev/null", std::string("ATTN_NUM_THREADS=") + value);
+    EXPECT_EQ(r.status, 1) << value;
+    EXPECT_EQ(r.err_lines(), 1) << r.err;
+    EXPECT_NE(r.err.find(std::string("ATTN_NUM_THREADS must be a whole number from 1 to 1024, "
+                                     "got '") +
+                         value + "'"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(run("--version", "/dev/null", "ATTN_NUM_THREADS=abc").status, 0);  // no work done
 }
 
 TEST_F(Cli, DemoRunsAndPassesItsChecks) {
@@ -388,7 +427,6 @@ TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {
   expect_error("sdpa --q a --k b --v c --out d --impl turbo", "--impl");
   expect_error("demo --threads 0", "--threads");
   expect_error("frobnicate", "frobnicate");
-  expect_error("", "subcommand");
   std::ofstream(path("bad.npy")) << "not numpy at all";
   expect_error("heatmap --weights " + path("bad.npy"), "not a .npy file");
   // Numeric options name their rule, and the hint names the command's own help.

@@ -7,7 +7,8 @@
 namespace attn {
 
 // The thread count for every parallel loop of the library. Defaults to the ATTN_NUM_THREADS
-// environment variable when it holds a positive integer, else to the number of cores.
+// environment variable when it is set (a whole number from 1 to 1024; anything else is an
+// attn::Error), else to the number of cores.
 int num_threads();
 // Sets the count (n ≥ 1; 0 restores the default). Throws attn::Error for n < 0.
 void set_num_threads(int n);

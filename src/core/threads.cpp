@@ -34,11 +34,17 @@ std::atomic<int> g_requested_threads{0};  // 0 = default
 thread_local bool t_inside_pool_job = false;
 thread_local int t_worker = 0;  // this thread's worker index inside a job
 
+// ATTN_NUM_THREADS when set (and not empty), else the core count. A value that is not a whole
+// number in [1, 1024] is an error rather than silently ignored: a typo should not quietly run
+// with a different thread count.
 int default_threads() {
-  if (const char* env = std::getenv("ATTN_NUM_THREADS")) {
+  const char* env = std::getenv("ATTN_NUM_THREADS");
+  if (env != nullptr && *env != '\0') {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
+    ATTN_CHECK(end != env && *end == '\0' && n >= 1 && n <= 1024,
+               "ATTN_NUM_THREADS must be a whole number from 1 to 1024, got '", env, "'");
+    return static_cast<int>(n);
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }

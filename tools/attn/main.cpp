@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "attn/error.hpp"
+#include "attn/threads.hpp"
+#include "attn/version.hpp"
 #include "commands.hpp"
 
 namespace {
@@ -64,6 +67,44 @@ std::string reached_command(CLI::App& app) {
   return path;
 }
 
+// The first argument that looks like an option and that no command took: CLI11 reports a
+// missing required option before an unknown one ("--q is required" for a mistyped --qq), so the
+// unknown one is named first.
+std::string unknown_option(CLI::App& app) {
+  for (CLI::App* at = &app;; at = at->get_subcommands().front()) {
+    for (const std::string& extra : at->remaining()) {
+      if (extra.size() > 1 && extra[0] == '-') return extra;
+    }
+    if (at->get_subcommands().empty()) return "";
+  }
+}
+
+bool asks_for_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help" || arg == "--version") return true;
+  }
+  return false;
+}
+
+// Options that take a path say so in --help (FILE, DIR) instead of CLI11's TEXT.
+void name_path_options(CLI::App& app) {
+  static const std::pair<const char*, const char*> kPaths[] = {
+      {"--q", "FILE"},          {"--k", "FILE"},         {"--v", "FILE"},
+      {"--mask", "FILE"},       {"--out", "FILE"},       {"--weights", "FILE"},
+      {"--x", "FILE"},          {"--wq", "FILE"},        {"--wk", "FILE"},
+      {"--wv", "FILE"},         {"--wo", "FILE"},        {"--bq", "FILE"},
+      {"--bk", "FILE"},         {"--bv", "FILE"},        {"--bo", "FILE"},
+      {"--corpus", "FILE"},     {"--checkpoint", "DIR"}, {"--config", "FILE"},
+      {"--prompt-file", "FILE"}};
+  for (CLI::Option* option : app.get_options()) {
+    for (const auto& [name, type] : kPaths) {
+      if (option->check_lname(std::string(name).substr(2))) option->type_name(type);
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands({})) name_path_options(*sub);
+}
+
 }  // namespace
 
 // Keep freed memory for reuse instead of returning it to the kernel: each call allocates its
@@ -79,21 +120,35 @@ int main(int argc, char** argv) {
   keep_freed_memory();
   CLI::App app{
       "attn: causal multi-head attention, from the textbook formulas to the tools.\n"
-      "Run 'attn demo' for the walk-through, 'attn COMMAND --help' for each command."};
+      "Run 'attn demo' for the walk-through, 'attn COMMAND --help' for each command.",
+      "attn"};
+  app.set_version_flag("--version", std::string("attn ") + attn::version());
   app.require_subcommand(1);
   if (!add_commands(app, argc, argv)) {
     print_error(std::string("unknown command '") + argv[1] + "'; the commands are " +
                 command_names() + " (run 'attn --help')");
     return 2;
   }
+  name_path_options(app);
+  if (argc == 1) {  // bare `attn`: the help, as `attn --help` prints it
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
   try {
+    // A bad ATTN_NUM_THREADS is an error before any work (the library would report it only at
+    // its first parallel loop, possibly after reading the inputs).
+    if (!asks_for_help(argc, argv)) attn::num_threads();
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    print_error(std::string(e.what()) + " (run '" + reached_command(app) + " --help')");
+    const std::string unknown = unknown_option(app);
+    const std::string what = unknown.empty() ? std::string(e.what()) : "unknown option " + unknown;
+    print_error(what + " (run '" + reached_command(app) + " --help')");
     return 2;
   } catch (const attn::Error& e) {
     print_error(e.what());
