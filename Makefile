@@ -56,6 +56,7 @@ fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py
 	/usr/bin/python3 tests/fixtures/make_backward_fixtures.py
 	/usr/bin/python3 tests/fixtures/make_gpt_fixtures.py
+	/usr/bin/python3 tests/fixtures/make_npy_dtype_fixtures.py
 
 format:
 	@scripts/bootstrap --lint

@@ -381,6 +381,66 @@ TEST_F(Cli, SdpaTakesTheCausalAlignment) {
   EXPECT_NE(run("sdpa --help").out.find("bottom-right"), std::string::npos);
 }
 
+// A version-1.0 .npy of raw little-endian elements with the given descr, as numpy writes them.
+void write_raw_npy(const std::string& path, const std::string& descr, const std::string& shape,
+                   const std::string& payload) {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string bytes = "\x93NUMPY";
+  bytes += '\x01';
+  bytes += '\x00';
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  std::ofstream(path, std::ios::binary) << bytes << header << payload;
+}
+
+template <class T>
+std::string raw(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+TEST_F(Cli, IntegerMasksAndNarrowedDoubles) {
+  const Tensor q = rand_normal({5, 8}, 1), k = rand_normal({7, 8}, 2), v = rand_normal({7, 3}, 3);
+  write_npy(path("q.npy"), q);
+  write_npy(path("k.npy"), k);
+  write_npy(path("v.npy"), v);
+  const Tensor allowed = causal_mask(5, 7);
+  std::vector<int64_t> as_i8;
+  std::vector<uint8_t> as_u1;
+  for (float a : allowed.to_vector()) {
+    as_i8.push_back(a != 0.0f ? -3 : 0);  // any non-zero value allows
+    as_u1.push_back(a != 0.0f ? 1 : 0);
+  }
+  write_raw_npy(path("m_i8.npy"), "<i8", "(5, 7)", raw(as_i8));
+  write_raw_npy(path("m_u1.npy"), "|u1", "(5, 7)", raw(as_u1));
+  SdpaOptions o;
+  o.mask = Mask::allow(allowed);
+  const Tensor expected = sdpa(q, k, v, o).output;
+  const std::string qkv =
+      "sdpa --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy");
+  for (const char* mask : {"m_i8.npy", "m_u1.npy"}) {
+    const CliResult r = run(qkv + " --mask " + path(mask) + " --out " + path("o.npy"));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err, "") << mask;
+    EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("o.npy")).values, expected)) << mask;
+  }
+  // float64 input: computed in float32, said once on stderr for that file.
+  std::vector<double> q64;
+  for (float x : q.to_vector()) q64.push_back(x);
+  write_raw_npy(path("q64.npy"), "<f8", "(5, 8)", raw(q64));
+  const CliResult r = run("sdpa --q " + path("q64.npy") + " --k " + path("k.npy") + " --v " +
+                          path("v.npy") + " --out " + path("o64.npy"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "attn: note: " + path("q64.npy") + ": float64 values narrowed to float32\n");
+  EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("o64.npy")).values, sdpa(q, k, v).output));
+  // Integers are masks, not data.
+  expect_error("sdpa --q " + path("m_i8.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
+                   " --out " + path("x.npy"),
+               "expected float data, got integers");
+}
+
 TEST_F(Cli, MhaAndHeatmap) {
   const Tensor x = rand_normal({1, 4, 8}, 4);
   const Tensor w = rand_normal({8, 8}, 5, 0, 0.3f);

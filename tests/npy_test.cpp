@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "attn/files.hpp"
 #include "attn/io.hpp"
@@ -87,14 +89,51 @@ TEST_F(Npy, ReadsDoublesBooleansAndVersionTwo) {
   EXPECT_EQ(read_npy(path("mask.npy")).values.to_vector(), (std::vector<float>{0, 1, 1}));
 }
 
+// Files numpy itself wrote (tests/fixtures/make_npy_dtype_fixtures.py) against numpy's own
+// conversion of the same values to float32: bit for bit, NaN for NaN.
+TEST(NpyDtypes, ReadsWhatNumpyWritesAsNumpyConvertsIt) {
+  const std::string dir = std::string(ATTN_FIXTURES_DIR) + "/npy_dtypes/";
+  const std::pair<const char*, NpyDtype> cases[] = {
+      {"f2", NpyDtype::kFloat16}, {"bf16_v2", NpyDtype::kBFloat16}, {"i1", NpyDtype::kInt8},
+      {"u1", NpyDtype::kUInt8},   {"i2", NpyDtype::kInt16},         {"u2", NpyDtype::kUInt16},
+      {"i4", NpyDtype::kInt32},   {"u4", NpyDtype::kUInt32},        {"i8", NpyDtype::kInt64},
+      {"u8", NpyDtype::kUInt64}};
+  for (const auto& [name, dtype] : cases) {
+    SCOPED_TRACE(name);
+    const NpyArray got = read_npy(dir + name + ".npy");
+    const NpyArray expected = read_npy(dir + "expected_" + name + ".npy");
+    EXPECT_EQ(got.dtype, dtype);
+    EXPECT_EQ(is_integer(got.dtype), std::string(name)[0] == 'i' || std::string(name)[0] == 'u');
+    ASSERT_EQ(got.values.shape(), expected.values.shape());
+    const std::vector<float> a = got.values.to_vector(), b = expected.values.to_vector();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::isnan(b[i])) {
+        EXPECT_TRUE(std::isnan(a[i])) << i;
+      } else {
+        EXPECT_EQ(std::memcmp(&a[i], &b[i], 4), 0) << i << ": " << a[i] << " vs " << b[i];
+      }
+    }
+  }
+}
+
+TEST(NpyDtypes, TheDescrBfloat16IsAcceptedToo) {
+  const uint16_t bits[] = {0x3f80, 0xc000};  // 1, -2
+  const std::string payload(reinterpret_cast<const char*>(bits), 4);
+  const NpyArray a = parse_npy(npy_bytes(dict("bfloat16", "(2,)"), payload), "B");
+  EXPECT_EQ(a.dtype, NpyDtype::kBFloat16);
+  EXPECT_EQ(a.values.to_vector(), (std::vector<float>{1.0f, -2.0f}));
+}
+
 TEST_F(Npy, RejectsWhatItCannotRepresent) {
   const std::string four = floats({1, 2, 3, 4});
   EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "(2, 2)", true), four), "F"); },
                          "F: Fortran-order arrays are not supported"));
   EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict(">f4", "(2, 2)"), four), "BE"); },
                          "BE: big-endian data ('>f4') is not supported"));
-  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<i4", "(2, 2)"), four), "I"); },
-                         "I: unsupported dtype '<i4'"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<c8", "(2,)"), four), "C"); },
+                         "C: unsupported dtype '<c8'"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict(">i4", "(2, 2)"), four), "BI"); },
+                         "BI: big-endian data ('>i4') is not supported; save it as '<i4'"));
   EXPECT_TRUE(ThrowsWith([&] { parse_npy(npy_bytes(dict("<f4", "()"), floats({1})), "S"); },
                          "S: rank 0 array (); expected rank 1 to 4"));
   EXPECT_TRUE(

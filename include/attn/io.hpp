@@ -2,9 +2,14 @@
 //
 // .npy files (NumPy's format, versions 1.0 and 2.0, C order, little-endian).
 //
-// Reading accepts '<f4' and '<f8' (converted to float32) and '|b1' (booleans, read as 1/0),
-// rank 1..4. Everything else — Fortran order, big-endian, another dtype, a header whose shape
-// disagrees with the file size, a truncated file — throws attn::Error naming the file. The
+// Reading accepts, rank 1..4: floats '<f4', '<f8' (narrowed to float32; a value beyond
+// float32's range is an error), '<f2' (float16, widened exactly) and bfloat16 (widened exactly;
+// numpy has no bfloat16 of its own and saves ml_dtypes' as a 2-byte void, '<V2' or '|V2', so a
+// 2-byte void is read as bfloat16, as Keras does; the descr 'bfloat16' is accepted too);
+// booleans '|b1' (read as 1/0); integers '|i1' '|u1' '<i2' '<u2' '<i4' '<u4' '<i8' '<u8'
+// (converted to the nearest float32: exact up to 2^24 in magnitude; masks read them as
+// non-zero = allowed). Everything else — Fortran order, big-endian, another dtype, a header whose
+// shape disagrees with the file size, a truncated file — throws attn::Error naming the file. The
 // payload size is checked against the file size before anything is allocated.
 // Writing produces a version 1.0 '<f4' (or '|b1') file through a temporary file that is
 // renamed into place, so a failed write never leaves a half-written file.
@@ -19,7 +24,24 @@
 
 namespace attn {
 
-enum class NpyDtype { kFloat32, kFloat64, kBool };
+enum class NpyDtype {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kBool,
+  kInt8,
+  kUInt8,
+  kInt16,
+  kUInt16,
+  kInt32,
+  kUInt32,
+  kInt64,
+  kUInt64
+};
+// The dtype's family, for callers that accept only some: float data, or a mask.
+bool is_floating(NpyDtype dtype);  // f2, bfloat16, f4, f8
+bool is_integer(NpyDtype dtype);   // i1 … u8
 
 struct NpyArray {
   Tensor values;   // float32 (booleans as 1.0 / 0.0)

@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
 #include "attn/files.hpp"
 #include "attn/io.hpp"
@@ -136,26 +137,38 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
+struct DtypeName {
+  const char* descr;
+  NpyDtype dtype;
+  size_t bytes;
+};
+constexpr DtypeName kDtypes[] = {
+    {"<f4", NpyDtype::kFloat32, 4},  {"<f8", NpyDtype::kFloat64, 8},
+    {"<f2", NpyDtype::kFloat16, 2},  {"<V2", NpyDtype::kBFloat16, 2},
+    {"|V2", NpyDtype::kBFloat16, 2}, {"bfloat16", NpyDtype::kBFloat16, 2},
+    {"|b1", NpyDtype::kBool, 1},     {"|i1", NpyDtype::kInt8, 1},
+    {"|u1", NpyDtype::kUInt8, 1},    {"<i2", NpyDtype::kInt16, 2},
+    {"<u2", NpyDtype::kUInt16, 2},   {"<i4", NpyDtype::kInt32, 4},
+    {"<u4", NpyDtype::kUInt32, 4},   {"<i8", NpyDtype::kInt64, 8},
+    {"<u8", NpyDtype::kUInt64, 8}};
+
 size_t item_size(NpyDtype dtype) {
-  switch (dtype) {
-    case NpyDtype::kFloat32:
-      return 4;
-    case NpyDtype::kFloat64:
-      return 8;
-    case NpyDtype::kBool:
-      return 1;
+  for (const DtypeName& d : kDtypes) {
+    if (d.dtype == dtype) return d.bytes;
   }
   return 0;
 }
 
 NpyDtype dtype_of(const std::string& descr, const std::string& name) {
-  if (descr == "<f4") return NpyDtype::kFloat32;
-  if (descr == "<f8") return NpyDtype::kFloat64;
-  if (descr == "|b1") return NpyDtype::kBool;
-  if (descr == ">f4" || descr == ">f8") {
-    throw Error(name + ": big-endian data ('" + descr + "') is not supported; save it as '<f4'");
+  for (const DtypeName& d : kDtypes) {
+    if (descr == d.descr) return d.dtype;
   }
-  throw Error(name + ": unsupported dtype '" + descr + "'; expected '<f4', '<f8' or '|b1'");
+  if (descr.size() >= 2 && descr[0] == '>' && descr[1] != '\0') {
+    throw Error(name + ": big-endian data ('" + descr + "') is not supported; save it as '<" +
+                descr.substr(1) + "'");
+  }
+  throw Error(name + ": unsupported dtype '" + descr +
+              "'; expected a float ('<f4', '<f8', '<f2', bfloat16), '|b1' or an integer");
 }
 
 // Reads a little-endian unsigned integer of `n` bytes.
@@ -166,25 +179,73 @@ uint32_t read_le(const std::string& bytes, size_t at, size_t n) {
   return value;
 }
 
-// Converts the payload into float32 values.
-void convert_payload(const char* payload, NpyDtype dtype, Tensor& out, const std::string& name) {
-  float* dst = out.data();
-  const int64_t n = out.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    if (dtype == NpyDtype::kFloat32) {
-      std::memcpy(&dst[i], payload + 4 * i, 4);
-    } else if (dtype == NpyDtype::kFloat64) {
-      double x;
-      std::memcpy(&x, payload + 8 * i, 8);
+// float16 bits -> float, exactly: sign, 5 exponent bits (bias 15), 10 mantissa bits.
+float from_float16(uint16_t h) {
+  const uint32_t sign = uint32_t{h & 0x8000u} << 16, exponent = (h >> 10) & 0x1fu,
+                 mantissa = h & 0x3ffu;
+  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {  // zero or subnormal: mantissa · 2^-24
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+template <class T>
+T load(const char* at) {
+  T value;
+  std::memcpy(&value, at, sizeof(T));
+  return value;
+}
+
+// Element i of the payload as a float.
+float element(const char* payload, NpyDtype dtype, int64_t i, const std::string& name) {
+  switch (dtype) {
+    case NpyDtype::kFloat32:
+      return load<float>(payload + 4 * i);
+    case NpyDtype::kFloat64: {
+      const double x = load<double>(payload + 8 * i);
       if (std::isfinite(x) && std::fabs(x) > std::numeric_limits<float>::max()) {
         throw Error(
             detail::concat(name, ": value ", x, " at flat index ", i, " does not fit in float32"));
       }
-      dst[i] = static_cast<float>(x);
-    } else {
-      dst[i] = payload[i] != 0 ? 1.0f : 0.0f;
+      return static_cast<float>(x);
     }
+    case NpyDtype::kFloat16:
+      return from_float16(load<uint16_t>(payload + 2 * i));
+    case NpyDtype::kBFloat16:
+      return from_bfloat16(load<uint16_t>(payload + 2 * i));
+    case NpyDtype::kBool:
+      return payload[i] != 0 ? 1.0f : 0.0f;
+    case NpyDtype::kInt8:
+      return static_cast<float>(load<int8_t>(payload + i));
+    case NpyDtype::kUInt8:
+      return static_cast<float>(load<uint8_t>(payload + i));
+    case NpyDtype::kInt16:
+      return static_cast<float>(load<int16_t>(payload + 2 * i));
+    case NpyDtype::kUInt16:
+      return static_cast<float>(load<uint16_t>(payload + 2 * i));
+    case NpyDtype::kInt32:
+      return static_cast<float>(load<int32_t>(payload + 4 * i));
+    case NpyDtype::kUInt32:
+      return static_cast<float>(load<uint32_t>(payload + 4 * i));
+    case NpyDtype::kInt64:
+      return static_cast<float>(load<int64_t>(payload + 8 * i));
+    case NpyDtype::kUInt64:
+      return static_cast<float>(load<uint64_t>(payload + 8 * i));
   }
+  return 0.0f;
+}
+
+// Converts the payload into float32 values.
+void convert_payload(const char* payload, NpyDtype dtype, Tensor& out, const std::string& name) {
+  float* dst = out.data();
+  const int64_t n = out.numel();
+  if (dtype == NpyDtype::kFloat32) {
+    std::memcpy(dst, payload, sizeof(float) * static_cast<size_t>(n));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = element(payload, dtype, i, name);
 }
 
 std::string header_text(const char* descr, const Shape& shape) {
@@ -221,6 +282,13 @@ std::string npy_image(const Tensor& t, NpyDtype dtype) {
 }
 
 }  // namespace
+
+bool is_floating(NpyDtype dtype) {
+  return dtype == NpyDtype::kFloat32 || dtype == NpyDtype::kFloat64 ||
+         dtype == NpyDtype::kFloat16 || dtype == NpyDtype::kBFloat16;
+}
+
+bool is_integer(NpyDtype dtype) { return !is_floating(dtype) && dtype != NpyDtype::kBool; }
 
 NpyArray parse_npy(const std::string& bytes, const std::string& name) {
   if (bytes.size() < kMagicSize + 4 || bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {

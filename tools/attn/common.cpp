@@ -12,10 +12,22 @@
 #include "attn/threads.hpp"
 
 namespace attn::cli {
+namespace {
+
+// One line on stderr when float64 input is computed in float32 (each file is read once).
+void note_narrowing(const std::string& path, NpyDtype dtype) {
+  if (dtype == NpyDtype::kFloat64) {
+    std::fprintf(stderr, "attn: note: %s: float64 values narrowed to float32\n", path.c_str());
+  }
+}
+
+}  // namespace
 
 Tensor load_finite(const std::string& path) {
   NpyArray array = read_npy(path);
   ATTN_CHECK(array.dtype != NpyDtype::kBool, path, ": expected float data, got booleans");
+  ATTN_CHECK(!is_integer(array.dtype), path, ": expected float data, got integers");
+  note_narrowing(path, array.dtype);
   const float* values = array.values.data();
   for (int64_t i = 0; i < array.values.numel(); ++i) {
     ATTN_CHECK(std::isfinite(values[i]), path, ": holds a non-finite value (", values[i],
@@ -26,7 +38,10 @@ Tensor load_finite(const std::string& path) {
 
 Mask load_mask(const std::string& path) {
   NpyArray array = read_npy(path);
-  if (array.dtype == NpyDtype::kBool) return Mask::allow(array.values);
+  if (array.dtype == NpyDtype::kBool || is_integer(array.dtype)) {
+    return Mask::allow(array.values);  // non-zero = allowed
+  }
+  note_narrowing(path, array.dtype);
   return Mask::additive(array.values);
 }
 

@@ -18,9 +18,10 @@ std::string read_input(const std::string& path);
 // The same bytes, handed to consume 16 KiB at a time, in order (memory stays bounded).
 void read_chunks(const std::string& path, const std::function<void(std::string_view)>& consume);
 
-// Reads a float .npy whose values must all be finite (Q, K, V, X, weights matrices).
+// Reads a float .npy (f2, bfloat16, f4, f8) whose values must all be finite (Q, K, V, X,
+// weights matrices); float64 is narrowed to float32 with a note on stderr.
 Tensor load_finite(const std::string& path);
-// Reads a mask: '|b1' -> boolean (true = allowed), '<f4'/'<f8' -> additive.
+// Reads a mask: booleans and integers -> boolean (non-zero = allowed), floats -> additive.
 Mask load_mask(const std::string& path);
 
 // Writes the output (and, when weights_path is not empty, the weights) as .npy files and
