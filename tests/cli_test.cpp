@@ -441,6 +441,43 @@ TEST_F(Cli, IntegerMasksAndNarrowedDoubles) {
                "expected float data, got integers");
 }
 
+// `attn mha` takes what the library takes: GQA with narrower WK/WV, biases, RoPE, a mask.
+// The layer of tests/fixtures/mha_backward_gqa_rope (PyTorch) cut into its separate matrices.
+TEST_F(Cli, MhaTakesGroupedHeadsBiasesRopeAndAMask) {
+  auto fixture = [](const char* array) {
+    return read_npy(std::string(ATTN_FIXTURES_DIR) + "/mha_backward_gqa_rope/" + array + ".npy")
+        .values;
+  };
+  const Tensor wqkv = fixture("wqkv"), bqkv = fixture("bqkv");
+  const int64_t d = 32, kv = 16, width = d + 2 * kv;
+  write_npy(path("x.npy"), fixture("x"));
+  write_npy(path("wq.npy"), wqkv.as_strided({d, d}, {width, 1}, 0).contiguous());
+  write_npy(path("wk.npy"), wqkv.as_strided({d, kv}, {width, 1}, d).contiguous());
+  write_npy(path("wv.npy"), wqkv.as_strided({d, kv}, {width, 1}, d + kv).contiguous());
+  write_npy(path("wo.npy"), fixture("wo"));
+  write_npy(path("bq.npy"), bqkv.slice(0, d).contiguous());
+  write_npy(path("bk.npy"), bqkv.as_strided({kv}, {1}, d).contiguous());
+  write_npy(path("bv.npy"), bqkv.as_strided({kv}, {1}, d + kv).contiguous());
+  write_npy(path("bo.npy"), fixture("bo"));
+  write_npy_bool(path("causal.npy"), causal_mask(70));
+  const std::string layer = "mha --x " + path("x.npy") + " --wq " + path("wq.npy") + " --wk " +
+                            path("wk.npy") + " --wv " + path("wv.npy") + " --wo " + path("wo.npy") +
+                            " --heads 4 --bq " + path("bq.npy") + " --bk " + path("bk.npy") +
+                            " --bv " + path("bv.npy") + " --bo " + path("bo.npy") + " --rope";
+  for (const std::string& causal : {std::string(" --causal"), " --mask " + path("causal.npy")}) {
+    for (const char* impl : {"fused", "reference"}) {
+      const CliResult r =
+          run(layer + " --kv-heads 2" + causal + " --impl " + impl + " --out " + path("y.npy"));
+      ASSERT_EQ(r.status, 0) << r.err;
+      EXPECT_TRUE(testing::RelativelyClose(read_npy(path("y.npy")).values, fixture("y"), 1e-4,
+                                           impl + causal));
+    }
+  }
+  expect_error(layer + " --kv-heads 4 --out " + path("y.npy"),
+               "wk must be (d_model, n_kv_heads·d_head) = (32, 32), got (32, 16)");
+  EXPECT_NE(run("mha --help").out.find("--kv-heads"), std::string::npos);
+}
+
 TEST_F(Cli, MhaAndHeatmap) {
   const Tensor x = rand_normal({1, 4, 8}, 4);
   const Tensor w = rand_normal({8, 8}, 5, 0, 0.3f);

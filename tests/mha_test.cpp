@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "attn/io.hpp"
 #include "attn/random.hpp"
 #include "attn/reference_matmul.hpp"
 #include "test_util.hpp"
@@ -135,7 +136,7 @@ TEST(MultiHeadAttention, Errors) {
       },
       "wq must be (d_model, d_model) = (8, 8), got (8, 4)"));
   EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, Tensor{}, w.wo, 2); },
-                         "wv must be (d_model, d_model) = (8, 8), got undefined"));
+                         "wv must be (d_model, n_kv_heads·d_head) = (8, 8), got undefined"));
   EXPECT_TRUE(ThrowsWith(
       [&] {
         multi_head_attention(x, w.wq, w.wk, w.wv, Tensor({4, 8}), 2);
@@ -154,6 +155,63 @@ TEST(MultiHeadAttention, Errors) {
             x, {{Tensor({8, 4}), Tensor({8, 4}), Tensor({8, 3})}}, Tensor{});
       },
       "head 0 projections must be (8, 4), got (8, 3)"));
+}
+
+// The extras (GQA, biases, RoPE) against PyTorch: tests/fixtures/mha_backward_gqa_rope is a
+// layer with [Wq | Wk | Wv] packed, 4 query heads on 2 K/V heads, biases and RoPE; its column
+// blocks are the separate matrices multi_head_attention takes.
+TEST(MultiHeadAttention, ExtrasMatchPyTorchOnBothPaths) {
+  auto fixture = [](const char* array) {
+    return read_npy(std::string(ATTN_FIXTURES_DIR) + "/mha_backward_gqa_rope/" + array + ".npy")
+        .values;
+  };
+  const Tensor x = fixture("x"), wqkv = fixture("wqkv"), bqkv = fixture("bqkv");
+  const int64_t d = 32, kv = 16;  // d_model; 2 K/V heads of 8
+  const Tensor wq = wqkv.as_strided({d, d}, {d + 2 * kv, 1}, 0).contiguous();
+  const Tensor wk = wqkv.as_strided({d, kv}, {d + 2 * kv, 1}, d).contiguous();
+  const Tensor wv = wqkv.as_strided({d, kv}, {d + 2 * kv, 1}, d + kv).contiguous();
+  MhaExtras extras;
+  extras.n_kv_heads = 2;
+  extras.bq = bqkv.slice(0, d).contiguous();
+  extras.bk = bqkv.as_strided({kv}, {1}, d).contiguous();
+  extras.bv = bqkv.as_strided({kv}, {1}, d + kv).contiguous();
+  extras.bo = fixture("bo");
+  extras.rope = true;
+  SdpaOptions options;
+  options.causal = true;
+  const Tensor torch_y = fixture("y");
+  const Tensor fast = multi_head_attention(x, wq, wk, wv, fixture("wo"), 4, options, extras).output;
+  const Tensor ref =
+      reference::multi_head_attention(x, wq, wk, wv, fixture("wo"), 4, options, extras).output;
+  EXPECT_TRUE(testing::RelativelyClose(fast, torch_y, 1e-4, "fast"));
+  EXPECT_TRUE(testing::RelativelyClose(ref, torch_y, 1e-4, "reference"));
+  // Without them it is another function.
+  EXPECT_FALSE(testing::RelativelyClose(
+      multi_head_attention(x, wq, wq, wq, fixture("wo"), 4, options).output, torch_y, 1e-2, "-"));
+}
+
+TEST(MultiHeadAttention, ExtrasAreChecked) {
+  const Weights w = make_weights(8, 8, 9);
+  const Tensor x = rand_normal({2, 3, 8}, 10);
+  MhaExtras gqa;
+  gqa.n_kv_heads = 3;
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 4, {}, gqa); },
+                         "n_kv_heads (3) must divide n_heads (4)"));
+  gqa.n_kv_heads = 2;  // wk and wv must then be (8, 4)
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 4, {}, gqa); },
+                         "wk must be (d_model, n_kv_heads·d_head) = (8, 4), got (8, 8)"));
+  MhaExtras bias;
+  bias.bk = Tensor({7});
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 2, {}, bias); },
+                         "bk must be (8), got (7)"));
+  MhaExtras bo;
+  bo.bo = Tensor({8});
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, w.wv, Tensor{}, 2, {}, bo); },
+                         "bo needs wo"));
+  MhaExtras rope;
+  rope.rope = true;
+  EXPECT_TRUE(ThrowsWith([&] { multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 8, {}, rope); },
+                         "rope needs an even d_head, got 1"));
 }
 
 TEST(Linear, MatchesHandComputedProduct) {

@@ -30,6 +30,19 @@ struct MhaResult {
                    // options.return_weights (the reference path always returns them)
 };
 
+// What multi_head_attention takes beyond the textbook's matrices; every field is optional.
+struct MhaExtras {
+  // 0 = n_heads. Fewer (dividing n_heads): grouped-query attention, wk and wv are then
+  // (d_model, n_kv_heads·d_head) and query head h uses K/V head h / (n_heads / n_kv_heads).
+  int64_t n_kv_heads = 0;
+  Tensor bq;          // (d_model): added to X·Wq; undefined = no bias
+  Tensor bk;          // (n_kv_heads·d_head)
+  Tensor bv;          // (n_kv_heads·d_head)
+  Tensor bo;          // (d_out): added to O·Wo (needs wo)
+  bool rope = false;  // rotary positions on Q and K (apply_rope; d_head must be even)
+  float rope_base = 10000.0f;
+};
+
 // The projections of one head, each (d_model, d_head).
 struct HeadProjections {
   Tensor wq, wk, wv;
@@ -37,11 +50,11 @@ struct HeadProjections {
 
 namespace reference {
 
-// wq, wk, wv: (d_model, d_model); wo: (d_model, d_out), or an undefined Tensor{} for no output
-// projection.
+// wq, wk, wv: (d_model, d_model) (wk, wv narrower with extras.n_kv_heads); wo: (d_model,
+// d_out), or an undefined Tensor{} for no output projection.
 MhaResult multi_head_attention(const Tensor& x, const Tensor& wq, const Tensor& wk,
                                const Tensor& wv, const Tensor& wo, int64_t n_heads,
-                               const SdpaOptions& options = {});
+                               const SdpaOptions& options = {}, const MhaExtras& extras = {});
 
 // The per-head form: every head has its own (d_model, d_head) projections, the head outputs
 // are concatenated along the feature dim, then projected by wo (if defined). Equal to the
@@ -56,7 +69,7 @@ MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadP
 // one GEMM for Wo. Weights only when options.return_weights.
 MhaResult multi_head_attention(const Tensor& x, const Tensor& wq, const Tensor& wk,
                                const Tensor& wv, const Tensor& wo, int64_t n_heads,
-                               const SdpaOptions& options = {});
+                               const SdpaOptions& options = {}, const MhaExtras& extras = {});
 
 struct MhaConfig {
   int64_t d_model = 64;

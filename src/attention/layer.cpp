@@ -29,10 +29,15 @@ QkvColumns columns_of(const AttentionLayerShape& s, QkvPart part) {
   return {q + kv, kv};
 }
 
-// True when wq, wk, wv are the column blocks of one (d_model, width) matrix.
+// True when wq, wk, wv (and the biases) are the column blocks of one [Wq | Wk | Wv].
 bool is_one_matrix(const AttentionLayerShape& s, const AttentionLayerWeights& w) {
-  return w.ld_qkv == s.qkv_width() && w.wk == w.wq + columns_of(s, QkvPart::kKey).first &&
-         w.wv == w.wq + columns_of(s, QkvPart::kValue).first;
+  const int64_t width = s.qkv_width(), k = columns_of(s, QkvPart::kKey).first,
+                v = columns_of(s, QkvPart::kValue).first;
+  const bool packed_weights =
+      w.ld_q == width && w.ld_k == width && w.ld_v == width && w.wk == w.wq + k && w.wv == w.wq + v;
+  const bool packed_biases =
+      (!w.bq && !w.bk && !w.bv) || (w.bq && w.bk == w.bq + k && w.bv == w.bq + v);
+  return packed_weights && packed_biases;
 }
 
 // qkv (rows, width) = x·[Wq | Wk | Wv] + bqkv: one product for one matrix, else one per part
@@ -41,18 +46,20 @@ void project_qkv(const AttentionLayerShape& s, const AttentionLayerWeights& w, c
                  int64_t rows, MatmulPrecision precision, float* qkv) {
   const int64_t width = s.qkv_width();
   if (is_one_matrix(s, w)) {
-    linear_forward(x, w.wq, w.bqkv, rows, s.d_model, width, qkv, precision);
+    linear_forward(x, w.wq, w.bq, rows, s.d_model, width, qkv, precision);
     return;
   }
-  const float* parts[] = {w.wq, w.wk, w.wv};
+  const float* weights[] = {w.wq, w.wk, w.wv};
+  const float* biases[] = {w.bq, w.bk, w.bv};
+  const int64_t strides[] = {w.ld_q, w.ld_k, w.ld_v};
   for (QkvPart part : {QkvPart::kQuery, QkvPart::kKey, QkvPart::kValue}) {
     const QkvColumns c = columns_of(s, part);
-    const float* weight = parts[static_cast<int>(part)];
-    if (w.bqkv) {
-      gemm_bias(false, false, rows, c.count, s.d_model, x, s.d_model, weight, w.ld_qkv,
-                w.bqkv + c.first, qkv + c.first, width, precision);
+    const auto i = static_cast<size_t>(part);
+    if (biases[i]) {
+      gemm_bias(false, false, rows, c.count, s.d_model, x, s.d_model, weights[i], strides[i],
+                biases[i], qkv + c.first, width, precision);
     } else {
-      gemm(false, false, rows, c.count, s.d_model, 1.0f, x, s.d_model, weight, w.ld_qkv, 0.0f,
+      gemm(false, false, rows, c.count, s.d_model, 1.0f, x, s.d_model, weights[i], strides[i], 0.0f,
            qkv + c.first, width, precision);
     }
   }
@@ -82,6 +89,25 @@ HeadViews project_heads(const AttentionLayerShape& s, const AttentionLayerWeight
 }
 
 }  // namespace
+
+AttentionLayerWeights AttentionLayerWeights::packed(const AttentionLayerShape& s, const float* wqkv,
+                                                    const float* bqkv, const float* wo,
+                                                    const float* bo) {
+  AttentionLayerWeights w;
+  const int64_t k = columns_of(s, QkvPart::kKey).first, v = columns_of(s, QkvPart::kValue).first;
+  w.wq = wqkv;
+  w.wk = wqkv + k;
+  w.wv = wqkv + v;
+  w.ld_q = w.ld_k = w.ld_v = s.qkv_width();
+  if (bqkv) {
+    w.bq = bqkv;
+    w.bk = bqkv + k;
+    w.bv = bqkv + v;
+  }
+  w.wo = wo;
+  w.bo = bo;
+  return w;
+}
 
 Tensor qkv_heads(const AttentionLayerShape& s, const Tensor& qkv, QkvPart part) {
   const int64_t b = qkv.dim(0), t = qkv.dim(1), width = qkv.dim(2);

@@ -36,19 +36,25 @@ struct AttentionLayerShape {
   int64_t merged_width() const { return heads * head_dim; }  // A's row: the heads side by side
 };
 
-// Row-major weights. The Q, K and V projections are column blocks of one (d_model, width)
-// matrix — wq, wk = wq + H·d_head, wv = wk + Hkv·d_head, row stride ld_qkv = width — or three
-// separate matrices (each its own columns, row stride ld_qkv); either way their product is
-// written into the columns of one QKV buffer. bqkv (width), wo (H·d_head, d_out) and bo
+// Row-major weights. The Q, K and V projections are three (d_model, ·) matrices with row
+// strides ld_q, ld_k, ld_v — separate ones, or the column blocks of one (d_model, width)
+// matrix [Wq | Wk | Wv] (packed()); either way their products are written into the columns of
+// one QKV buffer. The biases bq (H·d_head), bk, bv (Hkv·d_head), wo (H·d_head, d_out) and bo
 // (d_out) may be null: no bias, no output projection (then Y is A itself).
 struct AttentionLayerWeights {
   const float* wq = nullptr;
   const float* wk = nullptr;
   const float* wv = nullptr;
-  int64_t ld_qkv = 0;
-  const float* bqkv = nullptr;
+  int64_t ld_q = 0, ld_k = 0, ld_v = 0;
+  const float* bq = nullptr;
+  const float* bk = nullptr;
+  const float* bv = nullptr;
   const float* wo = nullptr;
   const float* bo = nullptr;
+
+  // The single-matrix form: wqkv (d_model, width), bqkv (width) or null.
+  static AttentionLayerWeights packed(const AttentionLayerShape& shape, const float* wqkv,
+                                      const float* bqkv, const float* wo, const float* bo);
 };
 
 // Gradients, added into (+=); null biases are skipped.

@@ -25,13 +25,8 @@ struct LayerWeights {
     check_shape(wo, {s.merged_width(), s.d_out}, "wo");
     if (bqkv.defined()) check_shape(bqkv, {s.qkv_width()}, "bqkv");
     if (bo.defined()) check_shape(bo, {s.d_out}, "bo");
-    view.wq = wqkv.data();
-    view.wk = view.wq + s.heads * s.head_dim;
-    view.wv = view.wk + s.kv_heads * s.head_dim;
-    view.ld_qkv = s.qkv_width();
-    view.bqkv = bqkv.defined() ? bqkv.data() : nullptr;
-    view.wo = wo.data();
-    view.bo = bo.defined() ? bo.data() : nullptr;
+    view = AttentionLayerWeights::packed(s, wqkv.data(), bqkv.defined() ? bqkv.data() : nullptr,
+                                         wo.data(), bo.defined() ? bo.data() : nullptr);
   }
   Tensor wqkv, wo, bqkv, bo;
   AttentionLayerWeights view;

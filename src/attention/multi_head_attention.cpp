@@ -11,28 +11,35 @@ namespace attn {
 
 MhaResult multi_head_attention(const Tensor& x_in, const Tensor& wq_in, const Tensor& wk_in,
                                const Tensor& wv_in, const Tensor& wo_in, int64_t n_heads,
-                               const SdpaOptions& options) {
-  detail::check_mha(x_in, wq_in, wk_in, wv_in, wo_in);
-  const int64_t d_model = x_in.dim(-1);
-  ATTN_CHECK(n_heads >= 1, "split_heads: n_heads (", n_heads, ") must be >= 1");
-  ATTN_CHECK(d_model % n_heads == 0, "d_model (", d_model, ") must divide by n_heads (", n_heads,
-             ")");
+                               const SdpaOptions& options, const MhaExtras& extras) {
+  const int64_t n_kv = detail::check_mha(x_in, wq_in, wk_in, wv_in, wo_in, n_heads, extras);
+  const int64_t d_model = x_in.dim(-1), d_head = d_model / n_heads;
   const bool batched = x_in.rank() == 3;
   const Tensor x = x_in.contiguous();
   const int64_t batch = batched ? x.dim(0) : 1, t = x.dim(-2);
-  const Tensor wq = wq_in.contiguous(), wk = wk_in.contiguous(), wv = wv_in.contiguous();
-  const Tensor wo = wo_in.defined() ? wo_in.contiguous() : Tensor{};
+  // The kernels read rows: each input is used in place when contiguous, else copied once.
+  auto rows = [](const Tensor& m) { return m.defined() ? m.contiguous() : Tensor{}; };
+  auto data = [](const Tensor& m) { return m.defined() ? m.data() : nullptr; };
+  const Tensor wq = rows(wq_in), wk = rows(wk_in), wv = rows(wv_in), wo = rows(wo_in);
+  const Tensor bq = rows(extras.bq), bk = rows(extras.bk), bv = rows(extras.bv),
+               bo = rows(extras.bo);
 
-  detail::AttentionLayerShape shape{d_model, n_heads, n_heads, d_model / n_heads,
-                                    wo.defined() ? wo.dim(1) : d_model};
+  detail::AttentionLayerShape shape{
+      d_model,     n_heads,         n_kv, d_head, wo.defined() ? wo.dim(1) : d_model,
+      extras.rope, extras.rope_base};
   detail::AttentionLayerWeights weights;
   weights.wq = wq.data();
   weights.wk = wk.data();
   weights.wv = wv.data();
-  weights.ld_qkv = d_model;
-  weights.wo = wo.defined() ? wo.data() : nullptr;
+  weights.ld_q = d_model;
+  weights.ld_k = weights.ld_v = n_kv * d_head;
+  weights.bq = data(bq);
+  weights.bk = data(bk);
+  weights.bv = data(bv);
+  weights.wo = data(wo);
+  weights.bo = data(bo);
   detail::AttentionLayerState state{Tensor({batch, t, shape.qkv_width()}),
-                                    Tensor({batch, t, n_heads, shape.head_dim}), nullptr};
+                                    Tensor({batch, t, n_heads, d_head}), nullptr};
   Tensor output = wo.defined() ? Tensor({batch, t, shape.d_out}) : Tensor{};
   detail::attention_layer_forward(shape, weights, x.data(), options, MatmulPrecision::kFloat32,
                                   state, wo.defined() ? output.data() : nullptr);

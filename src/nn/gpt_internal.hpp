@@ -38,16 +38,9 @@ inline int64_t qkv_width(const GptConfig& c) { return attention_shape(c).qkv_wid
 // The block's attention weights inside the parameter buffer.
 inline detail::AttentionLayerWeights attention_weights(const GptConfig& c, const LayerOffsets& at,
                                                        const float* params) {
-  const detail::AttentionLayerShape s = attention_shape(c);
-  detail::AttentionLayerWeights w;
-  w.wq = params + at.wqkv;
-  w.wk = w.wq + s.heads * s.head_dim;
-  w.wv = w.wk + s.kv_heads * s.head_dim;
-  w.ld_qkv = s.qkv_width();
-  w.bqkv = at_or_null(params, at.bqkv);
-  w.wo = params + at.wo;
-  w.bo = at_or_null(params, at.bo);
-  return w;
+  return detail::AttentionLayerWeights::packed(attention_shape(c), params + at.wqkv,
+                                               at_or_null(params, at.bqkv), params + at.wo,
+                                               at_or_null(params, at.bo));
 }
 
 enum class DropoutSite : uint64_t { kEmbedding = 1, kAttention = 2, kMlp = 3 };

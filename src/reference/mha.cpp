@@ -2,6 +2,7 @@
 // projection, one step per line.
 #include "attn/mha.hpp"
 
+#include "attn/embedding.hpp"
 #include "attn/error.hpp"
 #include "attn/reference_matmul.hpp"
 #include "src/attention/mha_checks.hpp"
@@ -9,9 +10,17 @@
 namespace attn {
 namespace {
 
-// Y = O·Wo, or O itself when there is no output projection.
-Tensor project_output(const Tensor& merged, const Tensor& wo) {
-  return wo.defined() ? reference::linear(merged, wo) : merged;
+// y + b on every row (b undefined: y itself).
+Tensor add_bias(Tensor y, const Tensor& b) {
+  if (!b.defined()) return y;
+  float* rows = y.data();
+  for (int64_t i = 0; i < y.numel(); ++i) rows[i] += b.at({i % b.dim(0)});
+  return y;
+}
+
+// Y = O·Wo + bo, or O itself when there is no output projection.
+Tensor project_output(const Tensor& merged, const Tensor& wo, const Tensor& bo = {}) {
+  return wo.defined() ? add_bias(reference::linear(merged, wo), bo) : merged;
 }
 
 // Head h of a (B, H, T, n) or (H, T, n) tensor, as a (B, T, n) or (T, n) view.
@@ -49,15 +58,20 @@ namespace reference {
 
 MhaResult multi_head_attention(const Tensor& x, const Tensor& wq, const Tensor& wk,
                                const Tensor& wv, const Tensor& wo, int64_t n_heads,
-                               const SdpaOptions& options) {
-  detail::check_mha(x, wq, wk, wv, wo);
+                               const SdpaOptions& options, const MhaExtras& extras) {
+  const int64_t n_kv = detail::check_mha(x, wq, wk, wv, wo, n_heads, extras);
 
-  const Tensor q = split_heads(reference::linear(x, wq), n_heads);  // (B, H, T, d_head)
-  const Tensor k = split_heads(reference::linear(x, wk), n_heads);
-  const Tensor v = split_heads(reference::linear(x, wv), n_heads);
-  SdpaResult attention = reference::sdpa(q, k, v, options);
-  const Tensor merged = merge_heads(attention.output);  // (B, T, d_model)
-  return {project_output(merged, wo), attention.weights};
+  // (B, H, T, d_head) for Q; (B, H_kv, T, d_head) for K and V.
+  Tensor q = split_heads(add_bias(reference::linear(x, wq), extras.bq), n_heads);
+  Tensor k = split_heads(add_bias(reference::linear(x, wk), extras.bk), n_kv);
+  const Tensor v = split_heads(add_bias(reference::linear(x, wv), extras.bv), n_kv);
+  if (extras.rope) {
+    apply_rope(q, 0, extras.rope_base);
+    apply_rope(k, 0, extras.rope_base);
+  }
+  SdpaResult attention = reference::sdpa(q, k, v, options);  // K/V heads shared by groups
+  const Tensor merged = merge_heads(attention.output);       // (B, T, d_model)
+  return {project_output(merged, wo, extras.bo), attention.weights};
 }
 
 MhaResult multi_head_attention_per_head(const Tensor& x, const std::vector<HeadProjections>& heads,

@@ -123,10 +123,11 @@ SdpaResult sdpa_with(const std::string& impl, const Tensor& q, const Tensor& k, 
 }
 
 MhaResult mha_with(const std::string& impl, const Tensor& x, const Tensor& wq, const Tensor& wk,
-                   const Tensor& wv, const Tensor& wo, int64_t heads, const SdpaOptions& options) {
+                   const Tensor& wv, const Tensor& wo, int64_t heads, const SdpaOptions& options,
+                   const MhaExtras& extras) {
   if (impl == "reference")
-    return reference::multi_head_attention(x, wq, wk, wv, wo, heads, options);
-  return multi_head_attention(x, wq, wk, wv, wo, heads, options);
+    return reference::multi_head_attention(x, wq, wk, wv, wo, heads, options, extras);
+  return multi_head_attention(x, wq, wk, wv, wo, heads, options, extras);
 }
 
 }  // namespace attn::cli

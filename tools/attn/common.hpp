@@ -48,6 +48,7 @@ void add_impl_option(CLI::App& command, std::string& impl);
 SdpaResult sdpa_with(const std::string& impl, const Tensor& q, const Tensor& k, const Tensor& v,
                      const SdpaOptions& options);
 MhaResult mha_with(const std::string& impl, const Tensor& x, const Tensor& wq, const Tensor& wk,
-                   const Tensor& wv, const Tensor& wo, int64_t heads, const SdpaOptions& options);
+                   const Tensor& wv, const Tensor& wo, int64_t heads, const SdpaOptions& options,
+                   const MhaExtras& extras = {});
 
 }  // namespace attn::cli
