@@ -258,17 +258,66 @@ TEST_F(Cli, TrainResumeAndGenerate) {
   expect_error("train --corpus " + path("missing.txt") + " --out " + path("x"),
                "missing.txt: cannot open");
   expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --n-embd 15",
-               "must divide by n_head");
+               "--n-embd (15) must divide by --n-head (4)");
   expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --tokenizer " +
                    path("corpus.txt"),
                "tokenizer");
   expect_error("train --corpus " + path("corpus.txt") + " --out " + path("fresh") + " --resume",
-               "cannot open");
+               "has no checkpoint.safetensors to resume; drop --resume");
   expect_error("generate --checkpoint " + path("nothing"), "cannot open");
   expect_error("generate --checkpoint " + path("corpus.txt"), "safetensors");
 }
 
 // Ctrl-C during training saves a checkpoint that --resume continues from.
+// A run's directory is protected, refusals leave nothing behind, the flags' rules name the
+// flags, and --config repeats a run.
+TEST_F(Cli, TrainProtectsRunsNamesFlagsAndRepeatsFromAConfig) {
+  std::ofstream(path("corpus.txt")) << std::string(3000, 'a') + "the quick brown fox\n";
+  const std::string base = "train --corpus " + path("corpus.txt") +
+                           " --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 "
+                           "--max-iters 3 --eval-interval 2 --eval-iters 1 --threads 1";
+  ASSERT_EQ(run(base + " --out " + path("run")).status, 0);
+  expect_error(base + " --out " + path("run"),
+               "already holds a run; pass --resume to continue it or --force to start over");
+  const CliResult forced = run(base + " --max-iters 2 --out " + path("run") + " --force");
+  ASSERT_EQ(forced.status, 0) << forced.err;
+  const std::string csv = slurp(path("run/metrics.csv"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 + 2) << csv;  // replaced, not added
+  // Refused runs leave no directory behind.
+  for (const char* bad :
+       {" --n-embd 10 --n-head 4", " --n-kv-head 3", " --positions rotary --n-embd 6 --n-head 2"}) {
+    const CliResult r = run(base + bad + " --out " + path("refused"));
+    EXPECT_EQ(r.status, 1) << bad;
+    EXPECT_EQ(r.err_lines(), 1) << r.err;
+    EXPECT_FALSE(fs::exists(path("refused"))) << bad;
+  }
+  expect_error(base + " --n-kv-head 3 --out " + path("refused"),
+               "--n-kv-head (3) must divide --n-head (2)");
+  expect_error(base + " --n-layer 0 --out " + path("refused"), "--n-layer: must be > 0, got 0");
+  expect_error(base + " --eval-iters 0 --out " + path("refused"),
+               "--eval-iters: must be > 0, got 0");
+  expect_error(base + " --val-fraction 0.9 --out " + path("refused"), "--val-fraction");
+  EXPECT_FALSE(fs::exists(path("refused")));
+
+  // Every new run writes config.ini; --config repeats it (same checkpoint), flags override it.
+  ASSERT_TRUE(fs::exists(path("run/config.ini")));
+  const CliResult again =
+      run("train --config " + path("run/config.ini") + " --out " + path("again"));
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(slurp(path("again/checkpoint.safetensors")), slurp(path("run/checkpoint.safetensors")));
+  std::ofstream(path("mine.ini")) << "# a comment\nn-layer = 2\nmax-iters = 1\n\nno-bias = true\n";
+  const CliResult mine =
+      run(base + " --config " + path("mine.ini") + " --out " + path("mine") + " --n-layer 3");
+  ASSERT_EQ(mine.status, 0) << mine.err;
+  EXPECT_NE(mine.out.find("(3 layers"), std::string::npos) << mine.out;  // the flag wins
+  std::ofstream(path("bad.ini")) << "n-layr = 2\n";
+  expect_error(base + " --config " + path("bad.ini") + " --out " + path("x"),
+               "bad.ini:1: 'n-layr' is not an option of attn train");
+  std::ofstream(path("flag.ini")) << "no-bias = maybe\n";
+  expect_error(base + " --config " + path("flag.ini") + " --out " + path("x"),
+               "no-bias is a flag: true or false, got 'maybe'");
+}
+
 TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
   {
     std::ofstream corpus(path("corpus.txt"), std::ios::binary);

@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "hot/id_writer.hpp"
+#include "progress_bar.hpp"
 
 namespace attn::cli {
 namespace {
@@ -32,37 +33,19 @@ struct TrainArgs {
   int threads = 0;
 };
 
-// "[##########----------] 1920/3840 merges  0.06 s  32000 merges/s" on a terminal's stderr.
-class ProgressBar {
- public:
-  ProgressBar() : shown_(::isatty(STDERR_FILENO) == 1), start_(Clock::now()) {}
-  void update(int64_t done, int64_t total) {
-    if (!shown_ || total <= 0) return;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * done / total);
-    const double elapsed = seconds_since(start_);
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld merges  %.2f s  %.0f merges/s ",
-                 std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(kWidth - filled), '-').c_str(),
-                 static_cast<long long>(done), static_cast<long long>(total), elapsed,
-                 elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0);
-  }
-  void finish() {
-    if (shown_) std::fputs("\n", stderr);
-  }
-
- private:
-  bool shown_;
-  Clock::time_point start_;
-};
-
 void run_train(TrainArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
   const std::string corpus = read_input(args.corpus);
   ProgressBar bar;
   const Clock::time_point start = Clock::now();
-  const BpeTokenizer t = BpeTokenizer::train(
-      corpus, args.options, [&](int64_t done, int64_t total) { bar.update(done, total); });
+  const BpeTokenizer t =
+      BpeTokenizer::train(corpus, args.options, [&](int64_t done, int64_t total) {
+        const double elapsed = seconds_since(start);
+        char detail[64];
+        std::snprintf(detail, sizeof detail, "merges  %.2f s  %.0f merges/s", elapsed,
+                      elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0);
+        bar.update(done, total, detail);
+      });
   const double seconds = seconds_since(start);
   bar.finish();
   t.save(args.out);

@@ -2,15 +2,18 @@
 // (bad input or a failed computation) or 2 (bad command line).
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
 #include "attn/version.hpp"
 #include "commands.hpp"
+#include "config_file.hpp"
 
 namespace {
 
@@ -123,6 +126,9 @@ int main(int argc, char** argv) {
       "Run 'attn demo' for the walk-through, 'attn COMMAND --help' for each command.",
       "attn"};
   app.set_version_flag("--version", std::string("attn ") + attn::version());
+  // An option given twice takes the last value, as most tools do (CLI11's default is an error
+  // that reads "At Most 1 required but received 2").
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
   if (!add_commands(app, argc, argv)) {
     print_error(std::string("unknown command '") + argv[1] + "'; the commands are " +
@@ -130,6 +136,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   name_path_options(app);
+  // --config FILE: the file's options become arguments (the command line's win).
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    CLI::App* command = argc > 1 && argv[1][0] != '-' ? app.get_subcommand(argv[1]) : nullptr;
+    if (command != nullptr && command->get_option_no_throw("--config") != nullptr) {
+      args.erase(args.begin());  // the command's name: the file's names are its options
+      args = attn::cli::expand_config(*command, std::move(args));
+      args.insert(args.begin(), argv[1]);
+    }
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return 2;
+  }
   if (argc == 1) {  // bare `attn`: the help, as `attn --help` prints it
     std::fputs(app.help().c_str(), stdout);
     return 0;
@@ -138,7 +157,8 @@ int main(int argc, char** argv) {
     // A bad ATTN_NUM_THREADS is an error before any work (the library would report it only at
     // its first parallel loop, possibly after reading the inputs).
     if (!asks_for_help(argc, argv)) attn::num_threads();
-    app.parse(argc, argv);
+    std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last-first
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

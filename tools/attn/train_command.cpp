@@ -18,6 +18,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "loss_plot.hpp"
+#include "progress_bar.hpp"
 
 namespace attn::cli {
 namespace {
@@ -33,11 +34,44 @@ struct TrainArgs {
   GptConfig model;
   TrainOptions train;
   int64_t eval_interval = 250, log_interval = 100;
-  bool no_bias = false, resume = false;
+  bool no_bias = false, resume = false, force = false;
+  std::string config;  // expanded into the arguments before parsing (config_file.hpp)
   int threads = 0;
 };
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
+
+// The flags' rules that cross fields, each naming the flags (the library's own checks name its
+// fields, which a user of the CLI never typed).
+void check_model_flags(const TrainArgs& a) {
+  const GptConfig& m = a.model;
+  ATTN_CHECK(m.n_embd % m.n_head == 0, "--n-embd (", m.n_embd, ") must divide by --n-head (",
+             m.n_head, ")");
+  ATTN_CHECK(m.n_kv_head == 0 || m.n_head % m.n_kv_head == 0, "--n-kv-head (", m.n_kv_head,
+             ") must divide --n-head (", m.n_head, ")");
+  ATTN_CHECK(
+      a.positions != "rotary" || (m.n_embd / m.n_head) % 2 == 0,
+      "--positions rotary needs an even head size, --n-embd / --n-head = ", m.n_embd / m.n_head);
+  ATTN_CHECK(a.train.min_lr <= a.train.lr, "--min-lr (", a.train.min_lr, ") must be <= --lr (",
+             a.train.lr, ")");
+}
+
+// Where the run goes. A directory that already holds a run is not overwritten unless --force
+// (or continued with --resume); --resume needs a checkpoint there.
+void check_out_dir(const TrainArgs& a) {
+  namespace fs = std::filesystem;
+  const std::string ckpt = checkpoint_path(a.out);
+  if (a.resume) {
+    ATTN_CHECK(fs::exists(ckpt), a.out, " has no checkpoint.safetensors to resume; drop --resume ",
+               "to start a new run there");
+    return;
+  }
+  ATTN_CHECK(!fs::exists(a.out) || fs::is_directory(a.out), "--out ", a.out,
+             " exists and is not a directory");
+  const bool holds_run = fs::exists(ckpt) || fs::exists(a.out + "/metrics.csv");
+  ATTN_CHECK(!holds_run || a.force, a.out, " already holds a run; pass --resume to continue it or ",
+             "--force to start over (its checkpoint and metrics are replaced)");
+}
 
 Tokenizer make_tokenizer(const TrainArgs& args, const std::string& corpus) {
   if (args.tokenizer == "char") return CharTokenizer::train(corpus);
@@ -78,13 +112,14 @@ std::string eta(double seconds) {
   return buffer;
 }
 
-void run_train(TrainArgs& args) {
+void run_train(TrainArgs& args, const std::string& config_text) {
   // From the start, so that a Ctrl-C while the corpus is read still ends with a checkpoint.
   g_interrupted = false;
   std::signal(SIGINT, on_interrupt);
   if (args.threads > 0) set_num_threads(args.threads);
+  if (!args.resume) check_model_flags(args);
+  check_out_dir(args);
   const std::string corpus = read_input(args.corpus);
-  std::filesystem::create_directories(args.out);
   const std::string ckpt = checkpoint_path(args.out);
 
   std::optional<Tokenizer> tokenizer;
@@ -106,9 +141,13 @@ void run_train(TrainArgs& args) {
     std::vector<int64_t> tokens = tokenizer->encode(corpus);
     trainer.emplace(args.model, args.train, std::move(tokens), args.train.seed);
   }
+  // Only now, with everything checked, does the run get a directory: a refused run leaves none.
+  std::filesystem::create_directories(args.out);
+  if (!args.resume) write_file_atomically(args.out + "/config.ini", config_text);
   const GptConfig& c = trainer->model().config();
   const TrainOptions& o = trainer->options();
-  const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  ProgressBar bar;
+  const bool terminal = bar.shown();
   std::printf(
       "attn train: %lld parameters (%lld layers, %lld heads, n_embd %lld, block %lld), "
       "vocabulary %lld (%s), %zu tokens, %d threads%s%s\n",
@@ -136,7 +175,7 @@ void run_train(TrainArgs& args) {
       const EvalResult e = trainer->evaluate();
       metrics.evaluation(iter, e, trainer->learning_rate_at(iter));
       history.evaluations.emplace_back(iter, e.train_loss, e.val_loss);
-      if (terminal) std::fputs("\r\033[K", stderr);
+      bar.clear();
       std::printf("iter %6lld  train loss %.4f  val loss %.4f\n", static_cast<long long>(iter),
                   e.train_loss, e.val_loss);
       std::fflush(stdout);
@@ -152,10 +191,11 @@ void run_train(TrainArgs& args) {
     history.steps.emplace_back(r.iter, r.loss);
     const double mean = train_seconds / static_cast<double>(timed_steps);
     if (terminal) {
-      std::fprintf(stderr, "\r\033[Kiter %lld/%lld  loss %.4f  %.1f ms/iter  %.0f tokens/s  ETA %s",
-                   static_cast<long long>(r.iter + 1), static_cast<long long>(o.max_iters), r.loss,
-                   mean * 1e3, static_cast<double>(tokens_per_step) / mean,
-                   eta(mean * static_cast<double>(o.max_iters - r.iter - 1)).c_str());
+      char detail[96];
+      std::snprintf(detail, sizeof detail, "loss %.4f  %.1f ms/iter  %.0f tokens/s  ETA %s", r.loss,
+                    mean * 1e3, static_cast<double>(tokens_per_step) / mean,
+                    eta(mean * static_cast<double>(o.max_iters - r.iter - 1)).c_str());
+      bar.update(r.iter + 1, o.max_iters, detail);
     } else if ((r.iter + 1) % args.log_interval == 0) {
       std::printf("iter %6lld  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s\n",
                   static_cast<long long>(r.iter + 1), r.loss, r.lr, mean * 1e3,
@@ -164,7 +204,7 @@ void run_train(TrainArgs& args) {
     }
   }
   std::signal(SIGINT, SIG_DFL);
-  if (terminal) std::fputs("\r\033[K", stderr);
+  bar.clear();
   if (g_interrupted) {
     save();
     std::printf("interrupted at iteration %lld; checkpoint saved to %s (continue with --resume)\n",
@@ -210,12 +250,28 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--resume", a.resume,
                 "continue DIR/checkpoint.safetensors (model and training options come from it; "
                 "--max-iters may extend the run, --eval-iters changes the loss estimates)");
-  cmd->add_option("--n-layer", a.model.n_layer, "transformer blocks")->capture_default_str();
-  cmd->add_option("--n-head", a.model.n_head, "attention heads")->capture_default_str();
-  cmd->add_option("--n-kv-head", a.model.n_kv_head, "K/V heads (0 = n-head; fewer: grouped-query)")
+  cmd->add_flag("--force", a.force,
+                "start a new run in a directory that already holds one, replacing it");
+  cmd->add_option("--config", a.config,
+                  "read options from FILE: one 'name = value' per line, the long option names "
+                  "without dashes (n-layer = 6); flags on the command line override it. Every "
+                  "new run writes DIR/config.ini, so '--config DIR/config.ini --out NEW' repeats "
+                  "it");
+  cmd->add_option("--n-layer", a.model.n_layer, "transformer blocks")
+      ->check(positive())
       ->capture_default_str();
-  cmd->add_option("--n-embd", a.model.n_embd, "model width")->capture_default_str();
-  cmd->add_option("--block-size", a.model.block_size, "context length")->capture_default_str();
+  cmd->add_option("--n-head", a.model.n_head, "attention heads")
+      ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--n-kv-head", a.model.n_kv_head, "K/V heads (0 = n-head; fewer: grouped-query)")
+      ->check(non_negative())
+      ->capture_default_str();
+  cmd->add_option("--n-embd", a.model.n_embd, "model width")
+      ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--block-size", a.model.block_size, "context length")
+      ->check(positive())
+      ->capture_default_str();
   cmd->add_option("--dropout", a.model.dropout, "dropout on embeddings and residual branches")
       ->capture_default_str();
   cmd->add_option("--positions", a.positions, "learned, sinusoidal or rotary")
@@ -228,11 +284,17 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--batch-size", a.train.batch_size, "windows per micro-batch")
+      ->check(positive())
       ->capture_default_str();
   cmd->add_option("--grad-accum", a.train.grad_accum, "micro-batches per step")
+      ->check(positive())
       ->capture_default_str();
-  cmd->add_option("--max-iters", a.train.max_iters, "optimizer steps")->capture_default_str();
-  cmd->add_option("--lr", a.train.lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--max-iters", a.train.max_iters, "optimizer steps")
+      ->check(non_negative())
+      ->capture_default_str();
+  cmd->add_option("--lr", a.train.lr, "peak learning rate")
+      ->check(positive())
+      ->capture_default_str();
   cmd->add_option("--min-lr", a.train.min_lr, "learning rate at the end of the cosine")
       ->capture_default_str();
   cmd->add_option("--warmup-iters", a.train.warmup_iters, "linear warm-up steps")
@@ -250,6 +312,11 @@ void add_train_command(CLI::App& app) {
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--eval-iters", a.train.eval_iters, "batches per loss estimate")
+      ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--val-fraction", a.train.val_fraction,
+                  "the last part of the corpus held out for the val loss")
+      ->check(CLI::Range(0.0, 0.5))
       ->capture_default_str();
   cmd->add_option("--log-interval", a.log_interval,
                   "steps between log lines when not on a terminal")
@@ -258,7 +325,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--seed", a.train.seed, "initialisation, data order and dropout")
       ->capture_default_str();
   add_threads_option(*cmd, a.threads);
-  cmd->callback([args] { run_train(*args); });
+  cmd->callback([args, cmd] { run_train(*args, cmd->config_to_str(true, false)); });
 }
 
 }  // namespace attn::cli
