@@ -242,6 +242,26 @@ TEST_F(Cli, TrainResumeAndGenerate) {
   EXPECT_EQ(a.out, b.out);                 // seeded
   EXPECT_EQ(a.out, c.out);                 // the cache gives the tokens of the full window
 
+  // Several samples (sample i from seed + i), a prompt from a file, nucleus sampling.
+  const CliResult two = run(gen + " --num-samples 2");
+  ASSERT_EQ(two.status, 0) << two.err;
+  EXPECT_EQ(two.out.substr(0, a.out.size() - 1), a.out.substr(0, a.out.size() - 1));
+  EXPECT_NE(two.out.find("\n---\nto be"), std::string::npos) << two.out;
+  const CliResult seed4 = run("generate --checkpoint " + path("run") +
+                              " --max-new-tokens 40 --seed 4 --prompt 'to be'");
+  EXPECT_EQ(two.out.substr(two.out.find("---\n") + 4), seed4.out);
+  std::ofstream(path("prompt.txt")) << "to be";
+  EXPECT_EQ(run("generate --checkpoint " + path("run") +
+                " --max-new-tokens 40 --seed 3 --prompt-file " + path("prompt.txt"))
+                .out,
+            a.out);
+  const CliResult nucleus = run(gen + " --top-p 0.5 --stats");
+  ASSERT_EQ(nucleus.status, 0) << nucleus.err;
+  EXPECT_NE(nucleus.err.find("tokens/s"), std::string::npos) << nucleus.err;
+  EXPECT_EQ(a.err, "");  // not a terminal: no summary unless --stats
+  expect_error(gen + " --top-p 0", "--top-p: must be > 0, got 0");
+  expect_error(gen + " --prompt-file " + path("prompt.txt"), "--prompt excludes --prompt-file");
+
   // Mixed precision: said in the header line, kept by the checkpoint for --resume.
   const CliResult bf16 = run("train --corpus " + path("corpus.txt") + " --out " + path("bf16") +
                              model + " --max-iters 4 --precision bf16");

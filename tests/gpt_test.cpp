@@ -331,6 +331,29 @@ TEST(Gpt, GenerationWithTheCacheGivesTheTokensOfTheFullWindow) {
   }
 }
 
+// Probabilities 0.5, 0.3, 0.2 (logits their logs): top_p = 0.75 keeps the first two (0.8 ≥
+// 0.75), drawn in proportion 5 : 3; top_p = 0.5 keeps the first alone; 1 keeps all.
+TEST(Gpt, TopPKeepsTheSmallestNucleus) {
+  const std::vector<float> logits = {std::log(0.2f), std::log(0.5f), std::log(0.3f)};
+  std::mt19937_64 rng(3);
+  std::vector<int> counts(3);
+  for (int i = 0; i < 8000; ++i) {
+    ++counts[static_cast<size_t>(sample_token(logits, {1.0f, 0, 0.75f}, rng))];
+  }
+  EXPECT_EQ(counts[0], 0);
+  EXPECT_NEAR(counts[1] / 8000.0, 5.0 / 8.0, 0.02);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(sample_token(logits, {1.0f, 0, 0.5f}, rng), 1);
+  std::fill(counts.begin(), counts.end(), 0);
+  for (int i = 0; i < 8000; ++i) ++counts[static_cast<size_t>(sample_token(logits, {}, rng))];
+  EXPECT_NEAR(counts[0] / 8000.0, 0.2, 0.02);
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sample_token(logits, {1.0f, 0, 0.0f}, rng);
+      },
+      "top_p must be in (0, 1]"));
+  EXPECT_TRUE(ThrowsWith([&] { sample_token(logits, {1.0f, 0, 1.5f}, rng); }, "top_p"));
+}
+
 TEST(Gpt, SamplingIsSeededAndRespectsTopK) {
   const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 3.0f, -1.0f};
   std::mt19937_64 rng(1);

@@ -177,6 +177,9 @@ class GptCache {
 struct SamplingOptions {
   float temperature = 1.0f;  // 0: greedy (argmax, the lower id on ties)
   int64_t top_k = 0;         // > 0: only the k most likely tokens can be drawn
+  // < 1: nucleus sampling — after top_k and the temperature, only the most likely tokens whose
+  // probabilities first reach top_p together (at least one) can be drawn. In (0, 1].
+  float top_p = 1.0f;
 };
 
 // Draws one token from a row of logits. The uniform draw is (rng() >> 11)·2⁻⁵³, so a seed

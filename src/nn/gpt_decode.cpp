@@ -68,6 +68,8 @@ int64_t sample_token(std::span<const float> logits, const SamplingOptions& optio
   ATTN_CHECK(options.temperature >= 0.0f && std::isfinite(options.temperature),
              "sample_token: temperature must be >= 0, got ", options.temperature);
   ATTN_CHECK(options.top_k >= 0, "sample_token: top_k must be >= 0, got ", options.top_k);
+  ATTN_CHECK(options.top_p > 0.0f && options.top_p <= 1.0f,
+             "sample_token: top_p must be in (0, 1], got ", options.top_p);
   for (int64_t i = 0; i < n; ++i) {
     ATTN_CHECK(std::isfinite(logits[static_cast<size_t>(i)]), "sample_token: logit ", i, " is ",
                logits[static_cast<size_t>(i)]);
@@ -91,13 +93,22 @@ int64_t sample_token(std::span<const float> logits, const SamplingOptions& optio
         (logits[static_cast<size_t>(order[static_cast<size_t>(i)])] - max) / options.temperature);
     sum += weights[static_cast<size_t>(i)];
   }
+  // Nucleus: keep the most likely candidates until their probability reaches top_p.
+  int64_t kept = k;
+  if (options.top_p < 1.0f) {
+    double mass = 0.0;
+    for (kept = 0; kept < k && mass < static_cast<double>(options.top_p) * sum; ++kept) {
+      mass += weights[static_cast<size_t>(kept)];
+    }
+    sum = mass;
+  }
   const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * sum;
   double cumulative = 0.0;
-  for (int64_t i = 0; i < k; ++i) {
+  for (int64_t i = 0; i < kept; ++i) {
     cumulative += weights[static_cast<size_t>(i)];
     if (u < cumulative) return order[static_cast<size_t>(i)];
   }
-  return order[static_cast<size_t>(k - 1)];  // u rounded up to the sum
+  return order[static_cast<size_t>(kept - 1)];  // u rounded up to the sum
 }
 
 std::vector<int64_t> generate(const Gpt& model, std::vector<int64_t> tokens,

@@ -1,4 +1,6 @@
 // attn generate: text from a trained checkpoint, streamed token by token through the KV cache.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,8 +16,9 @@ namespace attn::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, prompt;
+  std::string checkpoint, prompt, prompt_file;
   GenerateOptions options;
+  int64_t num_samples = 1;
   bool no_cache = false, stats = false;
   int threads = 0;
 };
@@ -32,20 +35,30 @@ void run_generate(GenerateArgs& args) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) path += "/checkpoint.safetensors";
   const Checkpoint ckpt = load_checkpoint(path);
-  std::vector<int64_t> prompt = ckpt.tokenizer.encode(args.prompt.empty() ? "\n" : args.prompt);
-  if (!args.prompt.empty()) write_text(args.prompt);
+  const std::string text = args.prompt_file.empty() ? args.prompt : read_input(args.prompt_file);
+  ATTN_CHECK(args.prompt_file.empty() || !text.empty(), args.prompt_file, ": the prompt is empty");
+  const std::vector<int64_t> prompt = ckpt.tokenizer.encode(text.empty() ? "\n" : text);
   args.options.use_cache = !args.no_cache;
+  size_t total_tokens = 0;
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<int64_t> tokens = generate(ckpt.model, prompt, args.options, [&](int64_t id) {
-    const int64_t one[] = {id};
-    write_text(ckpt.tokenizer.decode(one));
-  });
+  // Sample i draws from seed + i: each is reproducible on its own, and they differ.
+  const uint64_t first_seed = args.options.seed;
+  for (int64_t sample = 0; sample < args.num_samples; ++sample) {
+    if (sample > 0) write_text("\n---\n");
+    if (!text.empty()) write_text(text);
+    args.options.seed = first_seed + static_cast<uint64_t>(sample);
+    total_tokens += generate(ckpt.model, prompt, args.options, [&](int64_t id) {
+                      const int64_t one[] = {id};
+                      write_text(ckpt.tokenizer.decode(one));
+                    }).size();
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   write_text("\n");
-  if (args.stats) {
-    std::fprintf(stderr, "%zu tokens in %.3f s: %.0f tokens/s (%s)\n", tokens.size(), seconds,
-                 seconds > 0 ? static_cast<double>(tokens.size()) / seconds : 0.0,
+  // The pace, by default when a person watches (stderr on a terminal), or on request.
+  if (args.stats || ::isatty(STDERR_FILENO) == 1) {
+    std::fprintf(stderr, "%zu tokens in %.3f s: %.0f tokens/s (%s)\n", total_tokens, seconds,
+                 seconds > 0 ? static_cast<double>(total_tokens) / seconds : 0.0,
                  args.no_cache ? "re-running the window" : "KV cache");
   }
 }
@@ -66,7 +79,13 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--checkpoint", a.checkpoint,
                   "a training directory or its checkpoint.safetensors")
       ->required();
-  cmd->add_option("--prompt", a.prompt, "text to continue");
+  CLI::Option* prompt = cmd->add_option("--prompt", a.prompt, "text to continue");
+  cmd->add_option("--prompt-file", a.prompt_file, "continue the text of FILE ('-': stdin)")
+      ->excludes(prompt);
+  cmd->add_option("--num-samples", a.num_samples,
+                  "continuations to write, separated by a line '---'; sample i uses seed + i")
+      ->check(positive())
+      ->capture_default_str();
   cmd->add_option("--max-new-tokens", a.options.max_new_tokens, "tokens to generate")
       ->check(non_negative())
       ->capture_default_str();
@@ -78,11 +97,18 @@ void add_generate_command(CLI::App& app) {
                   "draw from the k most likely tokens (0 = all)")
       ->check(non_negative())
       ->capture_default_str();
+  cmd->add_option("--top-p", a.options.sampling.top_p,
+                  "nucleus sampling: draw from the most likely tokens whose probabilities first "
+                  "reach p together (1 = off)")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->check(positive())
+      ->capture_default_str();
   cmd->add_option("--seed", a.options.seed, "sampling seed: the same seed gives the same text")
       ->capture_default_str();
   cmd->add_flag("--no-cache", a.no_cache,
                 "re-run the whole window for every token (slow; for comparison)");
-  cmd->add_flag("--stats", a.stats, "print tokens per second to stderr");
+  cmd->add_flag("--stats", a.stats,
+                "print tokens per second to stderr (done by default when stderr is a terminal)");
   add_threads_option(*cmd, a.threads);
   cmd->callback([args] { run_generate(*args); });
 }
