@@ -569,9 +569,65 @@ TEST_F(Cli, MhaAndHeatmap) {
   EXPECT_NE(map.out.find("d "), std::string::npos);
   EXPECT_NE(map.out.find("scale:"), std::string::npos);
   expect_error("heatmap --weights " + path("a.npy") + " --head 2",
-               "--head 2 out of range for weights (1, 2, 4, 4)");
+               "--head 2 out of range: the weights (1, 2, 4, 4) have 2 heads");
   expect_error("heatmap --weights " + path("a.npy") + " --tokens \"a b\"",
                "--tokens has 2 words but the weights have 4 keys");
+}
+
+TEST_F(Cli, HeatmapSelectorsScalesWidthAndTokenLabels) {
+  // Weights of the same shapes the library returns: (H, T, T) and (T, T).
+  SdpaOptions causal;
+  causal.causal = true;
+  causal.return_weights = true;
+  const Tensor q = rand_normal({2, 6, 8}, 1);
+  const Tensor w3 = sdpa(q, q, q, causal).weights;  // (2, 6, 6)
+  write_npy(path("w3.npy"), w3);
+  write_npy(path("w2.npy"), w3.select(0).contiguous());
+  expect_error("heatmap --weights " + path("w3.npy") + " --batch 1",
+               "--batch 1 out of range: the weights (2, 6, 6) have no batch dim");
+  expect_error("heatmap --weights " + path("w2.npy") + " --head 2",
+               "--head 2 out of range: the weights (6, 6) have no head dim");
+  EXPECT_EQ(run("heatmap --weights " + path("w2.npy") + " --head 0").status, 0);
+  // --scale row: every row has a full block.
+  const CliResult row = run("heatmap --weights " + path("w2.npy") + " --scale row");
+  ASSERT_EQ(row.status, 0) << row.err;
+  EXPECT_NE(row.out.find("per row"), std::string::npos) << row.out;
+  EXPECT_EQ(row.err, "");  // these are weights: no warning
+  expect_error("heatmap --weights " + path("w2.npy") + " --scale log", "--scale");
+  // Not weights: one warning line, the map still drawn.
+  write_npy(path("not.npy"), Tensor::full({3, 3}, 2.0f));
+  const CliResult odd = run("heatmap --weights " + path("not.npy"));
+  EXPECT_EQ(odd.status, 0);
+  EXPECT_NE(odd.err.find("row 0 sums to 6, not 1: these may not be attention weights"),
+            std::string::npos)
+      << odd.err;
+  // Long sequences: down-sampled to --width with a note; --width 0 never.
+  const Tensor q_long = rand_normal({100, 8}, 2);
+  write_npy(path("long.npy"), sdpa(q_long, q_long, q_long, causal).weights);
+  const CliResult narrow = run("heatmap --weights " + path("long.npy") + " --width 40");
+  ASSERT_EQ(narrow.status, 0) << narrow.err;
+  EXPECT_NE(narrow.out.find("down-sampled 6×"), std::string::npos) << narrow.out;
+  const CliResult full = run("heatmap --weights " + path("long.npy") + " --width 0");
+  EXPECT_EQ(full.out.find("down-sampled"), std::string::npos);
+  // Labels straight from the tokenizer: `bpe encode --tokens` prints displayed tokens.
+  std::ofstream(path("corpus.txt")) << "the cat sat on the mat. the cat sat.\n";
+  ASSERT_EQ(run("bpe train --corpus " + path("corpus.txt") +
+                " --vocab-size 270 --byte-level --out " + path("tok.json"))
+                .status,
+            0);
+  std::ofstream(path("six.txt")) << "the cat sat";
+  const CliResult shown =
+      run("bpe encode --tokenizer " + path("tok.json") + " --tokens " + path("six.txt"));
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  EXPECT_NE(shown.out.find("Ġ"), std::string::npos) << shown.out;  // a space, displayed
+  const std::string labels = shown.out.substr(0, shown.out.size() - 1);
+  const int64_t count = 1 + std::count(labels.begin(), labels.end(), ' ');
+  const Tensor qt = rand_normal({count, 8}, 3);
+  write_npy(path("wt.npy"), sdpa(qt, qt, qt, causal).weights);
+  const CliResult labelled =
+      run("heatmap --weights " + path("wt.npy") + " --tokens '" + labels + "'");
+  ASSERT_EQ(labelled.status, 0) << labelled.err;
+  EXPECT_NE(labelled.out.find("Ġ"), std::string::npos) << labelled.out;
 }
 
 TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {

@@ -40,7 +40,40 @@ void check_labels(const std::vector<std::string>& labels, int64_t count, const c
              "heatmap: ", labels.size(), " ", what, " labels for ", count, " ", what, "s");
 }
 
+// The largest value of each f × f block of a (rows, cols) matrix, and each block's first label.
+struct Pooled {
+  int64_t rows, cols;
+  std::vector<float> values;
+  std::vector<std::string> row_labels, column_labels;
+};
+
+Pooled pool(const std::vector<float>& values, int64_t rows, int64_t cols, int64_t f,
+            const HeatmapOptions& options) {
+  Pooled p{(rows + f - 1) / f, (cols + f - 1) / f, {}, {}, {}};
+  p.values.assign(static_cast<size_t>(p.rows * p.cols), -INFINITY);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      float& cell = p.values[static_cast<size_t>((r / f) * p.cols + c / f)];
+      cell = std::max(cell, values[static_cast<size_t>(r * cols + c)]);
+    }
+  }
+  for (size_t i = 0; i < options.row_labels.size(); i += static_cast<size_t>(f)) {
+    p.row_labels.push_back(options.row_labels[i]);
+  }
+  for (size_t i = 0; i < options.column_labels.size(); i += static_cast<size_t>(f)) {
+    p.column_labels.push_back(options.column_labels[i]);
+  }
+  return p;
+}
+
 }  // namespace
+
+HeatmapScale heatmap_scale_from_string(const std::string& name) {
+  if (name == "global") return HeatmapScale::kGlobal;
+  if (name == "row") return HeatmapScale::kRow;
+  if (name == "absolute") return HeatmapScale::kAbsolute;
+  throw Error("heatmap: scale must be global, row or absolute, got '" + name + "'");
+}
 
 std::string heatmap_ascii(const Tensor& matrix, const HeatmapOptions& options) {
   ATTN_CHECK(matrix.defined() && matrix.rank() == 2, "heatmap: weights must be a 2-D matrix, got ",
@@ -48,41 +81,62 @@ std::string heatmap_ascii(const Tensor& matrix, const HeatmapOptions& options) {
   const int64_t rows = matrix.dim(0), cols = matrix.dim(1);
   check_labels(options.row_labels, rows, "row");
   check_labels(options.column_labels, cols, "column");
-  const std::vector<float> values = matrix.to_vector();
-  for (float v : values) ATTN_CHECK(std::isfinite(v), "heatmap: the matrix holds ", v);
-  const float vmax = options.vmax.value_or(*std::max_element(values.begin(), values.end()));
-  ATTN_CHECK(std::isfinite(options.vmin) && std::isfinite(vmax), "heatmap: vmin (", options.vmin,
-             ") and vmax (", vmax, ") must be finite");
+  ATTN_CHECK(options.max_columns >= 0, "heatmap: max_columns must be >= 0, got ",
+             options.max_columns);
+  const std::vector<float> all = matrix.to_vector();
+  for (float v : all) ATTN_CHECK(std::isfinite(v), "heatmap: the matrix holds ", v);
+  const int64_t f = options.max_columns > 0 && cols > options.max_columns
+                        ? (cols + options.max_columns - 1) / options.max_columns
+                        : 1;
+  const Pooled p = pool(all, rows, cols, f, options);
+  const float largest = *std::max_element(p.values.begin(), p.values.end());
+  const bool absolute = options.scale == HeatmapScale::kAbsolute;
+  const float vmin = options.scale == HeatmapScale::kGlobal ? options.vmin : 0.0f;
+  const float vmax = absolute ? 1.0f : options.vmax.value_or(largest);
+  ATTN_CHECK(std::isfinite(vmin) && std::isfinite(vmax), "heatmap: vmin (", vmin, ") and vmax (",
+             vmax, ") must be finite");
 
   size_t label_width = 0;
-  for (const auto& label : options.row_labels)
+  for (const auto& label : p.row_labels) {
     label_width = std::max(label_width, code_points(label).size());
+  }
   const std::string margin(label_width + (label_width > 0 ? 1 : 0), ' ');
 
   std::ostringstream out;
   // Column labels, written top to bottom, one character per cell.
   size_t label_height = 0;
-  for (const auto& label : options.column_labels)
+  for (const auto& label : p.column_labels) {
     label_height = std::max(label_height, code_points(label).size());
+  }
   for (size_t line = 0; line < label_height; ++line) {
     std::string text = margin;
-    for (const auto& label : options.column_labels) {
+    for (const auto& label : p.column_labels) {
       const auto points = code_points(label);
       text += (line < points.size() ? points[line] : " ") + std::string(" ");
     }
     while (!text.empty() && text.back() == ' ') text.pop_back();
     out << text << '\n';
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    out << (options.row_labels.empty() ? margin
-                                       : pad_right(options.row_labels[r], label_width) + " ");
-    for (int64_t c = 0; c < cols; ++c) {
-      const char* cell = kRamp[ramp_level(values[r * cols + c], options.vmin, vmax)];
+  for (int64_t r = 0; r < p.rows; ++r) {
+    out << (p.row_labels.empty() ? margin : pad_right(p.row_labels[r], label_width) + " ");
+    const float* row = p.values.data() + r * p.cols;
+    const float row_max =
+        options.scale == HeatmapScale::kRow ? *std::max_element(row, row + p.cols) : vmax;
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const char* cell = kRamp[ramp_level(row[c], vmin, row_max)];
       out << cell << cell;
     }
     out << '\n';
   }
-  out << "scale: ' ' = " << options.vmin << " … '█' = " << vmax << '\n';
+  if (options.scale == HeatmapScale::kRow) {
+    out << "scale: per row, ' ' = 0 … '█' = the row's largest\n";
+  } else {
+    out << "scale: ' ' = " << vmin << " … '█' = " << vmax << '\n';
+  }
+  if (f > 1) {
+    out << "down-sampled " << f << "×: each cell is the largest of a " << f << " × " << f
+        << " block of the " << rows << " × " << cols << " weights\n";
+  }
   return out.str();
 }
 

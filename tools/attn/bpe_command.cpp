@@ -58,7 +58,7 @@ void run_train(TrainArgs& args) {
 struct CodecArgs {
   std::string tokenizer, input = "-";
   int threads = 0;
-  bool stats = false;
+  bool stats = false, tokens = false;
 };
 
 // The input is read and encoded 16 KiB at a time and the ids written as they come: memory
@@ -68,9 +68,18 @@ void run_encode(const CodecArgs& args) {
   const BpeTokenizer t = BpeTokenizer::load(args.tokenizer);
   IdWriter writer;
   size_t tokens = 0, bytes = 0;
+  std::string shown;  // --tokens: the tokens as the tokenizer displays them
   BpeStreamEncoder encoder(t, [&](std::span<const int64_t> ids) {
     tokens += ids.size();
-    if (!args.stats) writer.write(ids);
+    if (args.tokens) {
+      for (int64_t id : ids) shown += (shown.empty() ? "" : " ") + t.display(id);
+      if (shown.size() >= (1u << 14)) {
+        write_stdout(shown + " ");
+        shown.clear();
+      }
+    } else if (!args.stats) {
+      writer.write(ids);
+    }
   });
   const Clock::time_point start = Clock::now();
   read_chunks(args.input, [&](std::string_view chunk) {
@@ -84,6 +93,10 @@ void run_encode(const CodecArgs& args) {
         "%zu tokens, %zu bytes, %.3f bytes per token, %.1f MB/s (%d threads; reading included)\n",
         tokens, bytes, tokens == 0 ? 0.0 : static_cast<double>(bytes) / static_cast<double>(tokens),
         seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0.0, num_threads());
+    return;
+  }
+  if (args.tokens) {
+    write_stdout(shown + "\n");
     return;
   }
   writer.finish();
@@ -189,7 +202,11 @@ void add_bpe_command(CLI::App& app) {
   en->add_option("input", enc->input, "the text (- or nothing: standard input)");
   en->add_option("--threads", enc->threads, "threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
-  en->add_flag("--stats", enc->stats, "print statistics instead of the ids");
+  CLI::Option* stats = en->add_flag("--stats", enc->stats, "print statistics instead of the ids");
+  en->add_flag("--tokens", enc->tokens,
+               "print the tokens as the tokenizer displays them (a space as 'Ġ', a newline as "
+               "'Ċ'), separated by spaces, instead of their ids: labels for attn heatmap --tokens")
+      ->excludes(stats);
   en->footer(
       "Example: attn bpe encode --tokenizer tok.json input.txt | attn bpe decode --tokenizer "
       "tok.json -");

@@ -1,5 +1,11 @@
 // attn heatmap: print one head of a weights .npy as an ASCII heat map.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,8 +19,8 @@ namespace attn::cli {
 namespace {
 
 struct HeatmapArgs {
-  std::string weights, tokens;
-  int64_t head = 0, batch = 0;
+  std::string weights, tokens, scale = "global";
+  int64_t head = 0, batch = 0, width = -1;  // width -1: the terminal's
   bool absolute = false;
 };
 
@@ -25,29 +31,65 @@ std::vector<std::string> split_words(const std::string& text) {
   return words;
 }
 
-// The (Tq, Tk) matrix of one head out of (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk) weights.
+// The (Tq, Tk) matrix of one head out of (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk) weights. A
+// selector past the dims the weights have is an error, as one past their size is (the absent
+// dim counts as size 1).
 Tensor pick_matrix(const Tensor& w, int64_t batch, int64_t head) {
   ATTN_CHECK(w.rank() >= 2,
              "heatmap: weights must be (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk), got ",
              w.shape_string());
+  const int64_t batches = w.rank() == 4 ? w.dim(0) : 1, heads = w.rank() >= 3 ? w.dim(-3) : 1;
+  ATTN_CHECK(batch >= 0 && batch < batches, "--batch ", batch, " out of range: the weights ",
+             w.shape_string(),
+             w.rank() == 4 ? " have " + std::to_string(batches) + " batch entries"
+                           : std::string(" have no batch dim"));
+  ATTN_CHECK(head >= 0 && head < heads, "--head ", head, " out of range: the weights ",
+             w.shape_string(),
+             w.rank() >= 3 ? " have " + std::to_string(heads) + " heads"
+                           : std::string(" have no head dim"));
   Tensor m = w;
-  if (m.rank() == 4) {
-    ATTN_CHECK(batch >= 0 && batch < m.dim(0), "--batch ", batch, " out of range for weights ",
-               w.shape_string());
-    m = m.select(batch);
-  }
-  if (m.rank() == 3) {
-    ATTN_CHECK(head >= 0 && head < m.dim(0), "--head ", head, " out of range for weights ",
-               w.shape_string());
-    m = m.select(head);
-  }
+  if (m.rank() == 4) m = m.select(batch);
+  if (m.rank() == 3) m = m.select(head);
   return m;
+}
+
+// The columns the terminal has (stdout's, else $COLUMNS, else 80).
+int64_t terminal_width() {
+  winsize size{};
+  if (::isatty(STDOUT_FILENO) == 1 && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 &&
+      size.ws_col > 0) {
+    return size.ws_col;
+  }
+  if (const char* columns = std::getenv("COLUMNS")) {
+    const long n = std::strtol(columns, nullptr, 10);
+    if (n > 0) return n;
+  }
+  return 80;
+}
+
+// One warning line when the matrix does not look like attention weights: a row that is not
+// all zeros (a row that sees no key) and does not sum to 1.
+void warn_unless_rows_sum_to_one(const Tensor& m, const std::string& path) {
+  const std::vector<float> v = m.to_vector();
+  const int64_t cols = m.dim(1);
+  for (int64_t r = 0; r < m.dim(0); ++r) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < cols; ++c) sum += v[static_cast<size_t>(r * cols + c)];
+    if (sum != 0.0 && std::fabs(sum - 1.0) > 1e-3) {
+      std::fprintf(stderr,
+                   "attn: warning: %s: row %lld sums to %g, not 1: these may not be attention "
+                   "weights\n",
+                   path.c_str(), static_cast<long long>(r), sum);
+      return;
+    }
+  }
 }
 
 void run_heatmap(const HeatmapArgs& args) {
   const Tensor matrix = pick_matrix(load_finite(args.weights), args.batch, args.head);
+  warn_unless_rows_sum_to_one(matrix, args.weights);
   HeatmapOptions options;
-  if (args.absolute) options.vmax = 1.0f;
+  options.scale = heatmap_scale_from_string(args.absolute ? "absolute" : args.scale);
   if (!args.tokens.empty()) {
     const std::vector<std::string> words = split_words(args.tokens);
     const int64_t tq = matrix.dim(0), tk = matrix.dim(1);
@@ -57,6 +99,13 @@ void run_heatmap(const HeatmapArgs& args) {
     // Bottom-right alignment: the Tq queries are the last Tq of the Tk positions.
     options.column_labels = words;
     options.row_labels.assign(words.end() - tq, words.end());
+  }
+  // Two characters a cell after the row labels' margin.
+  const int64_t width = args.width < 0 ? terminal_width() : args.width;
+  if (width > 0) {
+    size_t margin = 0;
+    for (const std::string& label : options.row_labels) margin = std::max(margin, label.size());
+    options.max_columns = std::max<int64_t>(1, (width - static_cast<int64_t>(margin) - 1) / 2);
   }
   std::fputs(heatmap_ascii(matrix, options).c_str(), stdout);
 }
@@ -72,9 +121,20 @@ void add_heatmap_command(CLI::App& app) {
       ->required();
   cmd->add_option("--head", args->head, "which head to show")->capture_default_str();
   cmd->add_option("--batch", args->batch, "which batch entry to show")->capture_default_str();
-  cmd->add_option("--tokens", args->tokens, "labels: one word per key, e.g. \"the cat sat\"");
-  cmd->add_flag("--absolute", args->absolute,
-                "map [0, 1] onto the ramp (default: [0, largest weight])");
+  cmd->add_option("--tokens", args->tokens,
+                  "labels: one word per key, e.g. \"the cat sat\", or the output of 'attn bpe "
+                  "encode --tokens'");
+  cmd->add_option("--scale", args->scale,
+                  "global: [0, the largest weight]; row: each row to its own largest (a causal "
+                  "map's first row is always 1); absolute: [0, 1]")
+      ->check(CLI::IsMember({"global", "row", "absolute"}))
+      ->capture_default_str();
+  cmd->add_flag("--absolute", args->absolute, "the same as --scale absolute");
+  cmd->add_option("--width", args->width,
+                  "columns to fit: a wider map is down-sampled (each cell the largest of its "
+                  "block), with a note; default: the terminal's width (80 when not a terminal); "
+                  "0: never down-sample")
+      ->check(non_negative());
   cmd->footer("Example: attn heatmap --weights w.npy --head 0 --tokens \"the cat sat on the mat\"");
   cmd->callback([args] { run_heatmap(*args); });
 }
