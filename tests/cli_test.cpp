@@ -428,6 +428,29 @@ TEST_F(Cli, SdpaWritesWhatTheLibraryComputes) {
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("o2.npy")).values, expected.output));
 }
 
+// "-" writes to standard output wherever it reads from standard input.
+TEST_F(Cli, OutDashWritesToStandardOutput) {
+  const Tensor q = rand_normal({2, 5, 8}, 1);
+  write_npy(path("q.npy"), q);
+  const std::string qkv =
+      "sdpa --q " + path("q.npy") + " --k " + path("q.npy") + " --v " + path("q.npy");
+  const CliResult r = run(qkv + " --out -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(parse_npy(r.out, "stdout").values.to_vector(), sdpa(q, q, q).output.to_vector());
+  EXPECT_NE(r.err.find("-> standard output"), std::string::npos) << r.err;
+  const CliResult w = run(qkv + " --out " + path("o.npy") + " --weights -");
+  ASSERT_EQ(w.status, 0) << w.err;
+  EXPECT_EQ(parse_npy(w.out, "stdout").values.shape(), (Shape{2, 5, 5}));
+  expect_error(qkv + " --out - --weights -", "only one output can be '-'");
+  std::ofstream(path("corpus.txt")) << "abc abc abd\n";
+  const CliResult tok =
+      run("bpe train --corpus " + path("corpus.txt") + " --vocab-size 260 --byte-level --out -");
+  ASSERT_EQ(tok.status, 0) << tok.err;
+  EXPECT_EQ(tok.out.rfind("{", 0), 0u) << tok.out;
+  EXPECT_NO_THROW(BpeTokenizer::from_json(tok.out));
+  EXPECT_NE(run("sdpa --help").out.find("'-': standard output"), std::string::npos);
+}
+
 TEST_F(Cli, SdpaTakesTheCausalAlignment) {
   const Tensor q = rand_normal({2, 5, 8}, 1), k = rand_normal({2, 7, 8}, 2),
                v = rand_normal({2, 7, 3}, 3);

@@ -53,6 +53,8 @@ NpyArray read_npy(const std::string& path);
 NpyArray parse_npy(const std::string& bytes, const std::string& name);
 
 void write_npy(const std::string& path, const Tensor& t);
+// The bytes write_npy writes ('<f4', version 1.0), e.g. for a stream.
+std::string npy_bytes(const Tensor& t);
 // Writes t as booleans (non-zero = true).
 void write_npy_bool(const std::string& path, const Tensor& t);
 

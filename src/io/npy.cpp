@@ -341,6 +341,8 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
 
 NpyArray read_npy(const std::string& path) { return parse_npy(read_whole_file(path), path); }
 
+std::string npy_bytes(const Tensor& t) { return npy_image(t, NpyDtype::kFloat32); }
+
 void write_npy(const std::string& path, const Tensor& t) {
   write_file_atomically(path, npy_image(t, NpyDtype::kFloat32));
 }

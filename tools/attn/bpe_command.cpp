@@ -48,11 +48,12 @@ void run_train(TrainArgs& args) {
       });
   const double seconds = seconds_since(start);
   bar.finish();
-  t.save(args.out);
-  std::printf("trained %lld tokens (%zu merges, %zu special) on %.2f MB in %.2f s; wrote %s\n",
-              static_cast<long long>(t.vocab_size()), t.merges().size(),
-              t.options().special_tokens.size(), static_cast<double>(corpus.size()) / 1e6, seconds,
-              args.out.c_str());
+  write_output(args.out, t.to_json());
+  std::fprintf(args.out == "-" ? stderr : stdout,
+               "trained %lld tokens (%zu merges, %zu special) on %.2f MB in %.2f s; wrote %s\n",
+               static_cast<long long>(t.vocab_size()), t.merges().size(),
+               t.options().special_tokens.size(), static_cast<double>(corpus.size()) / 1e6, seconds,
+               args.out == "-" ? "standard output" : args.out.c_str());
 }
 
 struct CodecArgs {
@@ -186,7 +187,8 @@ void add_bpe_command(CLI::App& app) {
                "characters, unseen ones become <unk>");
   tr->add_option("--special", train->options.special_tokens,
                  "special tokens, never split (e.g. --special '<|endoftext|>')");
-  tr->add_option("--out", train->out, "where to write the tokenizer (JSON)")->required();
+  tr->add_option("--out", train->out, "where to write the tokenizer (JSON; '-': standard output)")
+      ->required();
   tr->add_option("--threads", train->threads, "threads for counting words (default: all cores)")
       ->check(CLI::Range(1, 1024));
   tr->footer(

@@ -45,13 +45,32 @@ Mask load_mask(const std::string& path) {
   return Mask::additive(array.values);
 }
 
+void write_output(const std::string& path, const std::string& bytes) {
+  if (path != "-") {
+    write_file_atomically(path, bytes);
+    return;
+  }
+  ATTN_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size() &&
+                 std::fflush(stdout) == 0,
+             "cannot write to standard output");
+}
+
+void check_one_stdout(const std::string& a, const std::string& b) {
+  ATTN_CHECK(a != "-" || b != "-", "only one output can be '-' (standard output)");
+}
+
 void write_results(const std::string& out_path, const Tensor& output,
                    const std::string& weights_path, const Tensor& weights) {
-  write_npy(out_path, output);
-  std::printf("output %s -> %s\n", output.shape_string().c_str(), out_path.c_str());
+  check_one_stdout(out_path, weights_path);
+  // With an array on standard output, the lines that name what was written go to stderr.
+  std::FILE* log = out_path == "-" || weights_path == "-" ? stderr : stdout;
+  write_output(out_path, npy_bytes(output));
+  std::fprintf(log, "output %s -> %s\n", output.shape_string().c_str(),
+               out_path == "-" ? "standard output" : out_path.c_str());
   if (weights_path.empty()) return;
-  write_npy(weights_path, weights);
-  std::printf("weights %s -> %s\n", weights.shape_string().c_str(), weights_path.c_str());
+  write_output(weights_path, npy_bytes(weights));
+  std::fprintf(log, "weights %s -> %s\n", weights.shape_string().c_str(),
+               weights_path == "-" ? "standard output" : weights_path.c_str());
 }
 
 void read_chunks(const std::string& path, const std::function<void(std::string_view)>& consume) {

@@ -24,8 +24,14 @@ Tensor load_finite(const std::string& path);
 // Reads a mask: booleans and integers -> boolean (non-zero = allowed), floats -> additive.
 Mask load_mask(const std::string& path);
 
-// Writes the output (and, when weights_path is not empty, the weights) as .npy files and
-// prints one line per file written.
+// Writes bytes to the file at path (atomically), or to standard output for "-".
+void write_output(const std::string& path, const std::string& bytes);
+// attn::Error when both are "-": one stream cannot carry two files.
+void check_one_stdout(const std::string& a, const std::string& b);
+
+// Writes the output (and, when weights_path is not empty, the weights) as .npy files, "-"
+// meaning standard output, and prints one line per file written (to stderr when an array
+// goes to standard output).
 void write_results(const std::string& out_path, const Tensor& output,
                    const std::string& weights_path, const Tensor& weights);
 

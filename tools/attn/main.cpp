@@ -104,6 +104,7 @@ void name_path_options(CLI::App& app) {
     for (const auto& [name, type] : kPaths) {
       if (option->check_lname(std::string(name).substr(2))) option->type_name(type);
     }
+    if (app.get_name() == "train" && option->check_lname("out")) option->type_name("DIR");
   }
   for (CLI::App* sub : app.get_subcommands({})) name_path_options(*sub);
 }

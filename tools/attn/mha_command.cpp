@@ -77,8 +77,9 @@ void add_mha_command(CLI::App& app) {
   cmd->add_flag("--causal", args->causal, "causal mask: position t sees positions <= t");
   cmd->add_option("--window", args->window, "sliding-window causal: the last W positions only")
       ->check(positive());
-  cmd->add_option("--out", args->out, "where to write Y.npy")->required();
-  cmd->add_option("--weights", args->weights, "also write the weights W.npy (B, H, T, T)");
+  cmd->add_option("--out", args->out, "where to write Y.npy ('-': standard output)")->required();
+  cmd->add_option("--weights", args->weights,
+                  "also write the weights W.npy (B, H, T, T) ('-': standard output)");
   add_causal_align_option(*cmd, args->causal_align);
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);

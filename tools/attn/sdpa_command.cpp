@@ -51,8 +51,11 @@ void add_sdpa_command(CLI::App& app) {
   cmd->add_option("--mask", args->mask,
                   "mask M.npy broadcast to (…, Tq, Tk): bool = true where allowed; float = added");
   cmd->add_option("--scale", args->scale, "score scale (default 1/sqrt(d))");
-  cmd->add_option("--out", args->out, "where to write the output O.npy (…, Tq, dv)")->required();
-  cmd->add_option("--weights", args->weights, "also write the weights W.npy (…, Tq, Tk)");
+  cmd->add_option("--out", args->out,
+                  "where to write the output O.npy (…, Tq, dv) ('-': standard output)")
+      ->required();
+  cmd->add_option("--weights", args->weights,
+                  "also write the weights W.npy (…, Tq, Tk) ('-': standard output)");
   add_causal_align_option(*cmd, args->causal_align);
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);
