@@ -13,6 +13,23 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/include/attn/version.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attn)
 if(TARGET attn_cli)
   install(TARGETS attn_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # Bash completion: commands and options read from attn's own --help when completing.
+  install(FILES tools/attn/share/attn.bash
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME attn)
+  # The man page, made from the program's --help by help2man (scripts/bootstrap installs it).
+  find_program(ATTN_HELP2MAN help2man)
+  if(ATTN_HELP2MAN)
+    add_custom_command(
+      OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/attn.1
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/attn/share/make_man_page.sh
+              $<TARGET_FILE:attn_cli> ${CMAKE_CURRENT_BINARY_DIR}/attn.1
+      DEPENDS attn_cli tools/attn/share/make_man_page.sh
+      COMMENT "Writing the man page attn.1 from attn --help")
+    add_custom_target(attn_man_page ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/attn.1)
+    install(FILES ${CMAKE_CURRENT_BINARY_DIR}/attn.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  else()
+    message(STATUS "help2man not found: no man page (scripts/bootstrap installs it)")
+  endif()
 endif()
 
 install(EXPORT attnTargets NAMESPACE attn:: DESTINATION ${ATTN_CMAKE_DIR})

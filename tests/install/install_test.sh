@@ -14,6 +14,23 @@ for f in include/attn/attn.hpp include/attn/version.hpp bin/attn; do
 done
 "$prefix/bin/attn" --version | grep -q "^attn [0-9]" || { echo "installed attn --version"; exit 1; }
 
+# The man page (every command's help in it) and the bash completion.
+man_page=$prefix/share/man/man1/attn.1
+[[ -f $man_page ]] || { echo "install: share/man/man1/attn.1 missing"; exit 1; }
+for section in "attn train" "attn bpe encode" "attn bench decode" "ATTN_NUM_THREADS"; do
+  grep -q "$section" "$man_page" || { echo "attn.1 has no '$section'"; exit 1; }
+done
+completion=$prefix/share/bash-completion/completions/attn
+[[ -f $completion ]] || { echo "install: the bash completion is missing"; exit 1; }
+completes() {  # completes WORD... -> the candidates for the last word
+  PATH="$prefix/bin:$PATH" bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1));
+    _attn; printf "%s\n" "${COMPREPLY[@]}"' _ "$completion" "$@"
+}
+completes attn tr | grep -qx train || { echo "completion: 'attn tr' does not give train"; exit 1; }
+completes attn bpe en | grep -qx encode || { echo "completion: 'attn bpe en'"; exit 1; }
+completes attn train --n-e | grep -qx -- --n-embd || { echo "completion: 'attn train --n-e'"; exit 1; }
+completes attn generate --top | grep -qx -- --top-p || { echo "completion: 'attn generate --top'"; exit 1; }
+
 # find_package
 cmake -S "$source/tests/install/consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
