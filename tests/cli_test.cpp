@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -336,6 +337,32 @@ TEST_F(Cli, TrainProtectsRunsNamesFlagsAndRepeatsFromAConfig) {
   std::ofstream(path("flag.ini")) << "no-bias = maybe\n";
   expect_error(base + " --config " + path("flag.ini") + " --out " + path("x"),
                "no-bias is a flag: true or false, got 'maybe'");
+}
+
+// On a terminal (util-linux `script` gives the run one), the bar is redrawn at most ten times a
+// second, and its last frame shows the whole run.
+TEST_F(Cli, TrainDrawsAThrottledProgressBarOnATerminal) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "util-linux 'script' is not installed, so no terminal can be given to attn";
+  }
+  std::ofstream(path("corpus.txt")) << std::string(5000, 'a') + "the quick brown fox\n";
+  const std::string train = std::string(ATTN_CLI_PATH) + " train --corpus " + path("corpus.txt") +
+                            " --out " + path("run") +
+                            " --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 "
+                            "--max-iters 300 --eval-interval 1000 --eval-iters 1 --threads 1";
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(
+      std::system(("script -q -e -c '" + train + "' " + path("tty.log") + " >/dev/null").c_str()),
+      0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string log = slurp(path("tty.log"));
+  size_t frames = 0;
+  for (size_t at = log.find("\033[K["); at != std::string::npos; at = log.find("\033[K[", at + 1))
+    ++frames;
+  EXPECT_GE(frames, 2u) << log;                                       // the first and the last
+  EXPECT_LE(frames, static_cast<size_t>(seconds * 10.0) + 2) << log;  // not one per step (300)
+  EXPECT_NE(log.find("] 100%  300/300"), std::string::npos) << log;
 }
 
 TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
