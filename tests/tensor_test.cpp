@@ -153,3 +153,35 @@ TEST(TensorStorage, LargeBuffersAreAlignedAndColouredApart) {
 
 }  // namespace
 }  // namespace attn
+
+namespace attn {
+namespace {
+
+// Memory the tensor does not own: viewed in place (writes land in it), bounds-checked, and kept
+// alive by the owner for as long as any view lives.
+TEST(Tensor, FromExternalViewsMemoryInPlaceAndKeepsItsOwnerAlive) {
+  auto memory = std::make_shared<std::vector<float>>(std::vector<float>{0, 1, 2, 3, 4, 5});
+  std::weak_ptr<std::vector<float>> watch = memory;
+  Tensor view = Tensor::from_external(memory->data(), 6, {2, 3}, {3, 1}, 0, memory);
+  const Tensor transposed = Tensor::from_external(memory->data(), 6, {3, 2}, {1, 3}, 0, memory);
+  EXPECT_EQ(view.at({1, 2}), 5.0f);
+  EXPECT_EQ(transposed.at({2, 1}), 5.0f);
+  view.at({0, 1}) = 9.0f;
+  EXPECT_EQ((*memory)[1], 9.0f);  // no copy
+  EXPECT_EQ(view.external_owner(), memory);
+  EXPECT_EQ(Tensor({2}).external_owner(), nullptr);
+  EXPECT_TRUE(testing::ThrowsWith(
+      [&] {
+        Tensor::from_external(memory->data(), 6, {2, 4}, {4, 1}, 0, memory);
+      },
+      "reaches outside its storage of 6 elements"));
+  memory.reset();
+  EXPECT_FALSE(watch.expired());  // the views hold it
+  const Tensor row = view.select(1);
+  view = Tensor{};
+  EXPECT_FALSE(watch.expired());
+  EXPECT_EQ(row.at({0}), 3.0f);
+}
+
+}  // namespace
+}  // namespace attn

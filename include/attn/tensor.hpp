@@ -34,6 +34,16 @@ struct StorageAllocator {
   friend bool operator==(const StorageAllocator&, const StorageAllocator&) { return true; }
 };
 
+// A tensor's memory: `size` floats at `data`, kept alive by `owner` — the tensor's own
+// allocation, or memory that belongs to someone else (a numpy array) for as long as any view
+// of it lives.
+struct Storage {
+  float* data;
+  int64_t size;
+  std::shared_ptr<void> owner;
+  bool external;  // from Tensor::from_external
+};
+
 }  // namespace detail
 
 // "(2, 5, 16)"
@@ -52,6 +62,14 @@ class Tensor {
   static Tensor full(Shape shape, float value);
   // Row-major values; values.size() must equal the product of the shape.
   static Tensor from_values(Shape shape, std::vector<float> values);
+  // A view of memory the tensor does not allocate: `size` floats at `data`, seen with this
+  // shape and strides (in elements) from element `offset`, checked to stay inside; `owner`
+  // keeps the memory alive as long as the view or any view of it does. No copy.
+  static Tensor from_external(float* data, int64_t size, Shape shape, Shape strides, int64_t offset,
+                              std::shared_ptr<void> owner);
+  // The owner given to from_external (null for the tensor's own memory): lets a binding hand
+  // back the array a tensor came from.
+  const std::shared_ptr<void>& external_owner() const;
 
   bool defined() const { return storage_ != nullptr; }
   int rank() const { return static_cast<int>(shape_.size()); }
@@ -93,7 +111,7 @@ class Tensor {
  private:
   int64_t offset_of(std::initializer_list<int64_t> index) const;
 
-  std::shared_ptr<std::vector<float, detail::StorageAllocator<float>>> storage_;
+  std::shared_ptr<detail::Storage> storage_;
   int64_t offset_ = 0;
   Shape shape_;
   Shape strides_;

@@ -48,15 +48,18 @@ Tensor::Tensor(Shape shape) {
   check_shape(shape);
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
-  storage_ = std::make_shared<std::vector<float, detail::StorageAllocator<float>>>(
+  auto memory = std::make_shared<std::vector<float, detail::StorageAllocator<float>>>(
       static_cast<size_t>(total), 0.0f);
+  float* data = memory->data();
+  storage_ =
+      std::make_shared<detail::Storage>(detail::Storage{data, total, std::move(memory), false});
   strides_ = contiguous_strides(shape);
   shape_ = std::move(shape);
 }
 
 Tensor Tensor::full(Shape shape, float value) {
   Tensor t(std::move(shape));
-  std::fill(t.storage_->begin(), t.storage_->end(), value);
+  std::fill(t.storage_->data, t.storage_->data + t.storage_->size, value);
   return t;
 }
 
@@ -64,8 +67,25 @@ Tensor Tensor::from_values(Shape shape, std::vector<float> values) {
   Tensor t(shape);
   ATTN_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "from_values: shape ",
              to_string(shape), " holds ", t.numel(), " values, got ", values.size());
-  std::copy(values.begin(), values.end(), t.storage_->begin());
+  std::copy(values.begin(), values.end(), t.storage_->data);
   return t;
+}
+
+Tensor Tensor::from_external(float* data, int64_t size, Shape shape, Shape strides, int64_t offset,
+                             std::shared_ptr<void> owner) {
+  ATTN_CHECK(data != nullptr && size >= 1, "from_external: no memory (", size, " floats)");
+  Tensor whole;
+  whole.storage_ =
+      std::make_shared<detail::Storage>(detail::Storage{data, size, std::move(owner), true});
+  whole.shape_ = {size};
+  whole.strides_ = {1};
+  return whole.as_strided(std::move(shape), std::move(strides), offset);
+}
+
+const std::shared_ptr<void>& Tensor::external_owner() const {
+  static const std::shared_ptr<void> none;
+  if (!defined()) return none;
+  return storage_->external ? storage_->owner : none;
 }
 
 int64_t Tensor::dim(int i) const {
@@ -83,12 +103,12 @@ bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape
 
 float* Tensor::data() {
   ATTN_CHECK(defined(), "data() of an undefined tensor");
-  return storage_->data() + offset_;
+  return storage_->data + offset_;
 }
 
 const float* Tensor::data() const {
   ATTN_CHECK(defined(), "data() of an undefined tensor");
-  return storage_->data() + offset_;
+  return storage_->data + offset_;
 }
 
 int64_t Tensor::offset_of(std::initializer_list<int64_t> index) const {
@@ -121,7 +141,7 @@ Tensor Tensor::as_strided(Shape shape, Shape strides, int64_t offset) const {
     const int64_t reach = strides[d] * (shape[d] - 1);
     (reach < 0 ? lo : hi) += reach;
   }
-  const auto size = static_cast<int64_t>(storage_->size());
+  const int64_t size = storage_->size;
   ATTN_CHECK(lo >= 0 && hi < size, "as_strided: view ", to_string(shape), " with strides ",
              to_string(strides), " reaches outside its storage of ", size, " elements");
   Tensor view = *this;
