@@ -196,6 +196,24 @@ struct GenerateOptions {
   bool use_cache = true;
 };
 
+// Generation one token at a time: next() samples the token after what came before, as
+// generate() does (generate is a loop over it), so a caller can stream or stop at will.
+class Generator {
+ public:
+  // prompt: at least one token. The model must outlive the generator.
+  Generator(const Gpt& model, std::vector<int64_t> prompt, const GenerateOptions& options);
+  int64_t next();
+  const std::vector<int64_t>& tokens() const { return tokens_; }  // the prompt and all drawn
+
+ private:
+  const Gpt& model_;
+  GenerateOptions options_;
+  std::vector<int64_t> tokens_;
+  std::mt19937_64 rng_;
+  GptCache cache_;
+  size_t start_ = 0;  // the model sees tokens_[start_, end); the cache holds a prefix of it
+};
+
 // Continues `prompt` (at least one token) and returns the new tokens, calling on_token for each
 // as it comes. The model sees at most block_size tokens: when the context would grow past that,
 // it restarts from the last block_size/2 tokens (with the cache: one prefill every

@@ -111,41 +111,46 @@ int64_t sample_token(std::span<const float> logits, const SamplingOptions& optio
   return order[static_cast<size_t>(kept - 1)];  // u rounded up to the sum
 }
 
+Generator::Generator(const Gpt& model, std::vector<int64_t> prompt, const GenerateOptions& options)
+    : model_(model), options_(options), tokens_(std::move(prompt)), rng_(options.seed) {
+  ATTN_CHECK(!tokens_.empty(), "generate: the prompt needs at least one token");
+  const auto block = static_cast<size_t>(model_.config().block_size);
+  if (options_.use_cache) cache_ = model_.make_cache(1);
+  start_ = tokens_.size() > block ? tokens_.size() - block : 0;
+}
+
+int64_t Generator::next() {
+  const int64_t block = model_.config().block_size, vocab = model_.config().vocab_size;
+  const auto keep = static_cast<size_t>(std::max<int64_t>(1, block / 2));
+  if (tokens_.size() - start_ > static_cast<size_t>(block)) {
+    start_ = tokens_.size() - keep;
+    cache_.reset();
+  }
+  const std::span<const int64_t> context(tokens_.data() + start_, tokens_.size() - start_);
+  Tensor logits;
+  if (options_.use_cache) {
+    const std::span<const int64_t> fresh = context.subspan(static_cast<size_t>(cache_.position()));
+    logits = model_.decode(fresh, 1, cache_);
+  } else {
+    logits = model_.logits(context, 1);
+  }
+  const int64_t rows = logits.dim(1);
+  const std::span<const float> last(logits.data() + (rows - 1) * vocab, static_cast<size_t>(vocab));
+  const int64_t token = sample_token(last, options_.sampling, rng_);
+  tokens_.push_back(token);
+  return token;
+}
+
 std::vector<int64_t> generate(const Gpt& model, std::vector<int64_t> tokens,
                               const GenerateOptions& options,
                               const std::function<void(int64_t)>& on_token) {
-  ATTN_CHECK(!tokens.empty(), "generate: the prompt needs at least one token");
   ATTN_CHECK(options.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got ",
              options.max_new_tokens);
-  const int64_t block = model.config().block_size, vocab = model.config().vocab_size;
-  const int64_t keep = std::max<int64_t>(1, block / 2);
-  std::mt19937_64 rng(options.seed);
-  GptCache cache;
-  if (options.use_cache) cache = model.make_cache(1);
-  // The model sees tokens[start, end); the cache (if used) holds tokens[start, start + position).
-  size_t start =
-      tokens.size() > static_cast<size_t>(block) ? tokens.size() - static_cast<size_t>(block) : 0;
+  Generator generator(model, std::move(tokens), options);
   std::vector<int64_t> generated;
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    if (tokens.size() - start > static_cast<size_t>(block)) {
-      start = tokens.size() - static_cast<size_t>(keep);
-      cache.reset();
-    }
-    const std::span<const int64_t> context(tokens.data() + start, tokens.size() - start);
-    Tensor logits;
-    if (options.use_cache) {
-      const std::span<const int64_t> fresh = context.subspan(static_cast<size_t>(cache.position()));
-      logits = model.decode(fresh, 1, cache);
-    } else {
-      logits = model.logits(context, 1);
-    }
-    const int64_t rows = logits.dim(1);
-    const std::span<const float> last(logits.data() + (rows - 1) * vocab,
-                                      static_cast<size_t>(vocab));
-    const int64_t next = sample_token(last, options.sampling, rng);
-    tokens.push_back(next);
-    generated.push_back(next);
-    if (on_token) on_token(next);
+    generated.push_back(generator.next());
+    if (on_token) on_token(generated.back());
   }
   return generated;
 }
