@@ -31,6 +31,13 @@ completes attn bpe en | grep -qx encode || { echo "completion: 'attn bpe en'"; e
 completes attn train --n-e | grep -qx -- --n-embd || { echo "completion: 'attn train --n-e'"; exit 1; }
 completes attn generate --top | grep -qx -- --top-p || { echo "completion: 'attn generate --top'"; exit 1; }
 
+# The Python package, importable from the prefix's dist-packages (when it was built).
+if package=$(find "$prefix" -path '*dist-packages/attn/__init__.py' | head -1) && [[ -n $package ]]; then
+  PYTHONPATH=$(dirname "$(dirname "$package")") /usr/bin/python3 -c \
+    'import attn, numpy as np; q = np.ones((1, 2, 3, 4), np.float32); assert attn.sdpa(q, q, q).shape == q.shape' ||
+    { echo "the installed attn package does not import"; exit 1; }
+fi
+
 # find_package
 cmake -S "$source/tests/install/consumer" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }

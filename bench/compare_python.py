@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""attn.sdpa from Python next to the walk-through's numpy code and PyTorch's explicit attention,
+causal, B = 1, H = 16, d = 64, in one run; and the Python call's overhead against the same call
+from C++ (`attn bench forward`, same shape, same run).
+
+    PYTHONPATH=build/release/python /usr/bin/python3 bench/compare_python.py [--threads 2]
+
+numpy and PyTorch run in this process with their BLAS; a baseline is skipped (and says so)
+where it would build T×T matrices too large for this machine. Times are medians of --runs.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import numpy as np
+
+import attn
+
+
+def median_ms(fn, runs):
+    fn()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def numpy_causal(q, k, v):
+    """The walk-through's numpy attention: scores, tril mask, softmax, weighted sum."""
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    t = s.shape[-1]
+    s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    return w @ v
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seq", default="64,256,1024,4096")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--cli", default="build/release/attn", help="attn CLI for the C++ timing")
+    args = parser.parse_args()
+    attn.set_num_threads(args.threads)
+    try:
+        import torch
+        torch.set_num_threads(args.threads)
+    except ImportError:
+        torch = None
+    print(f"attn {attn.__version__}, {args.threads} threads, causal, B=1, H=16, d=64")
+    print(f"{'T':>6} {'attn ms':>9} {'C++ ms':>8} {'py/C++':>7} {'numpy ms':>9} {'torch ms':>9}"
+          f" {'vs numpy':>9} {'vs torch':>9}")
+    for t in (int(x) for x in args.seq.split(",")):
+        rng = np.random.default_rng(t)
+        q, k, v = (rng.standard_normal((1, 16, t, 64), dtype=np.float32) for _ in range(3))
+        ours = median_ms(lambda: attn.sdpa(q, k, v, causal=True), args.runs)
+        cpp = float("nan")
+        if os.path.exists(args.cli):
+            out = subprocess.run([args.cli, "bench", "forward", "--seq", str(t), "--causal",
+                                  "--threads", str(args.threads), "--runs", str(args.runs),
+                                  "--json", "--reference-max-seq", "0"],
+                                 capture_output=True, text=True, check=True).stdout
+            cpp = json.loads(out.strip().splitlines()[-1])["ms"]
+        big = t > 4096  # numpy's T×T temporaries: 16 × T² floats, several of them
+        ref = float("nan") if big else median_ms(lambda: numpy_causal(q, k, v), args.runs)
+        tor = float("nan")
+        if torch is not None:
+            tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+
+            def explicit():
+                s = tq @ tk.transpose(-1, -2) / 8.0
+                return torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ tv
+
+            with torch.no_grad():
+                tor = median_ms(explicit, args.runs)
+        print(f"{t:>6} {ours:>9.3f} {cpp:>8.3f} {ours / cpp:>7.2f} {ref:>9.2f} {tor:>9.2f}"
+              f" {ref / ours:>8.1f}× {tor / ours:>8.1f}×")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+// numpy arrays <-> attn::Tensor without copies where the memory allows it.
+//   in:  float32 arrays whose last dim is contiguous (any other strides: a transpose, a slice)
+//        are viewed in place; other float dtypes are converted to float32 once; booleans and
+//        integers only where a mask is taken (non-zero = allowed).
+//   out: a Tensor becomes an array over the tensor's own memory (the array keeps it alive).
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+
+#include "attn/tensor.hpp"
+
+namespace attn::python {
+
+namespace py = pybind11;
+
+// What an input may be.
+enum class Accept { kFloat, kMask };
+
+// obj as a Tensor of rank 1..4 (TypeError for what is not a numeric array, ValueError for a
+// wrong rank or a last dim that is not contiguous); `name` is in every message.
+Tensor to_tensor(const py::handle& obj, const char* name, Accept accept = Accept::kFloat);
+// None -> an undefined Tensor.
+Tensor to_optional_tensor(const py::handle& obj, const char* name);
+// True when obj is a numpy array of booleans or integers (a mask that allows, not adds).
+bool is_boolean_like(const py::handle& obj);
+
+// The tensor's memory as a float32 array of its shape and strides (no copy).
+py::array to_array(const Tensor& t);
+
+// How many inputs were converted (copied) so far: the zero-copy tests read it.
+int64_t conversions();
+
+}  // namespace attn::python

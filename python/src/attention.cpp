@@ -1,0 +1,261 @@
+// attn.sdpa, attn.sdpa_backward, attn.scaled_dot_product_attention (PyTorch's signature),
+// attn.reference.sdpa, attn.causal_mask, attn.split_heads / merge_heads,
+// attn.multi_head_attention. Every kernel runs with the GIL released.
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "attn/mask.hpp"
+#include "attn/mha.hpp"
+#include "attn/sdpa.hpp"
+#include "attn/sdpa_backward.hpp"
+#include "bindings.hpp"
+
+namespace attn::python {
+namespace {
+
+using namespace pybind11::literals;
+
+// A mask argument: booleans or integers allow (non-zero = allowed); floats are added.
+Mask to_mask(const py::handle& mask) {
+  if (mask.is_none()) return {};
+  const bool allows = is_boolean_like(mask);
+  Tensor values = to_tensor(mask, "mask", Accept::kMask);
+  return allows ? Mask::allow(std::move(values)) : Mask::additive(std::move(values));
+}
+
+SdpaOptions options_of(bool causal, std::optional<int64_t> window, const py::handle& mask,
+                       std::optional<float> scale, std::optional<std::vector<int64_t>> key_lengths,
+                       const std::string& causal_align) {
+  SdpaOptions o;
+  o.causal = causal;
+  o.window = window.value_or(0);
+  o.mask = to_mask(mask);
+  o.scale = scale;
+  if (key_lengths) o.key_lengths = *key_lengths;
+  o.causal_align = causal_align_from_string(causal_align);
+  return o;
+}
+
+py::object sdpa_py(const py::handle& q, const py::handle& k, const py::handle& v, bool causal,
+                   std::optional<int64_t> window, const py::handle& mask,
+                   std::optional<float> scale, std::optional<std::vector<int64_t>> key_lengths,
+                   const std::string& causal_align, bool return_weights, bool return_lse) {
+  const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
+  SdpaOptions o = options_of(causal, window, mask, scale, std::move(key_lengths), causal_align);
+  o.return_weights = return_weights;
+  SdpaResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = sdpa(tq, tk, tv, o);
+  }
+  if (!return_weights && !return_lse) return to_array(r.output);
+  py::list out;
+  out.append(to_array(r.output));
+  if (return_weights) out.append(to_array(r.weights));
+  if (return_lse) out.append(to_array(r.logsumexp));
+  return py::tuple(out);
+}
+
+py::tuple sdpa_backward_py(const py::handle& q, const py::handle& k, const py::handle& v,
+                           const py::handle& out, const py::handle& lse, const py::handle& d_out,
+                           bool causal, std::optional<int64_t> window, const py::handle& mask,
+                           std::optional<float> scale,
+                           std::optional<std::vector<int64_t>> key_lengths,
+                           const std::string& causal_align) {
+  const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v"),
+               t_out = to_tensor(out, "out"), t_lse = to_tensor(lse, "lse"),
+               t_d = to_tensor(d_out, "d_out");
+  const SdpaOptions o =
+      options_of(causal, window, mask, scale, std::move(key_lengths), causal_align);
+  SdpaGradients g;
+  {
+    py::gil_scoped_release unlocked;
+    g = sdpa_backward(tq, tk, tv, t_out, t_lse, t_d, o);
+  }
+  return py::make_tuple(to_array(g.dq), to_array(g.dk), to_array(g.dv));
+}
+
+// PyTorch's torch.nn.functional.scaled_dot_product_attention: is_causal is top-left aligned
+// (torch.tril), a boolean attn_mask allows where True, a float one is added; K/V heads fewer
+// than Q's only with enable_gqa.
+py::array torch_sdpa(const py::handle& query, const py::handle& key, const py::handle& value,
+                     const py::handle& attn_mask, double dropout_p, bool is_causal,
+                     std::optional<float> scale, bool enable_gqa) {
+  if (dropout_p != 0.0) {
+    throw py::value_error("dropout_p must be 0.0: attn does not implement attention dropout, got " +
+                          std::to_string(dropout_p));
+  }
+  if (is_causal && !attn_mask.is_none()) {
+    throw py::value_error("attn_mask and is_causal cannot both be set (as in PyTorch)");
+  }
+  const Tensor q = to_tensor(query, "query"), k = to_tensor(key, "key"),
+               v = to_tensor(value, "value");
+  if (!enable_gqa && q.rank() >= 3 && k.rank() == q.rank() && k.dim(-3) != q.dim(-3)) {
+    throw py::value_error("query has " + std::to_string(q.dim(-3)) + " heads and key " +
+                          std::to_string(k.dim(-3)) + ": pass enable_gqa=True for grouped heads");
+  }
+  SdpaOptions o;
+  o.causal = is_causal;
+  o.causal_align = CausalAlign::kTopLeft;
+  o.mask = to_mask(attn_mask);
+  o.scale = scale;
+  SdpaResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = sdpa(q, k, v, o);
+  }
+  return to_array(r.output);
+}
+
+py::tuple reference_sdpa(const py::handle& q, const py::handle& k, const py::handle& v, bool causal,
+                         std::optional<int64_t> window, const py::handle& mask,
+                         std::optional<float> scale,
+                         std::optional<std::vector<int64_t>> key_lengths,
+                         const std::string& causal_align) {
+  const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
+  const SdpaOptions o =
+      options_of(causal, window, mask, scale, std::move(key_lengths), causal_align);
+  SdpaResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = reference::sdpa(tq, tk, tv, o);
+  }
+  return py::make_tuple(to_array(r.output), to_array(r.weights));
+}
+
+// The boolean causal mask (True = allowed).
+py::array causal_mask_py(int64_t tq, std::optional<int64_t> tk, const std::string& align) {
+  const Tensor m = causal_mask(tq, tk.value_or(tq), causal_align_from_string(align));
+  return to_array(m).attr("astype")("bool");
+}
+
+py::tuple mha_py(const py::handle& x, const py::handle& w_q, const py::handle& w_k,
+                 const py::handle& w_v, const py::handle& w_o, int64_t n_heads,
+                 const py::handle& mask, bool causal, std::optional<int64_t> window,
+                 int64_t n_kv_heads, const py::handle& b_q, const py::handle& b_k,
+                 const py::handle& b_v, const py::handle& b_o, bool rope, bool return_weights,
+                 bool use_reference) {
+  if (n_heads == 0) throw py::type_error("multi_head_attention: n_heads is required");
+  const Tensor tx = to_tensor(x, "x"), wq = to_tensor(w_q, "w_q"), wk = to_tensor(w_k, "w_k"),
+               wv = to_tensor(w_v, "w_v"), wo = to_optional_tensor(w_o, "w_o");
+  SdpaOptions o;
+  o.causal = causal;
+  o.window = window.value_or(0);
+  o.mask = to_mask(mask);
+  o.return_weights = return_weights;
+  MhaExtras extras;
+  extras.n_kv_heads = n_kv_heads;
+  extras.bq = to_optional_tensor(b_q, "b_q");
+  extras.bk = to_optional_tensor(b_k, "b_k");
+  extras.bv = to_optional_tensor(b_v, "b_v");
+  extras.bo = to_optional_tensor(b_o, "b_o");
+  extras.rope = rope;
+  MhaResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = use_reference ? reference::multi_head_attention(tx, wq, wk, wv, wo, n_heads, o, extras)
+                      : multi_head_attention(tx, wq, wk, wv, wo, n_heads, o, extras);
+  }
+  return py::make_tuple(to_array(r.output),
+                        r.weights.defined() ? py::object(to_array(r.weights)) : py::none());
+}
+
+}  // namespace
+
+void add_attention(py::module_& m, py::module_& reference) {
+  const char* sdpa_doc = R"(sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
+     key_lengths=None, causal_align="bottom-right", return_weights=False, return_lse=False)
+
+softmax(q·kᵀ·scale + mask)·v on the fused kernel (the T×T scores are never stored).
+
+q (…, Tq, d), k (…, Tk, d), v (…, Tk, dv), rank 2 to 4, float32 used in place (other floats
+converted once); K/V heads may divide Q heads (grouped-query). causal: query i sees keys up to
+its position, bottom-right aligned when Tq != Tk (query i at Tk - Tq + i) unless causal_align
+is "top-left" (query i at i, PyTorch's is_causal). window: the last W positions only. mask:
+booleans or integers allow where non-zero, floats are added; broadcast to (…, Tq, Tk).
+key_lengths: per batch entry, keys j >= length are padding. scale: default 1/sqrt(d).
+Returns the output (…, Tq, dv); with return_weights / return_lse a tuple that adds the
+weights (…, Tq, Tk) and / or the logsumexp (…, Tq). Raises ValueError naming the argument.)";
+  m.def("sdpa", &sdpa_py, sdpa_doc, "q"_a, "k"_a, "v"_a, py::kw_only(), "causal"_a = false,
+        "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
+        "key_lengths"_a = py::none(), "causal_align"_a = "bottom-right", "return_weights"_a = false,
+        "return_lse"_a = false);
+  m.def("sdpa_backward", &sdpa_backward_py,
+        R"(sdpa_backward(q, k, v, out, lse, d_out, *, causal=False, window=None, mask=None,
+              scale=None, key_lengths=None, causal_align="bottom-right") -> (dq, dk, dv)
+
+The gradients of sdpa for dL/d(out) = d_out, on the fused kernel (the weights recomputed block
+by block from the forward's logsumexp lse, from sdpa(..., return_lse=True)). Options as the
+forward's.)",
+        "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_out"_a, py::kw_only(), "causal"_a = false,
+        "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
+        "key_lengths"_a = py::none(), "causal_align"_a = "bottom-right");
+  m.def("scaled_dot_product_attention", &torch_sdpa,
+        R"(scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                             is_causal=False, scale=None, enable_gqa=False)
+
+PyTorch's torch.nn.functional.scaled_dot_product_attention on attn's fused kernel, with its
+semantics: is_causal is top-left aligned when L != S (torch.tril); a boolean attn_mask allows
+where True, a float one is added; fewer K/V heads only with enable_gqa. dropout_p must be 0.)",
+        "query"_a, "key"_a, "value"_a, "attn_mask"_a = py::none(), "dropout_p"_a = 0.0,
+        "is_causal"_a = false, "scale"_a = py::none(), "enable_gqa"_a = false);
+  reference.def("sdpa", &reference_sdpa,
+                R"(reference.sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
+               key_lengths=None, causal_align="bottom-right") -> (output, weights)
+
+The readable path: scores, mask, softmax, weighted sum, one step per line; always returns the
+weights. The oracle the fused kernel is tested against.)",
+                "q"_a, "k"_a, "v"_a, py::kw_only(), "causal"_a = false, "window"_a = py::none(),
+                "mask"_a = py::none(), "scale"_a = py::none(), "key_lengths"_a = py::none(),
+                "causal_align"_a = "bottom-right");
+  m.def("causal_mask", &causal_mask_py,
+        R"(causal_mask(n, tk=None, align="bottom-right") -> bool array (n, tk)
+
+True where attention is allowed: on and below the diagonal (bottom-right aligned when
+tk != n; align="top-left" for torch.tril).)",
+        "n"_a, "tk"_a = py::none(), "align"_a = "bottom-right");
+  m.def(
+      "split_heads",
+      [](const py::handle& x, int64_t n_heads) {
+        return to_array(split_heads(to_tensor(x, "x"), n_heads));
+      },
+      R"(split_heads(x, n_heads): (B, T, d_model) -> (B, H, T, d_head), or (T, d_model) ->
+(H, T, d_head). A view of x's memory (a change of strides, no copy).)",
+      "x"_a, "n_heads"_a);
+  m.def(
+      "merge_heads", [](const py::handle& x) { return to_array(merge_heads(to_tensor(x, "x"))); },
+      R"(merge_heads(x): (B, H, T, d_head) -> (B, T, H·d_head), or (H, T, d_head) -> (T, H·d_head).)",
+      "x"_a);
+  const char* mha_doc = R"(multi_head_attention(x, w_q, w_k, w_v, w_o=None, n_heads=..., mask=None,
+                     causal=False, window=None, n_kv_heads=0, b_q=None, b_k=None, b_v=None,
+                     b_o=None, rope=False, return_weights=True) -> (output, weights)
+
+Y = merge(sdpa(split(X·Wq), split(X·Wk), split(X·Wv)))·Wo, the textbook convention Y = X·W:
+x (B, T, d_model) or (T, d_model); w_q (d_model, d_model); w_k, w_v (d_model, d_model), or
+(d_model, n_kv_heads·d_head) with n_kv_heads; w_o (d_model, d_out) or None. weights: (B, H, T, T)
+or None when return_weights is False.)";
+  auto mha = [](bool use_reference) {
+    return [use_reference](const py::handle& x, const py::handle& w_q, const py::handle& w_k,
+                           const py::handle& w_v, const py::handle& w_o, int64_t n_heads,
+                           const py::handle& mask, bool causal, std::optional<int64_t> window,
+                           int64_t n_kv_heads, const py::handle& b_q, const py::handle& b_k,
+                           const py::handle& b_v, const py::handle& b_o, bool rope,
+                           bool return_weights) {
+      return mha_py(x, w_q, w_k, w_v, w_o, n_heads, mask, causal, window, n_kv_heads, b_q, b_k, b_v,
+                    b_o, rope, return_weights || use_reference, use_reference);
+    };
+  };
+  for (auto [module, use_reference] : {std::pair{&m, false}, std::pair{&reference, true}}) {
+    module->def("multi_head_attention", mha(use_reference), mha_doc, "x"_a, "w_q"_a, "w_k"_a,
+                "w_v"_a, "w_o"_a = py::none(), "n_heads"_a = 0, "mask"_a = py::none(),
+                "causal"_a = false, "window"_a = py::none(), "n_kv_heads"_a = 0,
+                "b_q"_a = py::none(), "b_k"_a = py::none(), "b_v"_a = py::none(),
+                "b_o"_a = py::none(), "rope"_a = false, "return_weights"_a = true);
+  }
+}
+
+}  // namespace attn::python

@@ -1,0 +1,115 @@
+// attn.Gpt: a checkpoint of `attn train` — its logits, and generation one token at a time.
+#include <pybind11/stl.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "attn/gpt.hpp"
+#include "attn/train.hpp"
+#include "bindings.hpp"
+
+namespace attn::python {
+namespace {
+
+using namespace pybind11::literals;
+
+// A checkpoint's model and tokenizer, shared with the generations started from it.
+struct PyGpt {
+  std::shared_ptr<Checkpoint> checkpoint;
+};
+
+// The bytes of one token at a time (attn/__init__.py decodes them incrementally to text).
+struct Generation {
+  std::shared_ptr<Checkpoint> checkpoint;  // keeps the model alive
+  std::unique_ptr<Generator> generator;
+  int64_t remaining;
+};
+
+PyGpt load(const py::handle& path_like) {
+  std::string path = py::str(path_like);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) path += "/checkpoint.safetensors";
+  auto checkpoint = std::make_shared<Checkpoint>(load_checkpoint(path));
+  return PyGpt{std::move(checkpoint)};
+}
+
+}  // namespace
+
+void add_model(py::module_& m) {
+  py::class_<Generation>(m, "_Generation")
+      .def("__iter__", [](Generation& g) -> Generation& { return g; })
+      .def("__next__", [](Generation& g) {
+        if (g.remaining <= 0) throw py::stop_iteration();
+        --g.remaining;
+        int64_t id;
+        {
+          py::gil_scoped_release unlocked;
+          id = g.generator->next();
+        }
+        const int64_t one[] = {id};
+        return py::bytes(g.checkpoint->tokenizer.decode(one));
+      });
+
+  py::class_<PyGpt>(m, "Gpt", R"(A GPT trained by `attn train`.
+
+Gpt.load(checkpoint_dir) reads DIR/checkpoint.safetensors (or the file itself); logits(ids)
+runs the model; generate(prompt, …) yields the continuation's text piece by piece.)")
+      .def_static("load", &load, "checkpoint"_a)
+      .def(
+          "encode",
+          [](const PyGpt& g, const std::string& text) {
+            return g.checkpoint->tokenizer.encode(text);
+          },
+          "The checkpoint's tokenizer: text -> ids.", "text"_a)
+      .def(
+          "decode",
+          [](const PyGpt& g, const std::vector<int64_t>& ids) {
+            return py::bytes(g.checkpoint->tokenizer.decode(ids));
+          },
+          "ids -> bytes", "ids"_a)
+      .def(
+          "logits",
+          [](const PyGpt& g, const std::vector<int64_t>& ids, int64_t batch) {
+            Tensor logits;
+            {
+              py::gil_scoped_release unlocked;
+              logits = g.checkpoint->model.logits(ids, batch);
+            }
+            return to_array(logits);
+          },
+          "ids (batch·T, row-major) -> logits (batch, T, vocab_size)", "ids"_a, "batch"_a = 1)
+      .def(
+          "_generate_bytes",
+          [](const PyGpt& g, const std::string& prompt, int64_t max_new_tokens, float temperature,
+             int64_t top_k, float top_p, uint64_t seed, bool use_cache) {
+            GenerateOptions o;
+            o.sampling.temperature = temperature;
+            o.sampling.top_k = top_k;
+            o.sampling.top_p = top_p;
+            o.seed = seed;
+            o.use_cache = use_cache;
+            if (max_new_tokens < 0) {
+              throw py::value_error("max_new_tokens must be >= 0, got " +
+                                    std::to_string(max_new_tokens));
+            }
+            std::vector<int64_t> ids =
+                g.checkpoint->tokenizer.encode(prompt.empty() ? "\n" : prompt);
+            // The sampling options are checked before the first token, not at it.
+            sample_token(std::vector<float>{0.0f}, o.sampling,
+                         *std::make_unique<std::mt19937_64>());
+            return Generation{g.checkpoint,
+                              std::make_unique<Generator>(g.checkpoint->model, std::move(ids), o),
+                              max_new_tokens};
+          },
+          "prompt"_a, "max_new_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a,
+          "use_cache"_a)
+      .def_property_readonly("vocab_size",
+                             [](const PyGpt& g) { return g.checkpoint->model.config().vocab_size; })
+      .def_property_readonly(
+          "block_size", [](const PyGpt& g) { return g.checkpoint->model.config().block_size; });
+}
+
+}  // namespace attn::python

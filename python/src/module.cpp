@@ -1,0 +1,28 @@
+// The `attn` Python module (pybind11): the library's attention, layers, tokenizer and GPT over
+// numpy arrays, zero-copy where the memory allows (arrays.hpp), the GIL released while a
+// kernel runs. attn::Error becomes attn.Error, a subclass of ValueError.
+#include <pybind11/pybind11.h>
+
+#include "arrays.hpp"
+#include "attn/error.hpp"
+#include "attn/threads.hpp"
+#include "attn/version.hpp"
+#include "bindings.hpp"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_attn, m) {
+  m.doc() = "attn: causal multi-head attention in C++20, from numpy.";
+  py::register_local_exception<attn::Error>(m, "Error", PyExc_ValueError);
+  m.attr("__version__") = attn::version();
+  m.def("set_num_threads", &attn::set_num_threads,
+        "set_num_threads(n): threads for every parallel loop (0 = the default).", py::arg("n"));
+  m.def("get_num_threads", &attn::num_threads, "The thread count in use.");
+  m.def("_conversions", &attn::python::conversions,
+        "How many array arguments were converted (copied) so far: for the zero-copy tests.");
+  py::module_ reference = m.def_submodule("reference", "The readable reference path.");
+  attn::python::add_attention(m, reference);
+  attn::python::add_layers(m);
+  attn::python::add_text(m);
+  attn::python::add_model(m);
+}

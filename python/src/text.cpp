@@ -1,0 +1,144 @@
+// attn.BpeTokenizer, attn.train_bpe, attn.heatmap.
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "attn/files.hpp"
+#include "attn/tokenizer.hpp"
+#include "attn/viz.hpp"
+#include "bindings.hpp"
+
+namespace attn::python {
+namespace {
+
+using namespace pybind11::literals;
+
+// A corpus: a str, bytes, a list of either (joined by newlines) or a path (os.PathLike).
+std::string corpus_text(const py::handle& corpus) {
+  if (py::isinstance<py::bytes>(corpus)) return corpus.cast<std::string>();
+  if (py::isinstance<py::str>(corpus)) return corpus.cast<std::string>();
+  if (py::hasattr(corpus, "__fspath__")) {
+    return read_whole_file(py::str(corpus.attr("__fspath__")()).cast<std::string>());
+  }
+  if (py::isinstance<py::list>(corpus) || py::isinstance<py::tuple>(corpus)) {
+    std::string text;
+    for (const py::handle& item : corpus) {
+      if (!text.empty()) text += '\n';
+      text += corpus_text(item);
+    }
+    return text;
+  }
+  throw py::type_error("corpus must be a str, bytes, a list of them or a path (os.PathLike)");
+}
+
+// str (UTF-8) or bytes, as bytes.
+std::string text_bytes(const py::handle& text, const char* name) {
+  if (py::isinstance<py::bytes>(text) || py::isinstance<py::str>(text)) {
+    return text.cast<std::string>();
+  }
+  throw py::type_error(std::string(name) + " must be str or bytes");
+}
+
+BpeTokenizer train(const py::handle& corpus, int64_t vocab_size, int64_t min_frequency,
+                   bool byte_level, const std::vector<std::string>& special_tokens) {
+  BpeOptions o;
+  o.vocab_size = vocab_size;
+  o.min_frequency = min_frequency;
+  o.byte_level = byte_level;
+  o.special_tokens = special_tokens;
+  const std::string text = corpus_text(corpus);
+  py::gil_scoped_release unlocked;
+  return BpeTokenizer::train(text, o);
+}
+
+}  // namespace
+
+void add_text(py::module_& m) {
+  py::class_<BpeTokenizer>(m, "BpeTokenizer", R"(A byte-pair-encoding tokenizer.
+
+BpeTokenizer.train(corpus, vocab_size=512, min_frequency=2, byte_level=False, special_tokens=())
+learns one; encode / encode_batch / decode / tokens use it; save / load keep it as JSON (the
+file `attn bpe train` writes). Byte level: decode(encode(b)) == b for any bytes b.)")
+      .def_static("train", &train, "corpus"_a, "vocab_size"_a = 512, "min_frequency"_a = 2,
+                  "byte_level"_a = false, "special_tokens"_a = std::vector<std::string>{},
+                  "Learns a tokenizer from a str, bytes, a list of them, or a file (a path).")
+      .def_static(
+          "load", [](const py::handle& path) { return BpeTokenizer::load(py::str(path)); },
+          "path"_a)
+      .def(
+          "save", [](const BpeTokenizer& t, const py::handle& path) { t.save(py::str(path)); },
+          "path"_a)
+      .def(
+          "encode",
+          [](const BpeTokenizer& t, const py::handle& text) {
+            const std::string bytes = text_bytes(text, "text");
+            py::gil_scoped_release unlocked;
+            return t.encode(bytes);
+          },
+          "text (str or bytes) -> ids", "text"_a)
+      .def(
+          "encode_batch",
+          [](const BpeTokenizer& t, const std::vector<std::string>& texts) {
+            py::gil_scoped_release unlocked;
+            return t.encode_batch(texts);
+          },
+          "Several texts at once, spread over the threads.", "texts"_a)
+      .def(
+          "decode",
+          [](const BpeTokenizer& t, const std::vector<int64_t>& ids) {
+            const std::string bytes = t.decode(ids);
+            return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
+                bytes.data(), static_cast<py::ssize_t>(bytes.size()), "replace"));
+          },
+          "ids -> str (bytes that are not UTF-8 become U+FFFD; decode_bytes gives them exactly)",
+          "ids"_a)
+      .def(
+          "decode_bytes",
+          [](const BpeTokenizer& t, const std::vector<int64_t>& ids) {
+            return py::bytes(t.decode(ids));
+          },
+          "ids -> the exact bytes", "ids"_a)
+      .def(
+          "tokens",
+          [](const BpeTokenizer& t, const std::vector<int64_t>& ids) {
+            std::vector<std::string> shown;
+            for (int64_t id : ids) shown.push_back(t.display(id));
+            return shown;
+          },
+          "The tokens of ids as the tokenizer displays them (a space as '▁' or 'Ġ').", "ids"_a)
+      .def_property_readonly("vocab_size", &BpeTokenizer::vocab_size);
+
+  m.def(
+      "train_bpe",
+      [](const py::handle& corpus, int64_t vocab_size, int64_t min_frequency) {
+        return train(corpus, vocab_size, min_frequency, false, {});
+      },
+      "train_bpe(corpus, vocab_size=80, min_frequency=2): the walk-through's character-level BPE.",
+      "corpus"_a, "vocab_size"_a = 80, "min_frequency"_a = 2);
+
+  m.def(
+      "heatmap",
+      [](const py::handle& weights, std::optional<std::vector<std::string>> tokens,
+         const std::string& scale, int64_t max_columns) {
+        HeatmapOptions o;
+        const Tensor w = to_tensor(weights, "weights");
+        if (tokens) {
+          o.column_labels = *tokens;
+          if (w.rank() == 2 && w.dim(0) <= static_cast<int64_t>(tokens->size())) {
+            o.row_labels.assign(tokens->end() - w.dim(0), tokens->end());
+          }
+        }
+        o.scale = heatmap_scale_from_string(scale);
+        o.max_columns = max_columns;
+        return heatmap_ascii(w, o);
+      },
+      R"(heatmap(weights, tokens=None, scale="global", max_columns=0) -> str
+
+The ASCII heat map of a (Tq, Tk) weights matrix: rows = queries, columns = keys, token labels
+on both axes (the queries are the last Tq tokens). scale: global, row or absolute.)",
+      "weights"_a, "tokens"_a = py::none(), "scale"_a = "global", "max_columns"_a = 0);
+}
+
+}  // namespace attn::python

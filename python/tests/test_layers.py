@@ -1,0 +1,78 @@
+"""Heads, multi-head attention, the layer object, the cache, embeddings and positions."""
+import numpy as np
+import pytest
+
+import attn
+from conftest import reference_sdpa
+
+
+def split(x, h):
+    b, t, d = x.shape
+    return x.reshape(b, t, h, d // h).transpose(0, 2, 1, 3)
+
+
+def test_split_and_merge_heads_are_the_walkthrough_reshapes(rng):
+    x = rng.standard_normal((2, 5, 12), dtype=np.float32)
+    heads = attn.split_heads(x, 3)
+    np.testing.assert_array_equal(heads, split(x, 3))
+    assert np.shares_memory(heads, x)  # a view
+    np.testing.assert_array_equal(attn.merge_heads(heads), x)
+
+
+def test_causal_mask_is_tril():
+    np.testing.assert_array_equal(attn.causal_mask(4), np.tril(np.ones((4, 4), bool)))
+    np.testing.assert_array_equal(attn.causal_mask(2, 4, align="top-left"),
+                                  np.tril(np.ones((2, 4), bool)))
+
+
+def test_multi_head_attention_follows_the_textbook(rng):
+    x = rng.standard_normal((2, 6, 16), dtype=np.float32)
+    w_q, w_k, w_v, w_o = (rng.standard_normal((16, 16), dtype=np.float32) * 0.25 for _ in range(4))
+    heads = [split(x.astype(np.float64) @ w, 4) for w in (w_q, w_k, w_v)]
+    out, weights = reference_sdpa(*heads, causal=True)
+    expected = out.transpose(0, 2, 1, 3).reshape(2, 6, 16) @ w_o
+    for fn in (attn.multi_head_attention, attn.reference.multi_head_attention):
+        y, w = fn(x, w_q, w_k, w_v, w_o, 4, causal=True)
+        np.testing.assert_allclose(y, expected, atol=1e-4)
+        np.testing.assert_allclose(w, weights, atol=1e-5)
+    # The walk-through's form: a boolean mask, no w_o.
+    y, _ = attn.multi_head_attention(x, w_q, w_k, w_v, None, 4, mask=attn.causal_mask(6))
+    np.testing.assert_allclose(y, out.transpose(0, 2, 1, 3).reshape(2, 6, 16), atol=1e-4)
+    with pytest.raises(ValueError, match="must divide by n_heads"):
+        attn.multi_head_attention(x, w_q, w_k, w_v, w_o, 3)
+
+
+def test_the_layer_object_forward_backward_and_decode(rng):
+    layer = attn.MultiHeadAttention(16, 4, n_kv_heads=2, bias=True, rope=True, seed=3)
+    assert layer.wqkv.shape == (16, 32) and layer.wo.shape == (16, 16)
+    x = rng.standard_normal((1, 9, 16), dtype=np.float32)
+    y = layer.forward(x, causal=True)
+    grads = layer.backward(np.ones_like(y))
+    assert set(grads) == {"dx", "dwqkv", "dwo", "dbqkv", "dbo"}
+    np.testing.assert_allclose(grads["dbo"], np.full(16, 9.0), rtol=1e-6)  # Σ over 9 rows of 1
+    # Decoding token by token through a cache gives the whole sequence's outputs.
+    cache = layer.make_cache(1, 16)
+    steps = [layer.decode(x[:, t:t + 1], cache) for t in range(9)]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), y, atol=1e-5)
+    assert cache.position == 9
+    layer.wo = np.zeros((16, 16), np.float32)  # the weights are assignable
+    np.testing.assert_array_equal(layer.forward(x, causal=True), np.broadcast_to(layer.bo, (1, 9, 16)))
+    with pytest.raises(ValueError, match="call forward"):
+        attn.MultiHeadAttention(16, 4).backward(y)
+
+
+def test_embeddings_and_positions(rng):
+    emb = attn.TokenEmbedding(10, 8, seed=1)
+    ids = [3, 1, 3]
+    x = emb.forward(ids)
+    np.testing.assert_array_equal(x, emb.weight[ids])
+    pe = attn.PositionalEncoding(16, 8)
+    p = np.arange(16)[:, None]
+    i = np.arange(0, 8, 2)[None, :]
+    expected = np.zeros((16, 8))
+    expected[:, 0::2] = np.sin(p / 10000 ** (i / 8))
+    expected[:, 1::2] = np.cos(p / 10000 ** (i / 8))
+    np.testing.assert_allclose(pe.forward(16), expected, atol=1e-6)
+    np.testing.assert_allclose(attn.add_positional(x, pe), x + expected[:3], atol=1e-6)
+    with pytest.raises(ValueError, match="id 10"):
+        emb.forward([10])

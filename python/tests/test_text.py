@@ -1,0 +1,62 @@
+"""The tokenizer, the heat map, and a checkpoint of `attn train` from Python and the CLI."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import attn
+
+CORPUS = ("the quick brown fox jumps over the lazy dog\n"
+          "the quick brown fox sleeps while the lazy dog barks\n") * 4
+
+
+def test_bpe_round_trips_bytes_exactly(tmp_path):
+    tok = attn.BpeTokenizer.train(CORPUS, vocab_size=300, byte_level=True)
+    for text in (b"the fox", "über naïve — ✓ 🦊".encode(), bytes(range(256)), b"\xff\xfe invalid"):
+        assert tok.decode_bytes(tok.encode(text)) == text
+    assert tok.decode(tok.encode("the lazy dog")) == "the lazy dog"
+    assert tok.encode_batch(["the fox", "a dog"]) == [tok.encode("the fox"), tok.encode("a dog")]
+    assert "".join(tok.tokens(tok.encode("the fox"))).replace("Ġ", " ") == "the fox"
+    tok.save(tmp_path / "tok.json")
+    again = attn.BpeTokenizer.load(tmp_path / "tok.json")
+    assert again.encode("the quick fox") == tok.encode("the quick fox")
+    assert again.vocab_size == tok.vocab_size
+
+
+def test_train_from_a_list_and_a_file(tmp_path):
+    (tmp_path / "c.txt").write_text(CORPUS)
+    from_file = attn.BpeTokenizer.train(tmp_path / "c.txt", vocab_size=60)
+    from_str = attn.BpeTokenizer.train(CORPUS, vocab_size=60)
+    assert from_file.encode("the fox") == from_str.encode("the fox")
+    assert attn.BpeTokenizer.train(CORPUS.splitlines(), vocab_size=60).vocab_size <= 60
+    walk = attn.train_bpe(CORPUS, vocab_size=80, min_frequency=2)
+    assert walk.decode(walk.encode("the lazy dog")) == "the lazy dog"
+    with pytest.raises(TypeError):
+        attn.BpeTokenizer.train(42)
+
+
+def test_heatmap_draws_rows_and_labels():
+    w = np.array([[1.0, 0.0], [0.5, 0.5]], np.float32)
+    text = attn.heatmap(w, tokens=["a", "b"])
+    assert "██" in text and "scale:" in text and text.splitlines()[-2].startswith("b")
+
+
+@pytest.mark.skipif("ATTN_CLI" not in os.environ, reason="needs the attn CLI (ATTN_CLI)")
+def test_a_trained_checkpoint_generates_the_cli_tokens(tmp_path):
+    (tmp_path / "c.txt").write_text(CORPUS * 20)
+    cli = os.environ["ATTN_CLI"]
+    subprocess.run([cli, "train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run"),
+                    "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "16",
+                    "--batch-size", "4", "--max-iters", "20", "--eval-interval", "20",
+                    "--eval-iters", "1"], check=True, capture_output=True)
+    model = attn.Gpt.load(tmp_path / "run")
+    text = "".join(model.generate("the ", max_new_tokens=40, seed=5))
+    cli_text = subprocess.run([cli, "generate", "--checkpoint", str(tmp_path / "run"), "--prompt",
+                               "the ", "--max-new-tokens", "40", "--seed", "5"],
+                              check=True, capture_output=True, text=True).stdout
+    assert "the " + text + "\n" == cli_text
+    logits = model.logits(model.encode("the fox"))
+    assert logits.shape == (1, 7, model.vocab_size)
+    with pytest.raises(ValueError, match="temperature"):
+        next(model.generate("the", temperature=-1))
