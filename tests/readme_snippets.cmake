@@ -1,6 +1,7 @@
 cmake_minimum_required(VERSION 3.25)
 # Every ```cpp block of the README must stand, line for line, in a file under examples/ (which
-# ctest builds and runs), so the README never shows code that does not compile.
+# ctest builds and runs), and every ```python block in one under examples/python/ (which ctest
+# runs), so the README never shows code that does not run.
 #   cmake -DREADME=README.md -DEXAMPLES=examples -P readme_snippets.cmake
 # Lines are compared with their leading whitespace removed; blank lines are skipped.
 
@@ -19,7 +20,7 @@ function(normalized text out)
 endfunction()
 
 file(READ "${README}" readme)
-file(GLOB examples "${EXAMPLES}/*.cpp")
+file(GLOB examples "${EXAMPLES}/*.cpp" "${EXAMPLES}/python/*.py")
 set(example_texts "")
 foreach(example IN LISTS examples)
   file(READ "${example}" text)
@@ -31,11 +32,17 @@ endforeach()
 set(blocks 0)
 set(rest "${readme}")
 while(TRUE)
-  string(FIND "${rest}" "```cpp\n" start)
-  if(start EQUAL -1)
+  # The next ```cpp or ```python block, whichever comes first.
+  string(FIND "${rest}" "```cpp\n" cpp_at)
+  string(FIND "${rest}" "```python\n" python_at)
+  if(cpp_at EQUAL -1 AND python_at EQUAL -1)
     break()
   endif()
-  math(EXPR start "${start} + 7")
+  if(python_at EQUAL -1 OR (NOT cpp_at EQUAL -1 AND cpp_at LESS python_at))
+    math(EXPR start "${cpp_at} + 7")
+  else()
+    math(EXPR start "${python_at} + 10")
+  endif()
   string(SUBSTRING "${rest}" ${start} -1 rest)
   string(FIND "${rest}" "```" end)
   if(end EQUAL -1)
@@ -55,11 +62,11 @@ while(TRUE)
   endforeach()
   if(found STREQUAL "")
     string(SUBSTRING "${wanted}" 0 200 head)
-    message(FATAL_ERROR "README: C++ block ${blocks} is in no file under examples/:\n${head}")
+    message(FATAL_ERROR "README: code block ${blocks} is in no file under examples/:\n${head}")
   endif()
-  message(STATUS "README C++ block ${blocks}: ${found}")
+  message(STATUS "README code block ${blocks}: ${found}")
 endwhile()
 if(blocks EQUAL 0)
   message(FATAL_ERROR "README: no ```cpp block found (the tour should be there)")
 endif()
-message(STATUS "${blocks} README C++ block(s), each compiled as an example")
+message(STATUS "${blocks} README code block(s), each an example that ctest runs")
