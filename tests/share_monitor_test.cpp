@@ -53,6 +53,23 @@ TEST(ShareMonitor, StarvedHelpersSendShortJobsToTheCallerForAWhile) {
   EXPECT_FALSE(t.monitor.solo(t.now + ShareMonitor::kSoloPeriod));
 }
 
+// A caller that waits between jobs (sleeping, reading input, waiting for a subprocess) spends no
+// CPU then; that time must not be counted against the helpers.
+TEST(ShareMonitor, AnIdleCallerBetweenJobsDoesNotLookLikeStarvedHelpers) {
+  Timeline t;
+  for (int job = 0; job < 200; ++job) {
+    t.now += milliseconds(5);  // idle: no CPU
+    t.monitor.job_starting(t.now);
+    t.now += milliseconds(1);
+    t.cpu += 1.9 * 0.001;
+    t.monitor.job_finished(t.now, milliseconds(1), 1);
+  }
+  EXPECT_FALSE(t.solo());
+  // Starved helpers are still found once the jobs come back to back.
+  t.run(milliseconds(1), milliseconds(1), milliseconds(40), 1.05);
+  EXPECT_TRUE(t.solo());
+}
+
 TEST(ShareMonitor, LongJobsKeepTheirHelpers) {
   // A job of 50 ms loses little by sharing a core, and gains when the scheduler moves a helper.
   Timeline t;

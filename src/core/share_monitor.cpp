@@ -5,6 +5,7 @@ namespace attn::detail {
 void ShareMonitor::job_finished(Clock::time_point now, Clock::duration job_wall, int helpers) {
   jobs_wall_ += job_wall;
   ++jobs_;
+  last_job_end_ = now;
   if (jobs_wall_ < kWindow) return;
   using Seconds = std::chrono::duration<double>;
   const double wall = Seconds(now - window_start_).count();

@@ -37,6 +37,10 @@ class ShareMonitor {
   static constexpr Clock::duration kShortJob = std::chrono::milliseconds(2);
   // How long jobs run on the caller alone once the helpers were found starved.
   static constexpr Clock::duration kSoloPeriod = std::chrono::milliseconds(500);
+  // A pause between jobs longer than this starts a new window: the estimate below counts the
+  // time between jobs as the caller's CPU time, which an idle caller (sleeping, waiting for
+  // input or another process) does not spend, so the window would find the helpers starved.
+  static constexpr Clock::duration kIdleGap = std::chrono::milliseconds(2);
 
   // True while jobs should run on the caller alone. Safe to call from any thread.
   bool solo(Clock::time_point now) const {
@@ -45,7 +49,7 @@ class ShareMonitor {
 
   // The pool calls these around each job it runs with helpers (one job at a time).
   void job_starting(Clock::time_point now) {
-    if (!measuring_) start_window(now);
+    if (!measuring_ || now - last_job_end_ > kIdleGap) start_window(now);
   }
   void job_finished(Clock::time_point now, Clock::duration job_wall, int helpers);
 
@@ -65,6 +69,7 @@ class ShareMonitor {
   double window_cpu_ = 0;
   Clock::duration jobs_wall_{};
   int64_t jobs_ = 0;
+  Clock::time_point last_job_end_;
 };
 
 }  // namespace attn::detail
