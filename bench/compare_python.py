@@ -48,26 +48,36 @@ def main():
     parser.add_argument("--cli", default="build/release/attn", help="attn CLI for the C++ timing")
     args = parser.parse_args()
     attn.set_num_threads(args.threads)
-    try:
-        import torch
-        torch.set_num_threads(args.threads)
-    except ImportError:
-        torch = None
     print(f"attn {attn.__version__}, {args.threads} threads, causal, B=1, H=16, d=64")
-    print(f"{'T':>6} {'attn ms':>9} {'C++ ms':>8} {'py/C++':>7} {'numpy ms':>9} {'torch ms':>9}"
-          f" {'vs numpy':>9} {'vs torch':>9}")
-    for t in (int(x) for x in args.seq.split(",")):
+    lengths = [int(x) for x in args.seq.split(",")]
+
+    def inputs(t):
         rng = np.random.default_rng(t)
-        q, k, v = (rng.standard_normal((1, 16, t, 64), dtype=np.float32) for _ in range(3))
+        return [rng.standard_normal((1, 16, t, 64), dtype=np.float32) for _ in range(3)]
+
+    # attn first, before any baseline runs: PyTorch's OpenMP threads and OpenBLAS's keep
+    # spinning after their calls, and attn's pool (rightly) stops using a core that is busy.
+    ours, cpp = {}, {}
+    for t in lengths:
+        q, k, v = inputs(t)
         runs = args.runs if t > 256 else 50 * args.runs  # short calls: more samples
-        ours = median_ms(lambda: attn.sdpa(q, k, v, causal=True), runs)
-        cpp = float("nan")
+        ours[t] = median_ms(lambda: attn.sdpa(q, k, v, causal=True), runs)
+        cpp[t] = float("nan")
         if os.path.exists(args.cli):
             out = subprocess.run([args.cli, "bench", "forward", "--seq", str(t), "--causal",
                                   "--threads", str(args.threads), "--runs", str(runs),
                                   "--json", "--reference-max-seq", "0"],
                                  capture_output=True, text=True, check=True).stdout
-            cpp = json.loads(out.strip().splitlines()[-1])["ms"]
+            cpp[t] = json.loads(out.strip().splitlines()[-1])["ms"]
+    try:
+        import torch
+        torch.set_num_threads(args.threads)
+    except ImportError:
+        torch = None
+    print(f"{'T':>6} {'attn ms':>9} {'C++ ms':>8} {'py/C++':>7} {'numpy ms':>9} {'torch ms':>9}"
+          f" {'vs numpy':>9} {'vs torch':>9}")
+    for t in lengths:
+        q, k, v = inputs(t)
         big = t > 4096  # numpy's T×T temporaries: 16 × T² floats, several of them
         ref = float("nan") if big else median_ms(lambda: numpy_causal(q, k, v), args.runs)
         tor = float("nan")
@@ -81,8 +91,8 @@ def main():
 
             with torch.no_grad():
                 tor = median_ms(explicit, args.runs)
-        print(f"{t:>6} {ours:>9.3f} {cpp:>8.3f} {ours / cpp:>7.2f} {ref:>9.2f} {tor:>9.2f}"
-              f" {ref / ours:>8.1f}× {tor / ours:>8.1f}×")
+        print(f"{t:>6} {ours[t]:>9.3f} {cpp[t]:>8.3f} {ours[t] / cpp[t]:>7.2f} {ref:>9.2f}"
+              f" {tor:>9.2f} {ref / ours[t]:>8.1f}× {tor / ours[t]:>8.1f}×")
 
 
 if __name__ == "__main__":
