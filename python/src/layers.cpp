@@ -26,6 +26,12 @@ struct PyMha {
   bool has_forward = false;
 };
 
+CacheDtype cache_dtype(const std::string& name) {
+  if (name == "f32") return CacheDtype::kFloat32;
+  if (name == "bf16") return CacheDtype::kBFloat16;
+  throw py::value_error("dtype must be 'f32' or 'bf16', got '" + name + "'");
+}
+
 SdpaOptions layer_options(bool causal, std::optional<int64_t> window) {
   SdpaOptions o;
   o.causal = causal;
@@ -56,10 +62,7 @@ read per step). window > 0 keeps the last `window` positions in a ring buffer.)"
              c.head_dim = head_dim;
              c.capacity = capacity;
              c.window = window;
-             if (dtype != "f32" && dtype != "bf16") {
-               throw py::value_error("dtype must be 'f32' or 'bf16', got '" + dtype + "'");
-             }
-             c.dtype = dtype == "bf16" ? CacheDtype::kBFloat16 : CacheDtype::kFloat32;
+             c.dtype = cache_dtype(dtype);
              return KVCache(c);
            }),
            "batch"_a = 1, "kv_heads"_a = 1, "head_dim"_a = 64, "capacity"_a = 0, "window"_a = 0,
@@ -149,12 +152,7 @@ operands to bfloat16 (sums in float).)")
           "make_cache",
           [](const PyMha& m, int64_t batch, int64_t capacity, const std::string& dtype,
              int64_t window) {
-            if (dtype != "f32" && dtype != "bf16") {
-              throw py::value_error("dtype must be 'f32' or 'bf16', got '" + dtype + "'");
-            }
-            return m.layer.make_cache(
-                batch, capacity, dtype == "bf16" ? CacheDtype::kBFloat16 : CacheDtype::kFloat32,
-                window);
+            return m.layer.make_cache(batch, capacity, cache_dtype(dtype), window);
           },
           "A KVCache shaped for this layer.", "batch"_a, "capacity"_a, "dtype"_a = "f32",
           "window"_a = 0);

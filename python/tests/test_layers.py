@@ -76,3 +76,13 @@ def test_embeddings_and_positions(rng):
     np.testing.assert_allclose(attn.add_positional(x, pe), x + expected[:3], atol=1e-6)
     with pytest.raises(ValueError, match="id 10"):
         emb.forward([10])
+
+
+def test_caches_take_f32_or_bf16(rng):
+    layer = attn.MultiHeadAttention(16, 4, seed=1)
+    x = rng.standard_normal((1, 3, 16), dtype=np.float32)
+    exact = layer.decode(x, layer.make_cache(1, 8))
+    rounded = layer.decode(x, attn.KVCache(1, 4, 4, 8, dtype="bf16"))
+    np.testing.assert_allclose(rounded, exact, atol=2e-2)
+    with pytest.raises(ValueError, match="dtype must be 'f32' or 'bf16', got 'f16'"):
+        layer.make_cache(1, 8, dtype="f16")
