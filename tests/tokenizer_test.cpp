@@ -225,6 +225,16 @@ TEST(BpeTokenizer, FastTrainerMakesTheNaiveTrainersMerges) {
   }
 }
 
+// It used to loop forever: the empty special matched at the same place again and again.
+TEST(BpeTokenizer, AnEmptySpecialTokenIsRefusedAtOnce) {
+  BpeOptions o;
+  o.vocab_size = 300;
+  o.byte_level = true;
+  o.special_tokens = {"<|end|>", ""};
+  EXPECT_TRUE(testing::ThrowsWith([&] { BpeTokenizer::train("some text to learn from", o); },
+                                  "train_bpe: a special token must not be empty"));
+}
+
 TEST(BpeTokenizer, SpecialTokensAreNeverSplit) {
   BpeOptions o = options(400, true);
   o.special_tokens = {"<|endoftext|>", "<|pad|>"};

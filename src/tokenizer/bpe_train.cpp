@@ -164,6 +164,8 @@ BpeTokenizer BpeTokenizer::train(std::string_view corpus, const BpeOptions& opti
              "train_bpe: vocab_size must be in [1, ", detail::kMaxVocab, "], got ",
              options.vocab_size);
   for (const std::string& special : options.special_tokens) {
+    // Checked before the corpus is scanned: an empty special would match everywhere.
+    ATTN_CHECK(!special.empty(), "train_bpe: a special token must not be empty");
     ATTN_CHECK(detail::is_utf8(special), "train_bpe: special token \"", special,
                "\" is not UTF-8 text");
   }

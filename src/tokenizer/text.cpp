@@ -5,6 +5,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "attn/error.hpp"
 #include "attn/tokenizer.hpp"
 
 namespace attn {
@@ -58,6 +59,10 @@ class SpecialScanner {
 
 void split_on_specials(std::string_view text, const std::vector<std::string>& specials,
                        const std::function<void(std::string_view, int64_t)>& emit) {
+  // An empty special would match at the same place forever.
+  for (const std::string& s : specials) {
+    ATTN_CHECK(!s.empty(), "split_on_specials: a special token must not be empty");
+  }
   SpecialScanner scanner(text, specials);
   size_t start = 0;
   for (auto [at, s] = scanner.next(); s >= 0; std::tie(at, s) = scanner.next()) {
