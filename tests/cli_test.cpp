@@ -365,6 +365,27 @@ TEST_F(Cli, TrainDrawsAThrottledProgressBarOnATerminal) {
   EXPECT_NE(log.find("] 100%  300/300"), std::string::npos) << log;
 }
 
+// A resumed run redoes the steps after its checkpoint: the rows written past it are dropped, so
+// metrics.csv reads as one run.
+TEST_F(Cli, ResumingDropsTheMetricsWrittenPastTheCheckpoint) {
+  std::ofstream(path("corpus.txt")) << std::string(3000, 'a') + "the quick brown fox\n";
+  const std::string base = "train --corpus " + path("corpus.txt") + " --out " + path("run") +
+                           " --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 "
+                           "--eval-interval 5 --eval-iters 1 --threads 1";
+  ASSERT_EQ(run(base + " --max-iters 10").status, 0);
+  fs::copy_file(path("run/checkpoint.safetensors"), path("at10.safetensors"));
+  ASSERT_EQ(run(base + " --resume --max-iters 14").status, 0);
+  const std::string once = slurp(path("run/metrics.csv"));
+  // As if the run had died after iteration 14 with its last checkpoint at 10.
+  fs::copy_file(path("at10.safetensors"), path("run/checkpoint.safetensors"),
+                fs::copy_options::overwrite_existing);
+  ASSERT_EQ(run(base + " --resume --max-iters 14").status, 0);
+  const std::string twice = slurp(path("run/metrics.csv"));
+  EXPECT_EQ(std::count(twice.begin(), twice.end(), '\n'), 1 + 14 + 4) << twice;  // evals 0 5 10 14
+  EXPECT_EQ(std::count(once.begin(), once.end(), '\n'),
+            std::count(twice.begin(), twice.end(), '\n'));
+}
+
 TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
   {
     std::ofstream corpus(path("corpus.txt"), std::ios::binary);
@@ -389,6 +410,16 @@ TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
   const CliResult resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("run") +
                                 " --resume --max-iters 0");
   EXPECT_EQ(resumed.status, 0) << resumed.err;
+}
+
+TEST_F(Cli, BpeTrainRefusesAnEmptySpecialInsteadOfHanging) {
+  std::ofstream(path("corpus.txt")) << "some text\n";
+  const auto start = std::chrono::steady_clock::now();
+  expect_error("bpe train --corpus " + path("corpus.txt") +
+                   " --vocab-size 300 --byte-level --special '' --out " + path("t.json"),
+               "a special token must not be empty");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_FALSE(fs::exists(path("t.json")));
 }
 
 TEST_F(Cli, BpeErrorsAreOneLine) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -84,6 +85,25 @@ Tokenizer make_tokenizer(const TrainArgs& args, const std::string& corpus) {
   return Tokenizer::from_json(read_input(args.tokenizer));
 }
 
+// A resumed run redoes the steps after its checkpoint: the rows a crashed or interrupted run
+// wrote past it are dropped first, so metrics.csv reads as one run. Kept: the header, every
+// row of an earlier iteration, and the evaluation at the checkpoint's iteration when the
+// resumed run will not evaluate there again (it does at an evaluation interval).
+void truncate_metrics(const std::string& path, int64_t iteration, bool evaluates_again) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(path)) return;
+  std::ifstream in(path);
+  std::string kept, line;
+  for (bool header = true; std::getline(in, line); header = false) {
+    const long long iter = header ? -1 : std::strtoll(line.c_str(), nullptr, 10);
+    const bool evaluation = line.ends_with(",,");  // its timing columns are empty
+    if (header || iter < iteration || (iter == iteration && evaluation && !evaluates_again)) {
+      kept += line + '\n';
+    }
+  }
+  write_file_atomically(path, kept);
+}
+
 // Appends rows to DIR/metrics.csv (a new run starts the file with its header).
 class Metrics {
  public:
@@ -160,6 +180,11 @@ void run_train(TrainArgs& args, const std::string& config_text) {
                   : "");
   std::fflush(stdout);
 
+  if (args.resume) {
+    const int64_t at = trainer->iteration();
+    truncate_metrics(args.out + "/metrics.csv", at,
+                     at % args.eval_interval == 0 || trainer->done());
+  }
   Metrics metrics(args.out + "/metrics.csv", args.resume);
   LossHistory history;
   const int64_t tokens_per_step = o.batch_size * o.grad_accum * c.block_size;
