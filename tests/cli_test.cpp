@@ -500,6 +500,13 @@ TEST_F(Cli, OutDashWritesToStandardOutput) {
   ASSERT_EQ(w.status, 0) << w.err;
   EXPECT_EQ(parse_npy(w.out, "stdout").values.shape(), (Shape{2, 5, 5}));
   expect_error(qkv + " --out - --weights -", "only one output can be '-'");
+  // All outputs or none: an unwritable weights path leaves no output file either.
+  expect_error(qkv + " --out " + path("both.npy") + " --weights " + path("no/such/dir/w.npy"),
+               "cannot open for writing");
+  EXPECT_FALSE(fs::exists(path("both.npy")));
+  for (const auto& entry : fs::directory_iterator(fs::path(path("both.npy")).parent_path())) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
   std::ofstream(path("corpus.txt")) << "abc abc abd\n";
   const CliResult tok =
       run("bpe train --corpus " + path("corpus.txt") + " --vocab-size 260 --byte-level --out -");

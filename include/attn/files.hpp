@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace attn {
 
@@ -39,5 +41,10 @@ std::string read_whole_file(const std::string& path, uint64_t max_bytes = UINT64
 // Writes to "<path>.tmp-<pid>" and renames it over `path`, so a crash or a full disk never
 // leaves a half-written file under the real name. Throws attn::Error naming the file.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// Several files, all or none: every file is written to its temporary first, and only when all
+// were written are they renamed into place; when one cannot be written, none is changed and no
+// temporary is left. (The renames themselves can fail only for reasons the writes ruled out.)
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
 
 }  // namespace attn

@@ -51,24 +51,52 @@ std::string read_whole_file(const std::string& path, uint64_t max_bytes) {
   return contents;
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(temp.c_str());
-      throw Error(path + ": write failed");
-    }
+namespace {
+
+std::string temporary_of(const std::string& path) {
+  return path + ".tmp-" + std::to_string(::getpid());
+}
+
+// Writes bytes to path's temporary; attn::Error (and no temporary left) when it cannot.
+void write_temporary(const std::string& path, const std::string& bytes) {
+  const std::string temp = temporary_of(path);
+  std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    std::remove(temp.c_str());
+    throw Error(path + ": write failed");
   }
+}
+
+void rename_into_place(const std::string& path) {
+  const std::string temp = temporary_of(path);
   std::error_code ec;
   std::filesystem::rename(temp, path, ec);
   if (ec) {
     std::remove(temp.c_str());
     throw Error(path + ": cannot rename the written file into place: " + ec.message());
   }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  write_temporary(path, bytes);
+  rename_into_place(path);
+}
+
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      write_temporary(files[i].first, files[i].second);
+    } catch (...) {
+      for (size_t j = 0; j < i; ++j) std::remove(temporary_of(files[j].first).c_str());
+      throw;
+    }
+  }
+  for (const auto& file : files) rename_into_place(file.first);
 }
 
 }  // namespace attn

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
@@ -64,11 +66,17 @@ void write_results(const std::string& out_path, const Tensor& output,
   check_one_stdout(out_path, weights_path);
   // With an array on standard output, the lines that name what was written go to stderr.
   std::FILE* log = out_path == "-" || weights_path == "-" ? stderr : stdout;
-  write_output(out_path, npy_bytes(output));
+  // The files all or none: a weights path that cannot be written leaves the output unwritten.
+  std::vector<std::pair<std::string, std::string>> files;
+  if (out_path != "-") files.emplace_back(out_path, npy_bytes(output));
+  if (!weights_path.empty() && weights_path != "-")
+    files.emplace_back(weights_path, npy_bytes(weights));
+  write_files_atomically(files);
+  if (out_path == "-") write_output(out_path, npy_bytes(output));
+  if (weights_path == "-") write_output(weights_path, npy_bytes(weights));
   std::fprintf(log, "output %s -> %s\n", output.shape_string().c_str(),
                out_path == "-" ? "standard output" : out_path.c_str());
   if (weights_path.empty()) return;
-  write_output(weights_path, npy_bytes(weights));
   std::fprintf(log, "weights %s -> %s\n", weights.shape_string().c_str(),
                weights_path == "-" ? "standard output" : weights_path.c_str());
 }
