@@ -1,9 +1,11 @@
 // The attn CLI as a user runs it: exit status, stdout, and exactly one stderr line on error.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -384,6 +386,28 @@ TEST_F(Cli, ResumingDropsTheMetricsWrittenPastTheCheckpoint) {
   EXPECT_EQ(std::count(twice.begin(), twice.end(), '\n'), 1 + 14 + 4) << twice;  // evals 0 5 10 14
   EXPECT_EQ(std::count(once.begin(), once.end(), '\n'),
             std::count(twice.begin(), twice.end(), '\n'));
+}
+
+// A SIGKILL during a checkpoint write leaves NAME.tmp-PID; the next run in that directory removes
+// it (and only temporaries of processes that no longer run).
+TEST_F(Cli, TrainRemovesTemporariesOfAKilledRun) {
+  std::ofstream(path("corpus.txt")) << std::string(3000, 'a') + "the quick brown fox\n";
+  const std::string base = "train --corpus " + path("corpus.txt") + " --out " + path("run") +
+                           " --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 "
+                           "--max-iters 2 --eval-interval 1 --eval-iters 1 --threads 1";
+  ASSERT_EQ(run(base).status, 0);
+  long dead = 4000000;  // a pid no process has: probe downwards for one
+  while (::kill(static_cast<pid_t>(dead), 0) == 0 || errno != ESRCH) --dead;
+  const std::string stale = path("run/checkpoint.safetensors.tmp-" + std::to_string(dead));
+  const std::string live = path("run/loss.svg.tmp-" + std::to_string(::getpid()));
+  std::ofstream(stale) << "half a checkpoint";
+  std::ofstream(live) << "being written";
+  const CliResult r = run(base + " --resume --max-iters 3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("removed 1 temporary file left by a run that was killed"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));  // this test process still runs
 }
 
 TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {

@@ -42,6 +42,10 @@ std::string read_whole_file(const std::string& path, uint64_t max_bytes = UINT64
 // leaves a half-written file under the real name. Throws attn::Error naming the file.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
+// Removes the "NAME.tmp-PID" files in dir that a process which no longer runs left behind (a
+// write cut short by SIGKILL or a power loss); returns how many. A running process's are kept.
+int remove_stale_temporaries(const std::string& dir);
+
 // Several files, all or none: every file is written to its temporary first, and only when all
 // were written are they renamed into place; when one cannot be written, none is changed and no
 // temporary is left. (The renames themselves can fail only for reasons the writes ruled out.)

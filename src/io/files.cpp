@@ -1,11 +1,13 @@
 // See include/attn/files.hpp.
 #include "attn/files.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -85,6 +87,25 @@ void rename_into_place(const std::string& path) {
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   write_temporary(path, bytes);
   rename_into_place(path);
+}
+
+int remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp-");
+    if (at == std::string::npos || at + 5 == name.size()) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + at + 5, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    // kill(pid, 0) probes a process without signalling it: ESRCH = no such process.
+    if (pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
+        std::filesystem::remove(entry.path(), ec)) {
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {

@@ -163,6 +163,11 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   }
   // Only now, with everything checked, does the run get a directory: a refused run leaves none.
   std::filesystem::create_directories(args.out);
+  // Temporaries of a run killed mid-write (a checkpoint is 8 MB) go before this one writes.
+  if (const int stale = remove_stale_temporaries(args.out); stale > 0) {
+    std::printf("removed %d temporary file%s left by a run that was killed while writing\n", stale,
+                stale == 1 ? "" : "s");
+  }
   if (!args.resume) write_file_atomically(args.out + "/config.ini", config_text);
   const GptConfig& c = trainer->model().config();
   const TrainOptions& o = trainer->options();
