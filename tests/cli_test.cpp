@@ -1,6 +1,7 @@
 // The attn CLI as a user runs it: exit status, stdout, and exactly one stderr line on error.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -774,6 +775,25 @@ TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {
     expect_error(args, "must be > 0, got ");
     EXPECT_EQ(run(args).out, "") << args;
   }
+}
+
+// A FIFO with no writer used to block open() forever; /dev/zero was read without end.
+TEST_F(Cli, FifosAndDevicesNeitherHangNorReadForever) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  write_npy(path("q.npy"), rand_normal({2, 4}, 1));
+  const std::string qkv =
+      " --k " + path("q.npy") + " --v " + path("q.npy") + " --out " + path("o.npy");
+  for (const std::string& input : {path("fifo"), std::string("/dev/zero")}) {
+    const CliResult r = run("sdpa --q " + input + qkv, "/dev/null", "timeout 20");
+    EXPECT_EQ(r.status, 1) << input << ": " << r.err;  // 124 would be the timeout
+    EXPECT_EQ(r.err_lines(), 1) << r.err;
+    EXPECT_FALSE(fs::exists(path("o.npy")));
+  }
+  expect_error("sdpa --q /dev/zero" + qkv, "/dev/zero: is a character device, not a file");
+  expect_error("sdpa --q " + path("fifo") + qkv, "not a .npy file");
+  const CliResult bpe =
+      run("bpe encode --tokenizer " + path("fifo") + " -", "/dev/null", "timeout 20");
+  EXPECT_EQ(bpe.status, 1) << bpe.err;
 }
 
 TEST_F(Cli, RejectsNonFiniteInputs) {

@@ -15,8 +15,10 @@
 namespace attn {
 
 // A file open for reading, closed with the object; attn::Error naming the file when it is
-// missing, a directory or unreadable. Plain stdio and fstat: the readers run in every command,
-// and libstdc++'s streams and filesystem code would be pages more to load for each.
+// missing, a directory, a device (/dev/zero would never end) or a socket, or unreadable. A FIFO
+// is opened without blocking (one with no writer reads as empty instead of hanging in open()).
+// Plain stdio and fstat: the readers run in every command, and libstdc++'s streams and filesystem
+// code would be pages more to load for each.
 class InputFile {
  public:
   explicit InputFile(const std::string& path);

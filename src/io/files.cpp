@@ -1,6 +1,7 @@
 // See include/attn/files.hpp.
 #include "attn/files.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,13 +17,44 @@
 
 namespace attn {
 
-InputFile::InputFile(const std::string& path)
-    : file_(std::fopen(path.c_str(), "rb"), &std::fclose) {
-  if (file_ == nullptr) throw Error(path + ": cannot open: " + std::strerror(errno));
+namespace {
+
+// Opens path for reading without blocking: a FIFO that no process writes to would block open()
+// forever; opened non-blocking it reads as empty instead. Devices (/dev/zero, a terminal) are
+// refused: they cannot be sized, and some never end.
+std::FILE* open_for_reading(const std::string& path, struct stat& info) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (::fstat(fd, &info) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw Error(path + ": cannot open: " + std::strerror(error));
+  }
+  const char* kind = S_ISDIR(info.st_mode)    ? "is a directory, not a file"
+                     : S_ISCHR(info.st_mode)  ? "is a character device, not a file"
+                     : S_ISBLK(info.st_mode)  ? "is a block device, not a file"
+                     : S_ISSOCK(info.st_mode) ? "is a socket, not a file"
+                                              : nullptr;
+  if (kind != nullptr) {
+    ::close(fd);
+    throw Error(path + ": " + kind);
+  }
+  // Reads block again from here: a FIFO with a writer waits for its data.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::FILE* file = ::fdopen(fd, "rb");
+  if (file == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    throw Error(path + ": cannot open: " + std::strerror(error));
+  }
+  return file;
+}
+
+}  // namespace
+
+InputFile::InputFile(const std::string& path) : file_(nullptr, &std::fclose) {
   struct stat info {};
-  if (::fstat(::fileno(file_.get()), &info) != 0)
-    throw Error(path + ": cannot open: " + std::strerror(errno));
-  if (S_ISDIR(info.st_mode)) throw Error(path + ": is a directory, not a file");
+  file_.reset(open_for_reading(path, info));
   if (S_ISREG(info.st_mode)) size_ = static_cast<uint64_t>(info.st_size);
 }
 
