@@ -183,3 +183,28 @@ TEST(FusedSdpa, ArgumentErrorsAreTheReferences) {
 
 }  // namespace
 }  // namespace attn
+
+namespace attn {
+namespace {
+
+// Finite inputs whose scores leave float32's range: an error, never NaN weights or an output of
+// zeros passed on (#22: q = k = 3e38 exited 0 with NaN weights and zeros).
+TEST(FusedSdpa, ScoresBeyondFloat32AreAnErrorNotNaN) {
+  const Tensor big = Tensor::full({1, 2, 3, 4}, 3e38f);
+  Tensor negative = Tensor::full({1, 2, 3, 4}, -3e38f);
+  for (const Tensor& k : {big, negative}) {
+    EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(big, k, big); }, "overflow float32"));
+  }
+  // Rows that see no key by construction are still zeros, not an error.
+  SdpaOptions o;
+  o.causal = true;
+  const Tensor q = rand_normal({1, 1, 5, 4}, 1), kv = rand_normal({1, 1, 2, 4}, 2);
+  const SdpaResult r = sdpa(q, kv, kv, o);  // bottom-right: queries 0..2 see nothing
+  EXPECT_EQ(r.output.at({0, 0, 0, 0}), 0.0f);
+  o.causal_align = CausalAlign::kTopLeft;
+  o.window = 1;  // top-left, window 1: queries 2.. sit past every key
+  EXPECT_NO_THROW(sdpa(q, kv, kv, o));
+}
+
+}  // namespace
+}  // namespace attn

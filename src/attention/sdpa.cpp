@@ -4,6 +4,7 @@
 
 #include <hwy/aligned_allocator.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -65,12 +66,42 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
 
 }  // namespace detail
 
+namespace {
+
+// Finite inputs must give a finite result or an error: scores past float32's range (|q|, |k|
+// near 1e19 and up at d = 64) make the online softmax NaN (+inf scores) or hide every key
+// (-inf scores, a row of zeros). Both show in the logsumexp: NaN, or +inf for a row that sees
+// keys (without an explicit mask or key lengths: a row whose causal/window range holds a key).
+bool row_sees_keys(const detail::AttentionDims& dims, const SdpaOptions& options, int64_t i) {
+  if (!options.mask.empty() || !options.key_lengths.empty()) return false;  // not known here
+  if (!options.causal && options.window == 0) return true;
+  const int64_t p = causal_position(i, dims.tq, dims.tk, options.causal_align);
+  const int64_t last = std::min(p, dims.tk - 1);
+  const int64_t first = options.window > 0 ? std::max<int64_t>(0, p - options.window + 1) : 0;
+  return first <= last;
+}
+
+void check_scores_fit(const detail::AttentionDims& dims, const SdpaOptions& options,
+                      const Tensor& logsumexp) {
+  const float* lse = logsumexp.data();
+  for (int64_t row = 0; row < logsumexp.numel(); ++row) {
+    const int64_t i = row % dims.tq;
+    const bool sees_keys = row_sees_keys(dims, options, i);
+    ATTN_CHECK(!std::isnan(lse[row]) && !(sees_keys && std::isinf(lse[row])),
+               "sdpa: the scores of query ", i, " overflow float32 (|q|·|k|·scale beyond ",
+               "3.4e38), or an input is not finite; scale q or k down");
+  }
+}
+
+}  // namespace
+
 SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
   const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
   Shape lse_shape = q.shape();
   lse_shape.pop_back();  // q has rank >= 2
   SdpaResult result{Tensor(detail::with_last_dim(q, dims.dv)), Tensor{}, Tensor(lse_shape)};
   detail::sdpa_into(dims, q, k, v, options, result.output, result.logsumexp.data());
+  check_scores_fit(dims, options, result.logsumexp);
   if (options.return_weights) result.weights = reference::sdpa(q, k, v, options).weights;
   return result;
 }
