@@ -437,6 +437,17 @@ TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
   EXPECT_EQ(resumed.status, 0) << resumed.err;
 }
 
+// A message that quotes input bytes stays one whole line: a NUL used to cut it short.
+TEST_F(Cli, ErrorsQuotingControlBytesStayWhole) {
+  std::ofstream(path("c.txt")) << "abc\ndef";
+  ASSERT_EQ(run("bpe train --corpus " + path("c.txt") + " --vocab-size 258 --byte-level --out " +
+                path("t.json"))
+                .status,
+            0);
+  std::ofstream(path("ids.txt"), std::ios::binary) << std::string("12 ab\0cd 3", 10);
+  expect_error("bpe decode --tokenizer " + path("t.json") + " " + path("ids.txt"), "ab\\x00cd");
+}
+
 TEST_F(Cli, BpeTrainRefusesAnEmptySpecialInsteadOfHanging) {
   std::ofstream(path("corpus.txt")) << "some text\n";
   const auto start = std::chrono::steady_clock::now();

@@ -8,10 +8,30 @@
 namespace attn {
 
 // Thrown for every invalid argument or unreadable file. The message names the argument
-// and the shapes involved, e.g. "d_model (10) must divide by n_heads (4)".
+// and the shapes involved, e.g. "d_model (10) must divide by n_heads (4)". Control bytes a
+// message quotes from its input (a NUL would end what() early) are kept as \xNN.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message) : std::runtime_error(printable(message)) {}
+  explicit Error(const char* message) : Error(std::string(message)) {}
+
+ private:
+  static std::string printable(const std::string& message) {
+    std::string out;
+    out.reserve(message.size());
+    for (const char c : message) {
+      const auto byte = static_cast<unsigned char>(c);
+      if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+        constexpr char kHex[] = "0123456789abcdef";
+        out += "\\x";
+        out += kHex[byte >> 4];
+        out += kHex[byte & 15];
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  }
 };
 
 namespace detail {

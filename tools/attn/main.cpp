@@ -17,13 +17,24 @@
 
 namespace {
 
-// One line, even if a message ever carried a newline.
+// One readable line, whatever bytes the message quotes: a newline becomes a space, other
+// control bytes (a NUL would cut the line short) are written as \xNN.
 void print_error(const std::string& message) {
-  std::string line = message;
-  for (char& c : line) {
-    if (c == '\n') c = ' ';
+  std::string line = "attn: error: ";
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      line += ' ';
+    } else if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      line += escaped;
+    } else {
+      line += c;
+    }
   }
-  std::fprintf(stderr, "attn: error: %s\n", line.c_str());
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 // The commands, in the order `attn --help` lists them.
