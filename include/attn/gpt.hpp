@@ -200,7 +200,8 @@ struct GenerateOptions {
 // generate() does (generate is a loop over it), so a caller can stream or stop at will.
 class Generator {
  public:
-  // prompt: at least one token. The model must outlive the generator.
+  // prompt: at least one token; attn::Error for it or for sampling options out of range. The
+  // model must outlive the generator.
   Generator(const Gpt& model, std::vector<int64_t> prompt, const GenerateOptions& options);
   int64_t next();
   const std::vector<int64_t>& tokens() const { return tokens_; }  // the prompt and all drawn

@@ -97,9 +97,6 @@ runs the model; generate(prompt, …) yields the continuation's text piece by pi
             }
             std::vector<int64_t> ids =
                 g.checkpoint->tokenizer.encode(prompt.empty() ? "\n" : prompt);
-            // The sampling options are checked before the first token, not at it.
-            sample_token(std::vector<float>{0.0f}, o.sampling,
-                         *std::make_unique<std::mt19937_64>());
             return Generation{g.checkpoint,
                               std::make_unique<Generator>(g.checkpoint->model, std::move(ids), o),
                               max_new_tokens};

@@ -61,15 +61,23 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache)
   return logits;
 }
 
-int64_t sample_token(std::span<const float> logits, const SamplingOptions& options,
-                     std::mt19937_64& rng) {
-  const int64_t n = static_cast<int64_t>(logits.size());
-  ATTN_CHECK(n >= 1, "sample_token: no logits");
+namespace {
+
+void check_sampling(const SamplingOptions& options) {
   ATTN_CHECK(options.temperature >= 0.0f && std::isfinite(options.temperature),
              "sample_token: temperature must be >= 0, got ", options.temperature);
   ATTN_CHECK(options.top_k >= 0, "sample_token: top_k must be >= 0, got ", options.top_k);
   ATTN_CHECK(options.top_p > 0.0f && options.top_p <= 1.0f,
              "sample_token: top_p must be in (0, 1], got ", options.top_p);
+}
+
+}  // namespace
+
+int64_t sample_token(std::span<const float> logits, const SamplingOptions& options,
+                     std::mt19937_64& rng) {
+  const int64_t n = static_cast<int64_t>(logits.size());
+  ATTN_CHECK(n >= 1, "sample_token: no logits");
+  check_sampling(options);
   for (int64_t i = 0; i < n; ++i) {
     ATTN_CHECK(std::isfinite(logits[static_cast<size_t>(i)]), "sample_token: logit ", i, " is ",
                logits[static_cast<size_t>(i)]);
@@ -114,6 +122,7 @@ int64_t sample_token(std::span<const float> logits, const SamplingOptions& optio
 Generator::Generator(const Gpt& model, std::vector<int64_t> prompt, const GenerateOptions& options)
     : model_(model), options_(options), tokens_(std::move(prompt)), rng_(options.seed) {
   ATTN_CHECK(!tokens_.empty(), "generate: the prompt needs at least one token");
+  check_sampling(options_.sampling);  // at the start, not at the first token
   const auto block = static_cast<size_t>(model_.config().block_size);
   if (options_.use_cache) cache_ = model_.make_cache(1);
   start_ = tokens_.size() > block ? tokens_.size() - block : 0;
