@@ -61,6 +61,15 @@ class Cli : public testing::TempDirTest {
     return r;
   }
 
+  // `train` on a tiny model over a small corpus it writes: for the tests of train's behaviour
+  // (not of its learning). The caller adds --out, the iteration counts and its own flags.
+  std::string tiny_train() const {
+    std::ofstream(path("corpus.txt")) << std::string(3000, 'a') + "the quick brown fox\n";
+    return "train --corpus " + path("corpus.txt") +
+           " --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 --eval-iters 1 "
+           "--threads 1";
+  }
+
   // One readable line on stderr, a non-zero status below 128, and the expected words.
   void expect_error(const std::string& args, const std::string& expected) const {
     const CliResult r = run(args);
@@ -296,10 +305,7 @@ TEST_F(Cli, TrainResumeAndGenerate) {
 // A run's directory is protected, refusals leave nothing behind, the flags' rules name the
 // flags, and --config repeats a run.
 TEST_F(Cli, TrainProtectsRunsNamesFlagsAndRepeatsFromAConfig) {
-  std::ofstream(path("corpus.txt")) << std::string(3000, 'a') + "the quick brown fox\n";
-  const std::string base = "train --corpus " + path("corpus.txt") +
-                           " --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 "
-                           "--max-iters 3 --eval-interval 2 --eval-iters 1 --threads 1";
+  const std::string base = tiny_train() + " --max-iters 3 --eval-interval 2";
   ASSERT_EQ(run(base + " --out " + path("run")).status, 0);
   expect_error(base + " --out " + path("run"),
                "already holds a run; pass --resume to continue it or --force to start over");
@@ -348,11 +354,8 @@ TEST_F(Cli, TrainDrawsAThrottledProgressBarOnATerminal) {
   if (std::system("command -v script >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "util-linux 'script' is not installed, so no terminal can be given to attn";
   }
-  std::ofstream(path("corpus.txt")) << std::string(5000, 'a') + "the quick brown fox\n";
-  const std::string train = std::string(ATTN_CLI_PATH) + " train --corpus " + path("corpus.txt") +
-                            " --out " + path("run") +
-                            " --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 "
-                            "--max-iters 300 --eval-interval 1000 --eval-iters 1 --threads 1";
+  const std::string train = std::string(ATTN_CLI_PATH) + " " + tiny_train() + " --out " +
+                            path("run") + " --max-iters 300 --eval-interval 1000";
   const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(
       std::system(("script -q -e -c '" + train + "' " + path("tty.log") + " >/dev/null").c_str()),
@@ -371,10 +374,7 @@ TEST_F(Cli, TrainDrawsAThrottledProgressBarOnATerminal) {
 // A resumed run redoes the steps after its checkpoint: the rows written past it are dropped, so
 // metrics.csv reads as one run.
 TEST_F(Cli, ResumingDropsTheMetricsWrittenPastTheCheckpoint) {
-  std::ofstream(path("corpus.txt")) << std::string(3000, 'a') + "the quick brown fox\n";
-  const std::string base = "train --corpus " + path("corpus.txt") + " --out " + path("run") +
-                           " --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 "
-                           "--eval-interval 5 --eval-iters 1 --threads 1";
+  const std::string base = tiny_train() + " --out " + path("run") + " --eval-interval 5";
   ASSERT_EQ(run(base + " --max-iters 10").status, 0);
   fs::copy_file(path("run/checkpoint.safetensors"), path("at10.safetensors"));
   ASSERT_EQ(run(base + " --resume --max-iters 14").status, 0);
@@ -392,10 +392,8 @@ TEST_F(Cli, ResumingDropsTheMetricsWrittenPastTheCheckpoint) {
 // A SIGKILL during a checkpoint write leaves NAME.tmp-PID; the next run in that directory removes
 // it (and only temporaries of processes that no longer run).
 TEST_F(Cli, TrainRemovesTemporariesOfAKilledRun) {
-  std::ofstream(path("corpus.txt")) << std::string(3000, 'a') + "the quick brown fox\n";
-  const std::string base = "train --corpus " + path("corpus.txt") + " --out " + path("run") +
-                           " --n-layer 1 --n-embd 16 --n-head 2 --block-size 8 --batch-size 2 "
-                           "--max-iters 2 --eval-interval 1 --eval-iters 1 --threads 1";
+  const std::string base =
+      tiny_train() + " --out " + path("run") + " --max-iters 2 --eval-interval 1";
   ASSERT_EQ(run(base).status, 0);
   long dead = 4000000;  // a pid no process has: probe downwards for one
   while (::kill(static_cast<pid_t>(dead), 0) == 0 || errno != ESRCH) --dead;
