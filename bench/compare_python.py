@@ -11,23 +11,12 @@ where it would build T×T matrices too large for this machine. Times are medians
 import argparse
 import json
 import os
-import statistics
 import subprocess
-import time
 
 import numpy as np
 
 import attn
-
-
-def median_ms(fn, runs):
-    fn()  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+from compare import median_ms  # bench/compare.py: a warm-up, then the median of runs
 
 
 def numpy_causal(q, k, v):
