@@ -50,13 +50,13 @@ TEST(Heatmap, RowAndAbsoluteScales) {
                                   "scale must be global, row or absolute, got 'log'"));
 }
 
-// 10 × 10 identity into at most 4 columns: factor 3, a 4 × 4 map whose diagonal survives (each
-// cell the largest of its block), labels the first of each block, and a note.
+// 10 × 10 identity into a 9-column terminal (4 cells): factor 3, a 4 × 4 map whose diagonal
+// survives (each cell the largest of its block), labels the first of each block, and a note.
 TEST(Heatmap, DownSamplesWideMatricesKeepingTheirPeaks) {
   Tensor eye({10, 10});
   for (int64_t i = 0; i < 10; ++i) eye.at({i, i}) = 1.0f;
   HeatmapOptions o;
-  o.max_columns = 4;
+  o.max_width = 9;  // 4 cells of 2 characters, the last column left free
   for (int i = 0; i < 10; ++i)
     o.column_labels.push_back(std::string(1, static_cast<char>('a' + i)));
   const auto out = lines(heatmap_ascii(eye, o));
@@ -66,7 +66,7 @@ TEST(Heatmap, DownSamplesWideMatricesKeepingTheirPeaks) {
   EXPECT_EQ(out[4], "      ██");
   EXPECT_EQ(out[6],
             "down-sampled 3×: each cell is the largest of a 3 × 3 block of the 10 × 10 weights");
-  o.max_columns = 10;  // fits: unchanged, no note
+  o.max_width = 21;  // fits: unchanged, no note
   EXPECT_EQ(lines(heatmap_ascii(eye, o)).size(), 1u + 10u + 1u);
 }
 

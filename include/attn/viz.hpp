@@ -23,10 +23,12 @@ struct HeatmapOptions {
   HeatmapScale scale = HeatmapScale::kGlobal;
   float vmin = 0.0f;  // kGlobal only
   std::optional<float> vmax;
-  // > 0: a matrix with more columns is down-sampled by the smallest whole factor f that fits,
-  // on both axes: each cell shows the largest value of an f × f block (a thin diagonal stays
-  // visible), each label is its block's first; a note line says so.
-  int64_t max_columns = 0;
+  // > 0: the map, row labels included, fits in this many terminal columns with the last one
+  // left free (terminals wrap there): a matrix with more cells than fit is down-sampled by the
+  // smallest whole factor f that fits, on both axes: each cell shows the largest value of an
+  // f × f block (a thin diagonal stays visible), each label is its block's first; a note line
+  // says so.
+  int64_t max_width = 0;
 };
 
 // An ASCII heat map of a (rows, cols) matrix, one text line per row, two characters per

@@ -121,7 +121,7 @@ file `attn bpe train` writes). Byte level: decode(encode(b)) == b for any bytes 
   m.def(
       "heatmap",
       [](const py::handle& weights, std::optional<std::vector<std::string>> tokens,
-         const std::string& scale, int64_t max_columns) {
+         const std::string& scale, int64_t max_width) {
         HeatmapOptions o;
         const Tensor w = to_tensor(weights, "weights");
         if (tokens) {
@@ -131,14 +131,15 @@ file `attn bpe train` writes). Byte level: decode(encode(b)) == b for any bytes 
           }
         }
         o.scale = heatmap_scale_from_string(scale);
-        o.max_columns = max_columns;
+        o.max_width = max_width;
         return heatmap_ascii(w, o);
       },
-      R"(heatmap(weights, tokens=None, scale="global", max_columns=0) -> str
+      R"(heatmap(weights, tokens=None, scale="global", max_width=0) -> str
 
 The ASCII heat map of a (Tq, Tk) weights matrix: rows = queries, columns = keys, token labels
-on both axes (the queries are the last Tq tokens). scale: global, row or absolute.)",
-      "weights"_a, "tokens"_a = py::none(), "scale"_a = "global", "max_columns"_a = 0);
+on both axes (the queries are the last Tq tokens). scale: global, row or absolute.
+max_width > 0: fit that many terminal columns, down-sampling a wider map.)",
+      "weights"_a, "tokens"_a = py::none(), "scale"_a = "global", "max_width"_a = 0);
 }
 
 }  // namespace attn::python

@@ -81,13 +81,17 @@ std::string heatmap_ascii(const Tensor& matrix, const HeatmapOptions& options) {
   const int64_t rows = matrix.dim(0), cols = matrix.dim(1);
   check_labels(options.row_labels, rows, "row");
   check_labels(options.column_labels, cols, "column");
-  ATTN_CHECK(options.max_columns >= 0, "heatmap: max_columns must be >= 0, got ",
-             options.max_columns);
+  ATTN_CHECK(options.max_width >= 0, "heatmap: max_width must be >= 0, got ", options.max_width);
   const std::vector<float> all = matrix.to_vector();
   for (float v : all) ATTN_CHECK(std::isfinite(v), "heatmap: the matrix holds ", v);
-  const int64_t f = options.max_columns > 0 && cols > options.max_columns
-                        ? (cols + options.max_columns - 1) / options.max_columns
-                        : 1;
+  // Two characters a cell after the row labels' margin (measured as it is drawn, in code points).
+  size_t widest_row_label = 0;
+  for (const auto& label : options.row_labels) {
+    widest_row_label = std::max(widest_row_label, code_points(label).size());
+  }
+  const auto margin_width = static_cast<int64_t>(widest_row_label + (widest_row_label > 0 ? 1 : 0));
+  const int64_t fit = std::max<int64_t>(1, (options.max_width - margin_width - 1) / 2);
+  const int64_t f = options.max_width > 0 && cols > fit ? (cols + fit - 1) / fit : 1;
   const Pooled p = pool(all, rows, cols, f, options);
   const float largest = *std::max_element(p.values.begin(), p.values.end());
   const bool absolute = options.scale == HeatmapScale::kAbsolute;

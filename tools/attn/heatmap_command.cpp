@@ -100,13 +100,7 @@ void run_heatmap(const HeatmapArgs& args) {
     options.column_labels = words;
     options.row_labels.assign(words.end() - tq, words.end());
   }
-  // Two characters a cell after the row labels' margin.
-  const int64_t width = args.width < 0 ? terminal_width() : args.width;
-  if (width > 0) {
-    size_t margin = 0;
-    for (const std::string& label : options.row_labels) margin = std::max(margin, label.size());
-    options.max_columns = std::max<int64_t>(1, (width - static_cast<int64_t>(margin) - 1) / 2);
-  }
+  options.max_width = args.width < 0 ? terminal_width() : args.width;
   std::fputs(heatmap_ascii(matrix, options).c_str(), stdout);
 }
 
