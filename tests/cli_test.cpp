@@ -805,6 +805,28 @@ TEST_F(Cli, FifosAndDevicesNeitherHangNorReadForever) {
   EXPECT_EQ(bpe.status, 1) << bpe.err;
 }
 
+// The weights array is sized before any work: 70000 × 70000 floats (18 GiB) cannot be a .npy
+// file here, whatever the machine; before, it computed for a minute, then failed with a bare
+// std::bad_alloc. No output file is written.
+TEST_F(Cli, WeightsAreSizedBeforeAnyWork) {
+  write_npy(path("q.npy"), rand_normal({70000, 1}, 1));
+  const std::string args = "sdpa --q " + path("q.npy") + " --k " + path("q.npy") + " --v " +
+                           path("q.npy") + " --out " + path("o.npy") + " --weights " +
+                           path("w.npy");
+  expect_error(args,
+               "--weights (70000 rows × 70000 keys) would be 18.3 GiB, more than the 16.0 "
+               "GiB a .npy file may hold here");
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+  write_npy(path("x.npy"), rand_normal({1, 70000, 2}, 2));
+  write_npy(path("w2.npy"), rand_normal({2, 2}, 3));
+  const std::string w =
+      " --wq " + path("w2.npy") + " --wk " + path("w2.npy") + " --wv " + path("w2.npy");
+  expect_error("mha --x " + path("x.npy") + w + " --heads 2 --out " + path("o.npy") +
+                   " --weights " + path("w.npy"),
+               "--weights (2 heads × 70000 rows × 70000 keys) would be 36.5 GiB");
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+}
+
 TEST_F(Cli, RejectsNonFiniteInputs) {
   Tensor q = rand_normal({3, 4}, 8);
   q.at({1, 2}) = std::nanf("");

@@ -227,7 +227,7 @@ TEST_F(Npy, WholeFileReads) {
   for (int i = 0; i < 40000; ++i) bytes += static_cast<char>(i * 7 + i / 256);
   for (const std::string& contents : {std::string(), std::string("\0x\n", 3), bytes}) {
     std::ofstream(path("f.bin"), std::ios::binary) << contents;
-    EXPECT_EQ(read_whole_file(path("f.bin")), contents);
+    EXPECT_EQ(read_whole_file(path("f.bin"), kMaxNpyBytes), contents);
   }
   EXPECT_EQ(read_whole_file(path("f.bin"), bytes.size()), bytes);
   EXPECT_TRUE(ThrowsWith([&] { read_whole_file(path("f.bin"), bytes.size() - 1); },
@@ -247,6 +247,40 @@ TEST_F(Npy, WholeFileReads) {
     }
     ::close(ends[0]);
   }
+}
+
+// The header is read and checked first: a file whose size disagrees with it is refused before
+// its data is read (here a sparse 20 GiB file, which reading would take minutes and 20 GiB), and
+// a pipe is read only as far as the header promises.
+TEST_F(Npy, HeaderIsCheckedBeforeTheData) {
+  Tensor t({4});
+  write_npy(path("small.npy"), t);
+  ASSERT_EQ(::truncate(path("small.npy").c_str(), off_t{20} << 30), 0);
+  EXPECT_TRUE(ThrowsWith([&] { read_npy(path("small.npy")); }, "(trailing bytes)"));
+
+  // A header promising 32 GiB: refused from the header alone, while the writer still holds
+  // the pipe open (reading on would wait for ever).
+  std::string header = npy_bytes(t).substr(0, 128);
+  const size_t shape_at = header.find("(4,)");
+  ASSERT_NE(shape_at, std::string::npos);
+  header.replace(shape_at, 4, "(8589934592,)");  // 2^33 floats
+  header.erase(header.rfind(' '), 9);            // the same header length, ending in '\n'
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  ASSERT_EQ(::write(ends[1], header.data(), header.size()), static_cast<ssize_t>(header.size()));
+  const std::string pipe_path = "/proc/self/fd/" + std::to_string(ends[0]);
+  EXPECT_TRUE(ThrowsWith([&] { read_npy(pipe_path); }, "at most 17179869184 (16 GiB) are read"));
+  ::close(ends[0]);
+  ::close(ends[1]);
+
+  // A pipe that goes on past the data the header promised.
+  const std::string image = npy_bytes(t) + "extra";
+  ASSERT_EQ(::pipe(ends), 0);
+  ASSERT_EQ(::write(ends[1], image.data(), image.size()), static_cast<ssize_t>(image.size()));
+  ::close(ends[1]);
+  EXPECT_TRUE(ThrowsWith([&] { read_npy("/proc/self/fd/" + std::to_string(ends[0])); },
+                         "(trailing bytes)"));
+  ::close(ends[0]);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // safetensors I/O: round trips with metadata, the dtypes other writers use, a file laid out by
 // hand as the format's specification describes, and a clear error for every malformed file.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -111,6 +112,41 @@ TEST_F(Safetensor, BrokenFilesFailClearly) {
   std::string huge(8, '\xff');
   EXPECT_TRUE(ThrowsWith([&] { parse_safetensors(huge + "{}", "h"); }, "does not fit"));
   EXPECT_TRUE(ThrowsWith([&] { read_safetensors(path("absent.safetensors")); }, "cannot open"));
+}
+
+// The length and the header are read and checked first: a file whose size disagrees with them
+// is refused before the data is read (a sparse 20 GiB file here), and a pipe is read only as far
+// as the header promises, so a writer that never stops cannot make the reader wait or grow.
+TEST_F(Safetensor, HeaderIsCheckedBeforeTheData) {
+  const std::string header = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::ofstream(path("sparse.safetensors"), std::ios::binary) << image(header, bytes_of({1, 2}));
+  ASSERT_EQ(::truncate(path("sparse.safetensors").c_str(), off_t{20} << 30), 0);
+  EXPECT_TRUE(ThrowsWith([&] { read_safetensors(path("sparse.safetensors")); },
+                         "the header's tensors need 8 data bytes but the file has"));
+  ASSERT_EQ(
+      ::truncate(path("sparse.safetensors").c_str(), static_cast<off_t>(8 + header.size() + 4)), 0);
+  EXPECT_TRUE(ThrowsWith([&] { read_safetensors(path("sparse.safetensors")); }, "(truncated)"));
+
+  const std::string lying =
+      image(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", bytes_of({1, 2})) +
+      "and more";
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  ASSERT_EQ(::write(ends[1], lying.data(), lying.size()), static_cast<ssize_t>(lying.size()));
+  // The write end stays open: the reader must stop at the data's end plus one byte.
+  EXPECT_TRUE(ThrowsWith([&] { read_safetensors("/proc/self/fd/" + std::to_string(ends[0])); },
+                         "cover 8 of the 9 data bytes"));
+  ::close(ends[0]);
+  ::close(ends[1]);
+
+  const std::string huge =
+      image(R"({"x":{"dtype":"F32","shape":[17179869184,2],"data_offsets":[0,137438953472]}})", "");
+  ASSERT_EQ(::pipe(ends), 0);
+  ASSERT_EQ(::write(ends[1], huge.data(), huge.size()), static_cast<ssize_t>(huge.size()));
+  EXPECT_TRUE(ThrowsWith([&] { read_safetensors("/proc/self/fd/" + std::to_string(ends[0])); },
+                         "at most 68719476736 (64 GiB) are read"));
+  ::close(ends[0]);
+  ::close(ends[1]);
 }
 
 TEST_F(Safetensor, RandomMutationsNeverCrash) {

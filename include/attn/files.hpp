@@ -31,6 +31,20 @@ class InputFile {
   std::optional<uint64_t> size_;
 };
 
+// The most bytes each reader takes. A regular file longer than its limit is refused before
+// anything is read; a pipe or standard input is read up to the limit and refused past it.
+// docs/cli.md lists them beside the commands that read each kind of file.
+inline constexpr uint64_t kMaxNpyBytes = uint64_t{16} << 30;          // .npy arrays: 16 GiB
+inline constexpr uint64_t kMaxSafetensorsBytes = uint64_t{64} << 30;  // checkpoints: 64 GiB
+inline constexpr uint64_t kMaxTokenizerBytes = uint64_t{1} << 30;     // tokenizer JSON: 1 GiB
+inline constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 30;        // a corpus read whole: 1 GiB
+inline constexpr uint64_t kMaxPromptBytes = uint64_t{64} << 20;       // a prompt file: 64 MiB
+inline constexpr uint64_t kMaxConfigBytes = uint64_t{1} << 20;        // an option file: 1 MiB
+
+// Up to n more bytes of file (fewer only at its end); attn::Error naming `name` when a read
+// fails. The readers take a header this way and check it before reading the rest.
+std::string read_bytes(std::FILE* file, uint64_t n, const std::string& name);
+
 // Hands what is left of file to consume, 16 KiB at a time, in order; attn::Error naming `name`
 // when a read fails.
 void read_chunks(std::FILE* file, const std::string& name,
@@ -38,7 +52,7 @@ void read_chunks(std::FILE* file, const std::string& name,
 
 // The bytes of a file, read into one allocation when its size is known; attn::Error naming
 // the file when it is missing, a directory, unreadable or longer than max_bytes.
-std::string read_whole_file(const std::string& path, uint64_t max_bytes = UINT64_MAX);
+std::string read_whole_file(const std::string& path, uint64_t max_bytes);
 
 // Writes to "<path>.tmp-<pid>" and renames it over `path`, so a crash or a full disk never
 // leaves a half-written file under the real name. Throws attn::Error naming the file.

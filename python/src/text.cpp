@@ -20,7 +20,8 @@ std::string corpus_text(const py::handle& corpus) {
   if (py::isinstance<py::bytes>(corpus)) return corpus.cast<std::string>();
   if (py::isinstance<py::str>(corpus)) return corpus.cast<std::string>();
   if (py::hasattr(corpus, "__fspath__")) {
-    return read_whole_file(py::str(corpus.attr("__fspath__")()).cast<std::string>());
+    return read_whole_file(py::str(corpus.attr("__fspath__")()).cast<std::string>(),
+                           kMaxCorpusBytes);
   }
   if (py::isinstance<py::list>(corpus) || py::isinstance<py::tuple>(corpus)) {
     std::string text;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +57,19 @@ InputFile::InputFile(const std::string& path) : file_(nullptr, &std::fclose) {
   struct stat info {};
   file_.reset(open_for_reading(path, info));
   if (S_ISREG(info.st_mode)) size_ = static_cast<uint64_t>(info.st_size);
+}
+
+std::string read_bytes(std::FILE* file, uint64_t n, const std::string& name) {
+  std::string bytes;
+  char chunk[1 << 14];
+  while (bytes.size() < n) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof chunk, n - bytes.size()));
+    const size_t got = std::fread(chunk, 1, want, file);
+    bytes.append(chunk, got);
+    if (got < want) break;
+  }
+  if (std::ferror(file)) throw Error(name + ": read failed: " + std::strerror(errno));
+  return bytes;
 }
 
 void read_chunks(std::FILE* file, const std::string& name,

@@ -28,6 +28,7 @@ static_assert(std::endian::native == std::endian::little, ".npy I/O assumes a li
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
 constexpr int64_t kMaxDim = int64_t{1} << 40;
+constexpr size_t kMaxHeaderBytes = size_t{1} << 20;  // numpy writes tens of bytes
 
 // The three entries of a header dict.
 struct Header {
@@ -290,8 +291,12 @@ bool is_floating(NpyDtype dtype) {
 
 bool is_integer(NpyDtype dtype) { return !is_floating(dtype) && dtype != NpyDtype::kBool; }
 
-NpyArray parse_npy(const std::string& bytes, const std::string& name) {
-  if (bytes.size() < kMagicSize + 4 || bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
+namespace {
+
+// Where the header text starts: after the magic, the version and the header's length field.
+// attn::Error unless bytes (at least 8 of them) begin like a version 1.0 or 2.0 .npy file.
+size_t header_start_of(const std::string& bytes, const std::string& name) {
+  if (bytes.size() < kMagicSize + 2 || bytes.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
     throw Error(name + ": not a .npy file (missing the \\x93NUMPY magic)");
   }
   const int major = static_cast<unsigned char>(bytes[kMagicSize]);
@@ -300,17 +305,40 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
     throw Error(detail::concat(name, ": unsupported .npy version ", major, ".", minor,
                                "; expected 1.0 or 2.0"));
   }
-  const size_t length_size = major == 1 ? 2 : 4;
-  const size_t header_start = kMagicSize + 2 + length_size;
+  return kMagicSize + 2 + (major == 1 ? 2 : 4);
+}
+
+// Where the data starts, given the bytes up to the header's start.
+size_t data_start_of(const std::string& bytes, size_t header_start, const std::string& name) {
   if (bytes.size() < header_start) throw Error(name + ": truncated .npy header");
-  const size_t header_len = read_le(bytes, kMagicSize + 2, length_size);
-  if (header_len > bytes.size() - header_start) {
-    throw Error(detail::concat(name, ": truncated .npy header (claims ", header_len,
-                               " bytes, the file has ", bytes.size() - header_start, " left)"));
+  const size_t header_len = read_le(bytes, kMagicSize + 2, header_start - kMagicSize - 2);
+  if (header_len > kMaxHeaderBytes) {
+    throw Error(detail::concat(name, ": .npy header of ", header_len, " bytes; at most ",
+                               kMaxHeaderBytes, " are read"));
   }
-  const std::string text = bytes.substr(header_start, header_len);
-  const Header header = HeaderParser(text, name).parse();
-  const NpyDtype dtype = dtype_of(header.descr, name);
+  return header_start + header_len;
+}
+
+struct Layout {
+  Header header;
+  NpyDtype dtype;
+  size_t data_start, data_bytes;
+};
+
+// The header's meaning, from the bytes up to the data (the payload is not needed).
+Layout layout_of(const std::string& bytes, const std::string& name) {
+  Layout layout;
+  const size_t header_start = header_start_of(bytes, name);
+  layout.data_start = data_start_of(bytes, header_start, name);
+  if (layout.data_start > bytes.size()) {
+    throw Error(detail::concat(name, ": truncated .npy header (claims ",
+                               layout.data_start - header_start, " bytes, the file has ",
+                               bytes.size() - header_start, " left)"));
+  }
+  const std::string text = bytes.substr(header_start, layout.data_start - header_start);
+  layout.header = HeaderParser(text, name).parse();
+  const Header& header = layout.header;
+  layout.dtype = dtype_of(header.descr, name);
   if (header.fortran_order) {
     throw Error(name + ": Fortran-order arrays are not supported; save with np.ascontiguousarray");
   }
@@ -318,7 +346,6 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
     throw Error(detail::concat(name, ": rank ", header.shape.size(), " array ",
                                to_string(header.shape), "; expected rank 1 to 4"));
   }
-  // Check the element count against the payload before allocating anything.
   int64_t count = 1;
   for (int64_t d : header.shape) {
     if (d == 0)
@@ -327,19 +354,50 @@ NpyArray parse_npy(const std::string& bytes, const std::string& name) {
       throw Error(name + ": shape " + to_string(header.shape) + " is too large");
     count *= d;
   }
-  const size_t payload = bytes.size() - header_start - header_len;
-  const size_t expected = static_cast<size_t>(count) * item_size(dtype);
-  if (payload != expected) {
+  layout.data_bytes = static_cast<size_t>(count) * item_size(layout.dtype);
+  if (layout.data_bytes > kMaxNpyBytes) {
     throw Error(detail::concat(name, ": shape ", to_string(header.shape), " of '", header.descr,
-                               "' needs ", expected, " data bytes but the file has ", payload,
-                               payload < expected ? " (truncated)" : " (trailing bytes)"));
+                               "' is ", layout.data_bytes, " bytes; at most ", kMaxNpyBytes,
+                               " (16 GiB) are read"));
   }
-  NpyArray array{Tensor(header.shape), dtype};
-  convert_payload(bytes.data() + header_start + header_len, dtype, array.values, name);
+  return layout;
+}
+
+// attn::Error unless `have` data bytes are what the header needs.
+void check_data_size(const Layout& layout, uint64_t have, const std::string& name) {
+  if (have == layout.data_bytes) return;
+  throw Error(detail::concat(name, ": shape ", to_string(layout.header.shape), " of '",
+                             layout.header.descr, "' needs ", layout.data_bytes,
+                             " data bytes but the file has ", have,
+                             have < layout.data_bytes ? " (truncated)" : " (trailing bytes)"));
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::string& bytes, const std::string& name) {
+  // Every size is checked against the payload before anything is allocated.
+  const Layout layout = layout_of(bytes, name);
+  check_data_size(layout, bytes.size() - layout.data_start, name);
+  NpyArray array{Tensor(layout.header.shape), layout.dtype};
+  convert_payload(bytes.data() + layout.data_start, layout.dtype, array.values, name);
   return array;
 }
 
-NpyArray read_npy(const std::string& path) { return parse_npy(read_whole_file(path), path); }
+// The header first, checked, then exactly the data it promises (a regular file's size is
+// checked before the data is read; a pipe that goes on past it is refused).
+NpyArray read_npy(const std::string& path) {
+  const InputFile input(path);
+  std::string bytes = read_bytes(input.get(), kMagicSize + 2, path);
+  const size_t header_start = header_start_of(bytes, path);
+  bytes += read_bytes(input.get(), header_start - bytes.size(), path);
+  const size_t data_start = data_start_of(bytes, header_start, path);
+  bytes += read_bytes(input.get(), data_start - bytes.size(), path);
+  const Layout layout = layout_of(bytes, path);
+  if (input.size())
+    check_data_size(layout, *input.size() - std::min<uint64_t>(*input.size(), data_start), path);
+  bytes += read_bytes(input.get(), layout.data_bytes + 1, path);
+  return parse_npy(bytes, path);
+}
 
 std::string npy_bytes(const Tensor& t) { return npy_image(t, NpyDtype::kFloat32); }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
@@ -191,8 +192,54 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& name)
   return result;
 }
 
+namespace {
+
+// The size of the data section the header promises: the largest end offset (the tensors must
+// tile it). Nothing when the header is not a JSON object: parse_safetensors says what is wrong.
+std::optional<uint64_t> promised_data_bytes(const std::string& header_text) {
+  const json header = json::parse(header_text, nullptr, /*allow_exceptions=*/false);
+  uint64_t end = 0;
+  if (!header.is_object()) return std::nullopt;
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey || !value.is_object() || !value.contains("data_offsets")) continue;
+    const json& offsets = value["data_offsets"];
+    if (offsets.is_array() && offsets.size() == 2 && offsets[1].is_number_unsigned()) {
+      end = std::max(end, offsets[1].get<uint64_t>());
+    }
+  }
+  return end;
+}
+
+}  // namespace
+
+// The length and the header first, checked against the file's size (or, for a pipe, against
+// the limit), then the data: a lying header is refused before the data is read.
 Safetensors read_safetensors(const std::string& path) {
-  return parse_safetensors(read_whole_file(path), path);
+  const InputFile input(path);
+  const std::optional<uint64_t> size = input.size();
+  ATTN_CHECK(!size || *size <= kMaxSafetensorsBytes, path, ": ", *size, " bytes; at most ",
+             kMaxSafetensorsBytes, " (64 GiB) are read");
+  std::string bytes = read_bytes(input.get(), 8, path);
+  if (bytes.size() == 8) {
+    const uint64_t header_bytes = read_u64(bytes);
+    ATTN_CHECK(header_bytes <= kMaxHeaderBytes && (!size || header_bytes <= *size - 8), path,
+               ": not a safetensors file: its header length ", header_bytes,
+               size ? " does not fit the " + std::to_string(*size) + "-byte file"
+                    : " is more than the 100 MiB a header may have");
+    bytes += read_bytes(input.get(), header_bytes, path);
+    const std::optional<uint64_t> data = promised_data_bytes(bytes.substr(8));
+    if (data && size) {
+      const uint64_t left = *size - 8 - header_bytes;
+      ATTN_CHECK(*data == left, path, ": the header's tensors need ", *data,
+                 " data bytes but the file has ", left, *data > left ? " (truncated)" : "");
+      bytes += read_bytes(input.get(), left, path);
+    } else if (data) {  // a pipe: what the header promises and one byte more, to tell trailing data
+      ATTN_CHECK(*data <= kMaxSafetensorsBytes, path, ": the header's tensors need ", *data,
+                 " bytes; at most ", kMaxSafetensorsBytes, " (64 GiB) are read");
+      bytes += read_bytes(input.get(), *data + 1, path);
+    }
+  }
+  return parse_safetensors(bytes, path);
 }
 
 std::string safetensors_image(const std::vector<std::pair<std::string, Tensor>>& tensors,

@@ -27,7 +27,6 @@ using nlohmann::json;
 
 constexpr const char* kFormat = "attn-bpe";
 constexpr int64_t kVersion = 1;
-constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
 
 using detail::JsonField;
 using detail::JsonNumber;
@@ -187,7 +186,7 @@ void BpeTokenizer::save(const std::string& path) const {
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
   std::string text;
   try {
-    text = read_whole_file(path, kMaxFileBytes);
+    text = read_whole_file(path, kMaxTokenizerBytes);
   } catch (const Error& e) {
     throw Error(detail::concat("bpe: ", e.what()));
   }

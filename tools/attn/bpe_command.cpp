@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attn/error.hpp"
+#include "attn/files.hpp"
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"
 #include "commands.hpp"
@@ -35,7 +36,7 @@ struct TrainArgs {
 
 void run_train(TrainArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
-  const std::string corpus = read_input(args.corpus);
+  const std::string corpus = read_input(args.corpus, kMaxCorpusBytes);
   ProgressBar bar;
   const Clock::time_point start = Clock::now();
   const BpeTokenizer t =

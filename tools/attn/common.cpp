@@ -61,6 +61,42 @@ void check_one_stdout(const std::string& a, const std::string& b) {
   ATTN_CHECK(a != "-" || b != "-", "only one output can be '-' (standard output)");
 }
 
+namespace {
+
+// MemAvailable of /proc/meminfo in bytes; nothing when it cannot be read.
+std::optional<uint64_t> available_memory() {
+  std::FILE* meminfo = std::fopen("/proc/meminfo", "r");
+  if (meminfo == nullptr) return std::nullopt;
+  char line[256];
+  std::optional<uint64_t> bytes;
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, meminfo) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) bytes = uint64_t{kib} << 10;
+  }
+  std::fclose(meminfo);
+  return bytes;
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(uint64_t{1} << 30));
+  return text;
+}
+
+}  // namespace
+
+void check_output_size(const std::string& what, double numel) {
+  const double bytes = numel * sizeof(float);
+  ATTN_CHECK(bytes <= static_cast<double>(kMaxNpyBytes), what, " would be ", gib(bytes),
+             ", more than the ", gib(static_cast<double>(kMaxNpyBytes)),
+             " a .npy file may hold here");
+  const std::optional<uint64_t> available = available_memory();
+  // The array, and its .npy image written from it.
+  ATTN_CHECK(!available || 2 * bytes <= static_cast<double>(*available), what, " would need ",
+             gib(2 * bytes), " of memory (the array and its .npy image); ",
+             gib(static_cast<double>(available.value_or(0))), " are available");
+}
+
 void write_results(const std::string& out_path, const Tensor& output,
                    const std::string& weights_path, const Tensor& weights) {
   check_one_stdout(out_path, weights_path);
@@ -87,10 +123,14 @@ void read_chunks(const std::string& path, const std::function<void(std::string_v
   attn::read_chunks(input ? input->get() : stdin, path == "-" ? "standard input" : path, consume);
 }
 
-std::string read_input(const std::string& path) {
-  if (path != "-") return read_whole_file(path);
+std::string read_input(const std::string& path, uint64_t max_bytes) {
+  if (path != "-") return read_whole_file(path, max_bytes);
   std::string text;
-  read_chunks(path, [&](std::string_view chunk) { text.append(chunk); });
+  read_chunks(path, [&](std::string_view chunk) {
+    text.append(chunk);
+    ATTN_CHECK(text.size() <= max_bytes, "standard input: longer than the ", max_bytes,
+               " bytes it may have here");
+  });
   return text;
 }
 

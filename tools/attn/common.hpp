@@ -13,8 +13,9 @@
 
 namespace attn::cli {
 
-// The whole of a file, or of standard input for "-"; attn::Error when it cannot be read.
-std::string read_input(const std::string& path);
+// The whole of a file, or of standard input for "-"; attn::Error when it cannot be read or
+// is longer than max_bytes (one of the limits of attn/files.hpp).
+std::string read_input(const std::string& path, uint64_t max_bytes);
 // The same bytes, handed to consume 16 KiB at a time, in order (memory stays bounded).
 void read_chunks(const std::string& path, const std::function<void(std::string_view)>& consume);
 
@@ -28,6 +29,12 @@ Mask load_mask(const std::string& path);
 void write_output(const std::string& path, const std::string& bytes);
 // attn::Error when both are "-": one stream cannot carry two files.
 void check_one_stdout(const std::string& a, const std::string& b);
+
+// attn::Error before any work when an array a command would write, of `numel` floats (a double: the
+// product of the dims cannot overflow), cannot
+// be: more than a .npy file may hold (kMaxNpyBytes), or more than the memory available for it
+// and its .npy image. `what` names it in the message, e.g. "--weights (1, 16, 65536, 65536)".
+void check_output_size(const std::string& what, double numel);
 
 // Writes the output (and, when weights_path is not empty, the weights) as .npy files, "-"
 // meaning standard output, and prints one line per file written (to stderr when an array

@@ -47,7 +47,7 @@ std::vector<std::string> expand_config(const CLI::App& command, std::vector<std:
     }
   }
   if (path.empty()) return args;
-  const std::string text = read_whole_file(path, 1 << 20);
+  const std::string text = read_whole_file(path, kMaxConfigBytes);
   size_t line_start = 0;
   for (int line = 1; line_start < text.size(); ++line) {
     size_t end = text.find('\n', line_start);

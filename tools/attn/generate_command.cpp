@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attn/error.hpp"
+#include "attn/files.hpp"
 #include "attn/threads.hpp"
 #include "attn/train.hpp"
 #include "commands.hpp"
@@ -35,7 +36,8 @@ void run_generate(GenerateArgs& args) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) path += "/checkpoint.safetensors";
   const Checkpoint ckpt = load_checkpoint(path);
-  const std::string text = args.prompt_file.empty() ? args.prompt : read_input(args.prompt_file);
+  const std::string text =
+      args.prompt_file.empty() ? args.prompt : read_input(args.prompt_file, kMaxPromptBytes);
   ATTN_CHECK(args.prompt_file.empty() || !text.empty(), args.prompt_file, ": the prompt is empty");
   const std::vector<int64_t> prompt = ckpt.tokenizer.encode(text.empty() ? "\n" : text);
   args.options.use_cache = !args.no_cache;

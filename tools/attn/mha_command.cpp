@@ -37,9 +37,18 @@ void run_mha(const MhaArgs& args) {
   extras.bv = optional(args.bv);
   extras.bo = optional(args.bo);
   extras.rope = args.rope;
+  const Tensor x = load_finite(args.x);
+  // The weights are (B, heads, T, T), sized before any work.
+  if (options.return_weights && x.rank() >= 2) {
+    const int64_t t = x.shape()[x.rank() - 2], rows = x.numel() / x.shape().back();
+    check_output_size(
+        "--weights (" + std::to_string(args.heads) + " heads × " + std::to_string(rows) +
+            " rows × " + std::to_string(t) + " keys)",
+        static_cast<double>(args.heads) * static_cast<double>(rows) * static_cast<double>(t));
+  }
   const MhaResult result =
-      mha_with(args.impl, load_finite(args.x), load_finite(args.wq), load_finite(args.wk),
-               load_finite(args.wv), optional(args.wo), args.heads, options, extras);
+      mha_with(args.impl, x, load_finite(args.wq), load_finite(args.wk), load_finite(args.wv),
+               optional(args.wo), args.heads, options, extras);
   write_results(args.out, result.output, args.weights, result.weights);
 }
 

@@ -28,8 +28,15 @@ void run_sdpa(const SdpaArgs& args) {
   options.scale = args.scale;
   options.return_weights = !args.weights.empty();
   if (!args.mask.empty()) options.mask = load_mask(args.mask);
-  const SdpaResult result =
-      sdpa_with(args.impl, load_finite(args.q), load_finite(args.k), load_finite(args.v), options);
+  const Tensor q = load_finite(args.q), k = load_finite(args.k), v = load_finite(args.v);
+  // The weights are (…, Tq, Tk): one float per query row and key, sized before any work.
+  if (options.return_weights && q.rank() >= 2 && k.rank() >= 2) {
+    const int64_t rows = q.numel() / q.shape().back();
+    check_output_size("--weights (" + std::to_string(rows) + " rows × " +
+                          std::to_string(k.shape()[k.rank() - 2]) + " keys)",
+                      static_cast<double>(rows) * static_cast<double>(k.shape()[k.rank() - 2]));
+  }
+  const SdpaResult result = sdpa_with(args.impl, q, k, v, options);
   write_results(args.out, result.output, args.weights, result.weights);
 }
 

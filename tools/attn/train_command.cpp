@@ -82,7 +82,7 @@ Tokenizer make_tokenizer(const TrainArgs& args, const std::string& corpus) {
     o.byte_level = true;
     return BpeTokenizer::train(corpus, o);
   }
-  return Tokenizer::from_json(read_input(args.tokenizer));
+  return Tokenizer::from_json(read_input(args.tokenizer, kMaxTokenizerBytes));
 }
 
 // A resumed run redoes the steps after its checkpoint: the rows a crashed or interrupted run
@@ -139,7 +139,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   if (args.threads > 0) set_num_threads(args.threads);
   if (!args.resume) check_model_flags(args);
   check_out_dir(args);
-  const std::string corpus = read_input(args.corpus);
+  const std::string corpus = read_input(args.corpus, kMaxCorpusBytes);
   const std::string ckpt = checkpoint_path(args.out);
 
   std::optional<Tokenizer> tokenizer;
