@@ -234,18 +234,14 @@ TEST_F(Npy, WholeFileReads) {
                          "40000 bytes, more than the 39999 this file may have"));
   // A pipe has no size: the whole of it is read, and the limit is found by reading.
   for (const uint64_t limit : {uint64_t{3000}, uint64_t{1000}}) {
-    int ends[2];
-    ASSERT_EQ(::pipe(ends), 0);
-    ASSERT_EQ(::write(ends[1], bytes.data(), 3000), 3000);  // fits in the pipe's buffer
-    ::close(ends[1]);
-    const std::string pipe_path = "/proc/self/fd/" + std::to_string(ends[0]);
+    testing::Pipe pipe(bytes.substr(0, 3000));
+    pipe.close_writer();
     if (limit == 3000) {
-      EXPECT_EQ(read_whole_file(pipe_path, limit), bytes.substr(0, 3000));
+      EXPECT_EQ(read_whole_file(pipe.path(), limit), bytes.substr(0, 3000));
     } else {
       EXPECT_TRUE(
-          ThrowsWith([&] { read_whole_file(pipe_path, limit); }, "longer than the 1000 bytes"));
+          ThrowsWith([&] { read_whole_file(pipe.path(), limit); }, "longer than the 1000 bytes"));
     }
-    ::close(ends[0]);
   }
 }
 
@@ -264,23 +260,13 @@ TEST_F(Npy, HeaderIsCheckedBeforeTheData) {
   const size_t shape_at = header.find("(4,)");
   ASSERT_NE(shape_at, std::string::npos);
   header.replace(shape_at, 4, "(8589934592,)");  // 2^33 floats
-  header.erase(header.rfind(' '), 9);            // the same header length, ending in '\n'
-  int ends[2];
-  ASSERT_EQ(::pipe(ends), 0);
-  ASSERT_EQ(::write(ends[1], header.data(), header.size()), static_cast<ssize_t>(header.size()));
-  const std::string pipe_path = "/proc/self/fd/" + std::to_string(ends[0]);
-  EXPECT_TRUE(ThrowsWith([&] { read_npy(pipe_path); }, "at most 17179869184 (16 GiB) are read"));
-  ::close(ends[0]);
-  ::close(ends[1]);
+  header.erase(header.rfind('\n') - 9, 9);       // 9 spaces of padding fewer: the same length
+  EXPECT_TRUE(ThrowsWith([&] { read_npy(testing::Pipe(header).path()); },
+                         "at most 17179869184 (16 GiB) are read"));
 
   // A pipe that goes on past the data the header promised.
-  const std::string image = npy_bytes(t) + "extra";
-  ASSERT_EQ(::pipe(ends), 0);
-  ASSERT_EQ(::write(ends[1], image.data(), image.size()), static_cast<ssize_t>(image.size()));
-  ::close(ends[1]);
-  EXPECT_TRUE(ThrowsWith([&] { read_npy("/proc/self/fd/" + std::to_string(ends[0])); },
+  EXPECT_TRUE(ThrowsWith([&] { read_npy(testing::Pipe(npy_bytes(t) + "extra").path()); },
                          "(trailing bytes)"));
-  ::close(ends[0]);
 }
 
 }  // namespace

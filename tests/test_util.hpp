@@ -68,6 +68,32 @@ inline ::testing::AssertionResult BitwiseEqual(const Tensor& a, const Tensor& b)
   return ::testing::AssertionSuccess();
 }
 
+// A pipe holding `bytes` (at most the pipe's 64 KiB buffer), readable at path(); its write end
+// stays open until close_writer() or the end, so a reader that reads past `bytes` would wait.
+class Pipe {
+ public:
+  explicit Pipe(const std::string& bytes) {
+    if (::pipe(ends_) != 0 ||
+        ::write(ends_[1], bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+      throw std::runtime_error("cannot fill a pipe");
+    }
+  }
+  ~Pipe() {
+    ::close(ends_[0]);
+    close_writer();
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  std::string path() const { return "/proc/self/fd/" + std::to_string(ends_[0]); }
+  void close_writer() {
+    if (ends_[1] >= 0) ::close(ends_[1]);
+    ends_[1] = -1;
+  }
+
+ private:
+  int ends_[2] = {-1, -1};
+};
+
 // Runs fn, expecting attn::Error whose message contains `expected`.
 inline ::testing::AssertionResult ThrowsWith(const std::function<void()>& fn,
                                              const std::string& expected) {
