@@ -208,6 +208,28 @@ TEST(Gpt, ParameterTableTilesTheBufferAndDecaysOnlyBlockMatrices) {
   EXPECT_EQ(model.parameter("ln_f.weight").to_vector(), std::vector<float>(8, 1.0f));
 }
 
+// parameter_count() is what readers check files against before building a model: it must agree
+// with the table the constructor builds for every kind of layout.
+TEST(Gpt, ParameterCountMatchesTheModelItDescribes) {
+  for (const bool bias : {true, false}) {
+    for (const PositionKind positions :
+         {PositionKind::kLearned, PositionKind::kSinusoidal, PositionKind::kRotary}) {
+      for (const int64_t kv_heads : {0, 1, 2}) {
+        GptConfig c = tiny();
+        c.n_head = 2;
+        c.n_kv_head = kv_heads;
+        c.bias = bias;
+        c.positions = positions;
+        EXPECT_EQ(parameter_count(c), Gpt(c).num_parameters())
+            << "bias " << bias << " positions " << to_string(positions) << " kv " << kv_heads;
+      }
+    }
+  }
+  GptConfig bad = tiny();
+  bad.n_embd = 7;  // not divisible by n_head: the same error as the constructor's
+  EXPECT_THROW(parameter_count(bad), Error);
+}
+
 // A model wide enough that its products and attention split over the threads.
 GptConfig split_config() {
   GptConfig c = tiny();

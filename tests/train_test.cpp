@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "attn/io.hpp"
@@ -285,6 +286,33 @@ TEST_F(Training, BrokenCheckpointsFailClearly) {
   EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(bad_iter, corpus_tokens(tok, 20)); },
                          "non-negative integer"));
   EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(good, corpus_tokens(tok, 21)); }, "corpus differs"));
+  // A NaN among the weights or the moments is named, with its file and tensor, at load time.
+  auto poisoned = [&](const std::string& tensor) {
+    return rewrite("nan_" + tensor, [&](Safetensors& f) {
+      for (auto& [name, t] : f.tensors) {
+        if (name != tensor) continue;
+        t = t.clone();
+        t.data()[3] = std::numeric_limits<float>::quiet_NaN();
+      }
+    });
+  };
+  EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(poisoned("h.0.attn.wqkv")); },
+                         path("nan_h.0.attn.wqkv") +
+                             ": checkpoint: tensor \"h.0.attn.wqkv\" holds nan at flat index 3"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { Trainer::resume(poisoned("optimizer.v.wte"), corpus_tokens(tok, 20)); },
+                 "tensor \"optimizer.v.wte\" holds nan"));
+  // A config that claims a model far larger than the file: refused before it is built (a 2^40-
+  // float model would otherwise be allocated first).
+  const std::string inflated = rewrite("inflated", [](Safetensors& f) {
+    nlohmann::json config = nlohmann::json::parse(f.metadata["config"]);
+    config["n_layer"] = 1024;
+    config["n_embd"] = 32768;
+    f.metadata["config"] = config.dump();
+  });
+  EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(inflated); }, "the config needs 1 × "));
+  EXPECT_TRUE(ThrowsWith([&] { Trainer::resume(inflated, corpus_tokens(tok, 20)); },
+                         "the config needs 3 × "));
   // Written before decay_embeddings existed: resumes, decaying no embedding.
   const std::string older = rewrite("older", [](Safetensors& f) {
     nlohmann::json options = nlohmann::json::parse(f.metadata["train_options"]);

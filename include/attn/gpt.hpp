@@ -55,6 +55,9 @@ void validate(const GptConfig& config);
 std::string to_json(const GptConfig& config);
 // Parses and validates what to_json wrote; attn::Error for anything missing or out of range.
 GptConfig gpt_config_from_json(std::string_view json);
+// The number of floats Gpt(config) holds, computed without allocating them: readers check a
+// file against it before they build the model the file describes.
+int64_t parameter_count(const GptConfig& config);
 std::string to_string(PositionKind kind);  // "learned", "sinusoidal", "rotary"
 PositionKind position_kind_from_string(std::string_view name);
 

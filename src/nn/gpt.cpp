@@ -39,6 +39,18 @@ int64_t add(std::vector<GptParameter>& table, int64_t& size, std::string name, S
 
 }  // namespace
 
+int64_t parameter_count(const GptConfig& config) {
+  validate(config);
+  GptConfig c = config;
+  if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
+  const int64_t d = c.n_embd, width = nn::qkv_width(c), b = c.bias ? 1 : 0;
+  // As the table below: LayerNorms (weight, bias), Wqkv (+ bias), Wo (+ bias), Wfc, Wproj.
+  const int64_t per_layer = 2 * (d + b * d) + d * width + b * width + d * d + b * d + d * 4 * d +
+                            b * 4 * d + 4 * d * d + b * d;
+  const int64_t positions = c.positions == PositionKind::kLearned ? c.block_size * d : 0;
+  return c.vocab_size * d + positions + c.n_layer * per_layer + d + b * d;
+}
+
 Gpt::Gpt(const GptConfig& config, uint64_t seed) : config_(config) {
   validate(config_);
   if (config_.n_kv_head == 0) config_.n_kv_head = config_.n_head;
