@@ -4,6 +4,8 @@
 #   make build      build Release; the CLI is then build/release/attn
 #   make test-asan  the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #                   (~5 minutes: a separate build; CI runs it after make test)
+#   make fuzz       build the libFuzzer harnesses (clang) and run each for FUZZ_SECONDS (default
+#                   60, two at a time); a finding's input lands in build/fuzz/findings/
 #   make bench      the forward tables (causal and not, 1 and 2 threads), the backward table
 #                   and the decode tables
 #   make compare    attn next to PyTorch and numpy on the same shapes, its tokenizer next to
@@ -15,7 +17,9 @@
 #                   (installs them)
 JOBS ?= $(shell nproc)
 
-.PHONY: run test build test-asan bench compare fixtures bootstrap clean format lint
+FUZZ_SECONDS ?= 60
+
+.PHONY: run test build test-asan fuzz bench compare fixtures bootstrap clean format lint
 
 # Every C++ source and header the repository tracks.
 CXX_FILES = $(shell git ls-files '*.cpp' '*.hpp' '*.h')
@@ -37,6 +41,12 @@ test-asan: bootstrap
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
+
+fuzz:
+	@scripts/bootstrap --fuzz
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+	scripts/fuzz $(FUZZ_SECONDS)
 
 bench: build
 	build/release/attn bench forward --seq 256,512,1024,2048,4096,8192,16384 --threads 1,2 --causal

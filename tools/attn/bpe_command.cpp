@@ -1,7 +1,6 @@
 // attn bpe train | encode | decode: the BPE tokenizer on files.
 #include <unistd.h>
 
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -17,6 +16,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "hot/id_writer.hpp"
+#include "id_parser.hpp"
 #include "progress_bar.hpp"
 
 namespace attn::cli {
@@ -103,47 +103,6 @@ void run_encode(const CodecArgs& args) {
   }
   writer.finish();
 }
-
-// Whitespace-separated decimal ids, fed in chunks; anything else is an error naming the
-// token and the byte where it starts.
-class IdParser {
- public:
-  // Appends the ids that chunk completes.
-  void feed(std::string_view chunk, std::vector<int64_t>& ids) {
-    for (const char c : chunk) {
-      if (std::isspace(static_cast<unsigned char>(c))) {
-        end_token(ids);
-      } else {
-        if (token_.empty()) token_at_ = offset_;
-        token_ += c;
-        if (token_.size() > kMaxDigits) fail();
-      }
-      ++offset_;
-    }
-  }
-  void finish(std::vector<int64_t>& ids) { end_token(ids); }
-
- private:
-  static constexpr size_t kMaxDigits = 13;  // ids are below 2^40
-
-  void end_token(std::vector<int64_t>& ids) {
-    if (token_.empty()) return;
-    int64_t value = 0;
-    for (const char c : token_) {
-      if (c < '0' || c > '9') fail();
-      value = value * 10 + (c - '0');
-    }
-    ids.push_back(value);
-    token_.clear();
-  }
-  [[noreturn]] void fail() const {
-    throw Error(detail::concat("bpe decode: \"", token_.substr(0, 20), "\" at byte ", token_at_,
-                               " is not a token id"));
-  }
-
-  std::string token_;
-  size_t token_at_ = 0, offset_ = 0;
-};
 
 // Read, decoded and written 16 KiB at a time.
 void run_decode(const CodecArgs& args) {
