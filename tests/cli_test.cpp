@@ -323,7 +323,8 @@ TEST_F(Cli, TrainProtectsRunsNamesFlagsAndRepeatsFromAConfig) {
   }
   expect_error(base + " --n-kv-head 3 --out " + path("refused"),
                "--n-kv-head (3) must divide --n-head (2)");
-  expect_error(base + " --n-layer 0 --out " + path("refused"), "--n-layer: must be > 0, got 0");
+  expect_error(base + " --n-layer 0 --out " + path("refused"),
+               "--n-layer: must be in [1, 1024], got 0");
   expect_error(base + " --eval-iters 0 --out " + path("refused"),
                "--eval-iters: must be > 0, got 0");
   expect_error(base + " --val-fraction 0.9 --out " + path("refused"), "--val-fraction");

@@ -64,7 +64,8 @@ int remove_stale_temporaries(const std::string& dir);
 
 // Several files, all or none: every file is written to its temporary first, and only when all
 // were written are they renamed into place; when one cannot be written, none is changed and no
-// temporary is left. (The renames themselves can fail only for reasons the writes ruled out.)
+// temporary is left. A directory in a file's place is refused before anything is written (it
+// is what would fail the rename after the writes succeeded).
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
 
 }  // namespace attn

@@ -155,6 +155,14 @@ int remove_stale_temporaries(const std::string& dir) {
 }
 
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  // A directory in a file's place is the one thing that fails the rename but not the write:
+  // refused before anything is written.
+  for (const auto& file : files) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(file.first, ec)) {
+      throw Error(file.first + ": is a directory; give a file name");
+    }
+  }
   for (size_t i = 0; i < files.size(); ++i) {
     try {
       write_temporary(files[i].first, files[i].second);

@@ -42,8 +42,10 @@ std::vector<int64_t> CharTokenizer::encode(std::string_view text) const {
   for (size_t i = 0; i < text.size();) {
     const size_t length = detail::utf8_length(text, i);
     const auto it = ids_.find(std::string(text.substr(i, length)));
-    ATTN_CHECK(it != ids_.end(), "CharTokenizer: character \"", text.substr(i, length),
-               "\" (byte offset ", i, ") is not in the vocabulary");
+    const std::string_view c = text.substr(i, length);
+    ATTN_CHECK(it != ids_.end(), "CharTokenizer: character \"",
+               c == "\n" ? "\\n" : (c == "\t" ? "\\t" : c), "\" (byte offset ", i,
+               ") is not in the vocabulary");
     ids.push_back(it->second);
     i += length;
   }

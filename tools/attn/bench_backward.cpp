@@ -111,6 +111,7 @@ void print_header(const AttentionBenchArgs& a, int64_t kv_heads,
 
 void run_backward(const AttentionBenchArgs& a) {
   const int64_t kv_heads = resolved_kv_heads(a);
+  check_bench_memory(a, kv_heads, 2);
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   std::map<int, double> peak;

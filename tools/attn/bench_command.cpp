@@ -26,6 +26,7 @@ namespace {
 
 void run_forward(const AttentionBenchArgs& a) {
   const int64_t kv_heads = resolved_kv_heads(a);
+  check_bench_memory(a, kv_heads, 1);
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   std::map<int, double> peak;
@@ -114,6 +115,10 @@ void run_decode(const DecodeArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads,
              ")");
+  const int64_t longest = *std::max_element(a.cache.begin(), a.cache.end());
+  check_memory("--cache " + std::to_string(longest), 2.0 * double(kv_heads) * double(longest) *
+                                                         double(a.head_dim) *
+                                                         (a.dtype == "bf16" ? 2.0 : 4.0));
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   std::map<int, double> bandwidth;

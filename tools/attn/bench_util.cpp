@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -45,6 +46,15 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
                    "its GFLOP/s add the projections' FLOPs");
   command.add_flag("--compete", a.compete, "keep one core busy with another process meanwhile");
   command.add_flag("--json", a.json, "one JSON object per line");
+}
+
+void check_bench_memory(const AttentionBenchArgs& a, int64_t kv_heads, double copies) {
+  int64_t longest = 0;
+  for (int64_t t : a.seq) longest = std::max(longest, t);
+  // Q and O of every head, K and V of the K/V heads (the --block inputs are no larger).
+  const double floats = double(a.batch) * double(longest) * double(a.head_dim) *
+                        (2.0 * double(a.heads) + 2.0 * double(kv_heads));
+  check_memory("--seq " + std::to_string(longest), copies * floats * sizeof(float));
 }
 
 int64_t resolved_kv_heads(const AttentionBenchArgs& a) {

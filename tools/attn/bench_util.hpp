@@ -27,6 +27,9 @@ struct AttentionBenchArgs {
 void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
 // --kv-heads, or --heads when it is not given; checked to divide --heads.
 int64_t resolved_kv_heads(const AttentionBenchArgs& args);
+// attn::Error before any measurement when the longest --seq's arrays (`copies` of Q, K, V and
+// O: 1 forward, 2 with the gradients) would not fit in memory.
+void check_bench_memory(const AttentionBenchArgs& args, int64_t kv_heads, double copies);
 
 // One measured row of `attn bench forward` or `backward`.
 struct AttentionBenchRow {

@@ -37,6 +37,7 @@ struct TrainArgs {
 void run_train(TrainArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
   const std::string corpus = read_input(args.corpus, kMaxCorpusBytes);
+  ATTN_CHECK(!corpus.empty(), "--corpus ", args.corpus, ": the corpus is empty");
   ProgressBar bar;
   const Clock::time_point start = Clock::now();
   const BpeTokenizer t =

@@ -1,8 +1,10 @@
 #include "common.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -44,6 +46,13 @@ Mask load_mask(const std::string& path) {
     return Mask::allow(array.values);  // non-zero = allowed
   }
   note_narrowing(path, array.dtype);
+  // Added to the scores: finite values or -inf (a hidden key); NaN or +inf would poison them.
+  const float* values = array.values.data();
+  for (int64_t i = 0; i < array.values.numel(); ++i) {
+    ATTN_CHECK(std::isfinite(values[i]) || values[i] == -INFINITY, path,
+               ": an additive mask holds ", values[i], " at flat index ", i,
+               "; only finite values and -inf may be added to the scores");
+  }
   return Mask::additive(array.values);
 }
 
@@ -85,16 +94,19 @@ std::string gib(double bytes) {
 
 }  // namespace
 
+void check_memory(const std::string& what, double bytes) {
+  const std::optional<uint64_t> available = available_memory();
+  ATTN_CHECK(!available || bytes <= static_cast<double>(*available), what, " would need ",
+             gib(bytes), " of memory; ", gib(static_cast<double>(available.value_or(0))),
+             " are available");
+}
+
 void check_output_size(const std::string& what, double numel) {
   const double bytes = numel * sizeof(float);
   ATTN_CHECK(bytes <= static_cast<double>(kMaxNpyBytes), what, " would be ", gib(bytes),
              ", more than the ", gib(static_cast<double>(kMaxNpyBytes)),
              " a .npy file may hold here");
-  const std::optional<uint64_t> available = available_memory();
-  // The array, and its .npy image written from it.
-  ATTN_CHECK(!available || 2 * bytes <= static_cast<double>(*available), what, " would need ",
-             gib(2 * bytes), " of memory (the array and its .npy image); ",
-             gib(static_cast<double>(available.value_or(0))), " are available");
+  check_memory(what + " (the array and its .npy image)", 2 * bytes);
 }
 
 void write_results(const std::string& out_path, const Tensor& output,
@@ -136,27 +148,64 @@ std::string read_input(const std::string& path, uint64_t max_bytes) {
 
 namespace {
 
-CLI::Validator lower_bound(const char* rule, bool (*holds)(double), const char* name) {
+// A number must be finite and below 2^63 in magnitude (beyond it, CLI11's integer conversion
+// saturates silently), and satisfy `holds`.
+CLI::Validator rule_check(std::string rule, std::function<bool(double)> holds, std::string name) {
   return CLI::Validator(
       [rule, holds](std::string& text) -> std::string {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
-        if (end == text.c_str() || *end != '\0' || holds(value)) return "";
-        return std::string("must be ") + rule + ", got " + text;
+        if (end == text.c_str() || *end != '\0') return "";  // the conversion reports it
+        if (!std::isfinite(value)) return "must be a finite number, got " + text;
+        if (std::fabs(value) >= 0x1p63) return "must be below 2^63, got " + text;
+        return holds(value) ? "" : "must be " + rule + ", got " + text;
       },
       name);
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
 }
 
 }  // namespace
 
 CLI::Validator positive() {
-  return lower_bound(
+  return rule_check(
       "> 0", [](double v) { return v > 0; }, "POSITIVE");
 }
 
 CLI::Validator non_negative() {
-  return lower_bound(
+  return rule_check(
       ">= 0", [](double v) { return v >= 0; }, "NONNEGATIVE");
+}
+
+CLI::Validator unsigned_integer() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool digits =
+            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        errno = 0;
+        if (digits) (void)std::strtoull(text.c_str(), nullptr, 10);
+        if (digits && errno == 0) return "";
+        return "must be a whole number from 0 to 2^64 - 1, got " + text;
+      },
+      "UINT");
+}
+
+CLI::Validator finite() {
+  return rule_check(
+      "finite", [](double) { return true; }, "FINITE");
+}
+
+CLI::Validator in_range(double lo, double hi, bool lo_open, bool hi_open) {
+  const std::string range =
+      (lo_open ? "(" : "[") + number(lo) + ", " + number(hi) + (hi_open ? ")" : "]");
+  return rule_check(
+      "in " + range,
+      [=](double v) { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); },
+      range);
 }
 
 void add_causal_align_option(CLI::App& command, std::string& align) {

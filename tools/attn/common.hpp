@@ -30,6 +30,10 @@ void write_output(const std::string& path, const std::string& bytes);
 // attn::Error when both are "-": one stream cannot carry two files.
 void check_one_stdout(const std::string& a, const std::string& b);
 
+// attn::Error before any work when `bytes` is more than the memory available now (MemAvailable
+// of /proc/meminfo): "WHAT would need 48.0 GiB of memory; 21.9 GiB are available".
+void check_memory(const std::string& what, double bytes);
+
 // attn::Error before any work when an array a command would write, of `numel` floats (a double: the
 // product of the dims cannot overflow), cannot
 // be: more than a .npy file may hold (kMaxNpyBytes), or more than the memory available for it
@@ -46,8 +50,14 @@ void write_results(const std::string& out_path, const Tensor& output,
 // PositiveNumber printed its range as "0.000000 to 1797693…" with 300 digits). --help shows
 // them as POSITIVE and NONNEGATIVE. Text that is not a number passes them, for the option's
 // conversion to report.
+// Every one of them also refuses inf, nan and magnitudes of 2^63 or more.
 CLI::Validator positive();
 CLI::Validator non_negative();
+CLI::Validator finite();
+// Seeds: digits only (strtoull would take "-1" as 2^64 - 1), at most 2^64 - 1.
+CLI::Validator unsigned_integer();
+// "--dropout: must be in [0, 1), got 1"; --help shows the range.
+CLI::Validator in_range(double lo, double hi, bool lo_open = false, bool hi_open = false);
 
 // --causal-align bottom-right|top-left into options.causal_align.
 void add_causal_align_option(CLI::App& command, std::string& align);

@@ -158,6 +158,11 @@ void train_tiny_gpt(uint64_t seed) {
 
 void run_demo(const DemoArgs& args) {
   apply_threads(args.threads);
+  ATTN_CHECK(args.d_model % args.heads == 0, "--d-model (", args.d_model,
+             ") must divide by --heads (", args.heads, ")");
+  // The four projections (d_model²) dominate what the demo holds.
+  check_memory("--d-model " + std::to_string(args.d_model),
+               4.0 * double(args.d_model) * double(args.d_model) * sizeof(float));
   std::printf("attn demo: causal multi-head attention, step by step\n");
 
   section("1. tokens: BPE trained on the tutorial's corpus (vocab_size 80, min_frequency 2)");
@@ -234,6 +239,7 @@ void add_demo_command(CLI::App& app) {
       ->capture_default_str()
       ->check(positive());
   cmd->add_option("--seed", args->seed, "seed of the random embeddings and weights")
+      ->check(unsigned_integer())
       ->capture_default_str();
   add_impl_option(*cmd, args->impl);
   add_threads_option(*cmd, args->threads);

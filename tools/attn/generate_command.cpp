@@ -30,6 +30,16 @@ void write_text(const std::string& text) {
       "cannot write to standard output");
 }
 
+// Without a prompt: a newline, or the first token when the vocabulary has no newline (a model
+// trained on one line of text).
+std::vector<int64_t> default_prompt(const Tokenizer& tokenizer) {
+  try {
+    return tokenizer.encode("\n");
+  } catch (const Error&) {
+    return {0};
+  }
+}
+
 void run_generate(GenerateArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
   std::string path = args.checkpoint;
@@ -39,7 +49,8 @@ void run_generate(GenerateArgs& args) {
   const std::string text =
       args.prompt_file.empty() ? args.prompt : read_input(args.prompt_file, kMaxPromptBytes);
   ATTN_CHECK(args.prompt_file.empty() || !text.empty(), args.prompt_file, ": the prompt is empty");
-  const std::vector<int64_t> prompt = ckpt.tokenizer.encode(text.empty() ? "\n" : text);
+  const std::vector<int64_t> prompt =
+      text.empty() ? default_prompt(ckpt.tokenizer) : ckpt.tokenizer.encode(text);
   args.options.use_cache = !args.no_cache;
   size_t total_tokens = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -73,7 +84,8 @@ void add_generate_command(CLI::App& app) {
       "generate",
       "Continue a prompt with a model from 'attn train', printing each token as it comes. One\n"
       "token per step through the KV cache; past the block size the context restarts from its\n"
-      "last half. Without --prompt, generation starts from a newline.");
+      "last half. Without --prompt, generation starts from a newline (or, when the vocabulary\n"
+      "has none, from its first token).");
   GenerateArgs& a = *args;
   a.options.max_new_tokens = 500;
   a.options.sampling.temperature = 0.8f;
@@ -106,6 +118,7 @@ void add_generate_command(CLI::App& app) {
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--seed", a.options.seed, "sampling seed: the same seed gives the same text")
+      ->check(unsigned_integer())
       ->capture_default_str();
   cmd->add_flag("--no-cache", a.no_cache,
                 "re-run the whole window for every token (slow; for comparison)");

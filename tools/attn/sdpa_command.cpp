@@ -57,7 +57,7 @@ void add_sdpa_command(CLI::App& app) {
       ->check(positive());
   cmd->add_option("--mask", args->mask,
                   "mask M.npy broadcast to (…, Tq, Tk): bool = true where allowed; float = added");
-  cmd->add_option("--scale", args->scale, "score scale (default 1/sqrt(d))");
+  cmd->add_option("--scale", args->scale, "score scale (default 1/sqrt(d))")->check(finite());
   cmd->add_option("--out", args->out,
                   "where to write the output O.npy (…, Tq, dv) ('-': standard output)")
       ->required();

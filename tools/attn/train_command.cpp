@@ -55,6 +55,12 @@ void check_model_flags(const TrainArgs& a) {
       "--positions rotary needs an even head size, --n-embd / --n-head = ", m.n_embd / m.n_head);
   ATTN_CHECK(a.train.min_lr <= a.train.lr, "--min-lr (", a.train.min_lr, ") must be <= --lr (",
              a.train.lr, ")");
+  // Parameters, gradients and AdamW's two moments, before the corpus is read.
+  GptConfig config = m;
+  config.positions = position_kind_from_string(a.positions);
+  check_memory("the model (" + std::to_string(parameter_count(config)) +
+                   " parameters, with gradients and AdamW's moments)",
+               16.0 * static_cast<double>(parameter_count(config)));
 }
 
 // Where the run goes. A directory that already holds a run is not overwritten unless --force
@@ -82,7 +88,13 @@ Tokenizer make_tokenizer(const TrainArgs& args, const std::string& corpus) {
     o.byte_level = true;
     return BpeTokenizer::train(corpus, o);
   }
-  return Tokenizer::from_json(read_input(args.tokenizer, kMaxTokenizerBytes));
+  try {
+    return Tokenizer::from_json(read_input(args.tokenizer, kMaxTokenizerBytes));
+  } catch (const Error& e) {  // the parser's messages do not know the file
+    const std::string what = e.what();
+    if (what.rfind(args.tokenizer, 0) == 0) throw;
+    throw Error(args.tokenizer + ": " + what);
+  }
 }
 
 // A resumed run redoes the steps after its checkpoint: the rows a crashed or interrupted run
@@ -140,6 +152,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   if (!args.resume) check_model_flags(args);
   check_out_dir(args);
   const std::string corpus = read_input(args.corpus, kMaxCorpusBytes);
+  ATTN_CHECK(!corpus.empty(), "--corpus ", args.corpus, ": the corpus is empty");
   const std::string ckpt = checkpoint_path(args.out);
 
   std::optional<Tokenizer> tokenizer;
@@ -288,7 +301,7 @@ void add_train_command(CLI::App& app) {
                   "new run writes DIR/config.ini, so '--config DIR/config.ini --out NEW' repeats "
                   "it");
   cmd->add_option("--n-layer", a.model.n_layer, "transformer blocks")
-      ->check(positive())
+      ->check(in_range(1, 1024))
       ->capture_default_str();
   cmd->add_option("--n-head", a.model.n_head, "attention heads")
       ->check(positive())
@@ -297,12 +310,13 @@ void add_train_command(CLI::App& app) {
       ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--n-embd", a.model.n_embd, "model width")
-      ->check(positive())
+      ->check(in_range(1, 65536))
       ->capture_default_str();
   cmd->add_option("--block-size", a.model.block_size, "context length")
-      ->check(positive())
+      ->check(in_range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--dropout", a.model.dropout, "dropout on embeddings and residual branches")
+      ->check(in_range(0, 1, false, true))
       ->capture_default_str();
   cmd->add_option("--positions", a.positions, "learned, sinusoidal or rotary")
       ->check(CLI::IsMember({"learned", "sinusoidal", "rotary"}))
@@ -326,17 +340,24 @@ void add_train_command(CLI::App& app) {
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--min-lr", a.train.min_lr, "learning rate at the end of the cosine")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--warmup-iters", a.train.warmup_iters, "linear warm-up steps")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--lr-decay-iters", a.train.lr_decay_iters, "end of the cosine (0 = max-iters)")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--weight-decay", a.train.adamw.weight_decay, "AdamW decoupled weight decay")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_flag("--decay-embeddings", a.train.adamw.decay_embeddings,
                 "weight decay on the token and position embeddings too (nanoGPT's grouping)");
-  cmd->add_option("--beta2", a.train.adamw.beta2, "AdamW beta2")->capture_default_str();
+  cmd->add_option("--beta2", a.train.adamw.beta2, "AdamW beta2")
+      ->check(in_range(0, 1, false, true))
+      ->capture_default_str();
   cmd->add_option("--grad-clip", a.train.grad_clip, "clip the global gradient norm (0 = off)")
+      ->check(finite())
       ->capture_default_str();
   cmd->add_option("--eval-interval", a.eval_interval, "steps between evaluations and checkpoints")
       ->check(positive())
@@ -346,13 +367,14 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--val-fraction", a.train.val_fraction,
                   "the last part of the corpus held out for the val loss")
-      ->check(CLI::Range(0.0, 0.5))
+      ->check(in_range(0, 0.5, true, false))
       ->capture_default_str();
   cmd->add_option("--log-interval", a.log_interval,
                   "steps between log lines when not on a terminal")
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--seed", a.train.seed, "initialisation, data order and dropout")
+      ->check(unsigned_integer())
       ->capture_default_str();
   add_threads_option(*cmd, a.threads);
   cmd->callback([args, cmd] { run_train(*args, cmd->config_to_str(true, false)); });
