@@ -4,6 +4,7 @@
 #   make build      build Release; the CLI is then build/release/attn
 #   make test-asan  the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #                   (~5 minutes: a separate build; CI runs it after make test)
+#   make test-tsan  the whole suite again under ThreadSanitizer (a separate build; CI runs it)
 #   make fuzz       build the libFuzzer harnesses (clang) and run each for FUZZ_SECONDS (default
 #                   60, two at a time); a finding's input lands in build/fuzz/findings/
 #   make bench      the forward tables (causal and not, 1 and 2 threads), the backward table
@@ -19,7 +20,7 @@ JOBS ?= $(shell nproc)
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: run test build test-asan fuzz bench compare fixtures bootstrap clean format lint
+.PHONY: run test build test-asan test-tsan fuzz bench compare fixtures bootstrap clean format lint
 
 # Every C++ source and header the repository tracks.
 CXX_FILES = $(shell git ls-files '*.cpp' '*.hpp' '*.h')
@@ -41,6 +42,11 @@ test-asan: bootstrap
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
+
+test-tsan: bootstrap
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan -j $(JOBS)
 
 fuzz:
 	@scripts/bootstrap --fuzz
