@@ -81,8 +81,7 @@ Outcome run_cli(const std::vector<std::string>& args, const fs::path& dir,
   rusage usage{};
   while (true) {
     const pid_t done = ::wait4(pid, &status, WNOHANG, &usage);
-    r.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (done == pid) break;
     if (r.seconds > kTimeoutSeconds) {
       ::kill(pid, SIGKILL);
@@ -122,7 +121,8 @@ class Inputs {
   std::string expand(std::string text) const {
     for (const auto& [name, value] : names_) {
       const std::string key = "{" + name + "}";
-      for (size_t at; (at = text.find(key)) != std::string::npos;) text.replace(at, key.size(), value);
+      for (size_t at; (at = text.find(key)) != std::string::npos;)
+        text.replace(at, key.size(), value);
     }
     return text;
   }
@@ -166,21 +166,21 @@ class Inputs {
   }
 
   void arrays() {
-    array("q", random({2, 4, 8}, 1));           // (H, T, d)
-    array("q_d6", random({2, 4, 6}, 2));        // another d
-    array("v_t5", random({2, 5, 8}, 3));        // another Tk
-    array("x", random({1, 4, 8}, 4));           // (B, T, d_model)
-    array("w", random({8, 8}, 5));              // (d_model, d_model)
-    array("w_bad", random({8, 6}, 6));          // not (d_model, d_model)
-    array("b_bad", random({5}, 7));             // a bias of the wrong size
-    array("mask_bad", random({3, 3}, 8));       // not broadcastable to (4, 4)
-    Tensor weights({2, 4, 4});  // rows that sum to 1, for heatmap
+    array("q", random({2, 4, 8}, 1));      // (H, T, d)
+    array("q_d6", random({2, 4, 6}, 2));   // another d
+    array("v_t5", random({2, 5, 8}, 3));   // another Tk
+    array("x", random({1, 4, 8}, 4));      // (B, T, d_model)
+    array("w", random({8, 8}, 5));         // (d_model, d_model)
+    array("w_bad", random({8, 6}, 6));     // not (d_model, d_model)
+    array("b_bad", random({5}, 7));        // a bias of the wrong size
+    array("mask_bad", random({3, 3}, 8));  // not broadcastable to (4, 4)
+    Tensor weights({2, 4, 4});             // rows that sum to 1, for heatmap
     fill_uniform(weights, 0, 0.25f, 0.25f);
     array("weights", weights);
-    array("scalar_row", random({4}, 10));       // rank 1: not weights
+    array("scalar_row", random({4}, 10));  // rank 1: not weights
     Tensor big({2, 4, 8});
     for (int64_t i = 0; i < big.numel(); ++i) big.data()[i] = 3e38f;
-    array("q_huge", big);                       // finite, but the scores overflow
+    array("q_huge", big);  // finite, but the scores overflow
     Tensor nan = random({2, 4, 8}, 11);
     nan.data()[5] = std::nanf("");
     array("q_nan", nan);
@@ -206,11 +206,13 @@ class Inputs {
     with_header("npy_big_endian", "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 4, 8), }");
     with_header("npy_complex", "{'descr': '<c8', 'fortran_order': False, 'shape': (2, 4, 4), }");
     with_header("npy_object", "{'descr': '|O', 'fortran_order': False, 'shape': (64,), }");
-    with_header("npy_lying_shape", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4, 9), }");
+    with_header("npy_lying_shape",
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4, 9), }");
     with_header("npy_huge_shape",
                 "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 4096), }");
     with_header("npy_rank0", "{'descr': '<f4', 'fortran_order': False, 'shape': (), }");
-    with_header("npy_rank5", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2, 4, 8), }");
+    with_header("npy_rank5",
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2, 4, 8), }");
     with_header("npy_empty", "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 8), }");
     with_header("npy_negative", "{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 4, 8), }");
     with_header("npy_no_descr", "{'fortran_order': False, 'shape': (2, 4, 8), }");
@@ -359,7 +361,7 @@ std::vector<Case> numeric_cases() {
   clash(c, kMha, "--kv-heads", "3", "n_kv_heads (3) must divide n_heads (2)");
   numbers(c, kMha, "--window", {"0", "-1"});
   numbers(c, kMha, "--threads", kNotThreads);
-  numbers(c, kHeatmap, "--head", {"-1", "2", "x"});    // two heads: 0 and 1
+  numbers(c, kHeatmap, "--head", {"-1", "2", "x"});  // two heads: 0 and 1
   numbers(c, kHeatmap, "--batch", {"-1", "1", "x"});
   numbers(c, kHeatmap, "--width", {"-1", "x"});
   numbers(c, kBpeTrain, "--vocab-size", {"0", "16777217", "x", "-5"});
@@ -404,7 +406,7 @@ std::vector<Case> numeric_cases() {
   numbers(c, kForward, "--batch", {"0", "x"});
   numbers(c, kForward, "--heads", {"0", "x"});
   numbers(c, kForward, "--kv-heads", {"0", "x"});
-  clash(c, kForward, "--kv-heads", "2", "--kv-heads"); 
+  clash(c, kForward, "--kv-heads", "2", "--kv-heads");
   numbers(c, kForward, "--head-dim", {"0", "x"});
   numbers(c, kForward, "--runs", {"0", "1001"});
   numbers(c, kDecode, "--cache", {"0", "x"});
@@ -430,13 +432,14 @@ std::vector<Case> path_cases() {
   std::vector<Case> c;
   for (const char* bad : {"{missing}", "{dir}", "{fifo}", "{zero}"}) {
     c.push_back({"sdpa --q " + std::string(bad) + " --k {q} --v {q} --out {out}/o.npy", bad});
-    c.push_back({"sdpa --q {q} --k {q} --v {q} --mask " + std::string(bad) + " --out {out}/o.npy",
-                 bad});
-    c.push_back({"mha --x {x} --wq " + std::string(bad) + " --wk {w} --wv {w} --heads 2 --out {out}/y.npy",
-                 bad});
+    c.push_back(
+        {"sdpa --q {q} --k {q} --v {q} --mask " + std::string(bad) + " --out {out}/o.npy", bad});
+    c.push_back(
+        {"mha --x {x} --wq " + std::string(bad) + " --wk {w} --wv {w} --heads 2 --out {out}/y.npy",
+         bad});
     c.push_back({"heatmap --weights " + std::string(bad), bad});
-    c.push_back({"bpe train --corpus " + std::string(bad) + " --vocab-size 280 --out {out}/t.json",
-                 bad});
+    c.push_back(
+        {"bpe train --corpus " + std::string(bad) + " --vocab-size 280 --out {out}/t.json", bad});
     c.push_back({"bpe encode --tokenizer " + std::string(bad) + " {corpus}", bad});
     c.push_back({"bpe decode --tokenizer " + std::string(bad) + " {ids_bad}", bad});
     c.push_back({"generate --checkpoint " + std::string(bad), bad});
@@ -451,8 +454,8 @@ std::vector<Case> path_cases() {
   c.push_back({"generate --checkpoint {ckpt} --prompt-file {empty_text}", "the prompt is empty"});
   c.push_back({"train --config {missing} --corpus {corpus} --out {out}/run", "{missing}"});
   c.push_back({"train --config {config_bad} --corpus {corpus} --out {out}/run", "config_bad"});
-  c.push_back({"train --config {config_unknown} --corpus {corpus} --out {out}/run",
-               "no-such-option"});
+  c.push_back(
+      {"train --config {config_unknown} --corpus {corpus} --out {out}/run", "no-such-option"});
   c.push_back({"generate --checkpoint {empty_run}", "{empty_run}"});
   // Outputs that cannot be written: under a file, a directory in the way, a missing directory.
   c.push_back({"sdpa --q {q} --k {q} --v {q} --out {existing}/o.npy", "o.npy"});
@@ -474,17 +477,18 @@ std::vector<Case> path_cases() {
 std::vector<Case> content_cases() {
   std::vector<Case> c;
   for (const char* npy :
-       {"npy_fortran", "npy_big_endian", "npy_complex", "npy_object", "npy_lying_shape",
-        "npy_huge_shape", "npy_rank0", "npy_rank5", "npy_empty", "npy_negative", "npy_no_descr",
-        "npy_not_dict", "npy_unclosed", "npy_truncated", "npy_trailing", "npy_header_cut",
-        "npy_magic_only", "npy_no_magic", "npy_version3", "npy_header_past_end",
+       {"npy_fortran",    "npy_big_endian", "npy_complex",  "npy_object",    "npy_lying_shape",
+        "npy_huge_shape", "npy_rank0",      "npy_rank5",    "npy_empty",     "npy_negative",
+        "npy_no_descr",   "npy_not_dict",   "npy_unclosed", "npy_truncated", "npy_trailing",
+        "npy_header_cut", "npy_magic_only", "npy_no_magic", "npy_version3",  "npy_header_past_end",
         "npy_empty_file", "npy_f8_overflow"}) {
     const std::string in = "{" + std::string(npy) + "}";
     c.push_back({"sdpa --q " + in + " --k {q} --v {q} --out {out}/o.npy", npy});
     c.push_back({"heatmap --weights " + in, npy});
   }
   for (const char* npy : {"npy_fortran", "npy_lying_shape", "npy_empty", "npy_f8_overflow"}) {
-    c.push_back({"mha --x {" + std::string(npy) + "} --wq {w} --wk {w} --wv {w} --heads 2 --out {out}/y.npy",
+    c.push_back({"mha --x {" + std::string(npy) +
+                     "} --wq {w} --wk {w} --wv {w} --heads 2 --out {out}/y.npy",
                  npy});
   }
   // Values.
@@ -527,10 +531,9 @@ std::vector<Case> content_cases() {
                "special"});
   c.push_back({"train --corpus {empty_text} --out {out}/run", "empty_text"});
   // Checkpoints.
-  for (const char* ckpt :
-       {"ckpt_truncated", "ckpt_header_only", "ckpt_lying_length", "ckpt_is_npy",
-        "ckpt_missing_tensor", "ckpt_foreign", "ckpt_bad_config", "ckpt_bad_tokenizer",
-        "ckpt_inflated", "ckpt_wrong_shape", "corpus"}) {
+  for (const char* ckpt : {"ckpt_truncated", "ckpt_header_only", "ckpt_lying_length", "ckpt_is_npy",
+                           "ckpt_missing_tensor", "ckpt_foreign", "ckpt_bad_config",
+                           "ckpt_bad_tokenizer", "ckpt_inflated", "ckpt_wrong_shape", "corpus"}) {
     c.push_back({"generate --checkpoint {" + std::string(ckpt) + "}", ckpt});
   }
   c.push_back({"generate --checkpoint {ckpt_nan}", "ckpt_nan: checkpoint: tensor \""});
