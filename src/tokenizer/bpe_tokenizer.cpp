@@ -7,6 +7,7 @@
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"
+#include "src/tokenizer/bpe_merge.hpp"
 #include "src/tokenizer/text.hpp"
 #include "src/tokenizer/word_split_cache.hpp"
 
@@ -90,14 +91,9 @@ std::string BpeTokenizer::display(int64_t id) const {
   return shown;
 }
 
-// One word: its base tokens, then the learnt merges applied in the order learnt (each time
-// the adjacent pair with the earliest merge, every occurrence left to right). Each adjacent
-// pair's rank is looked up once and again only when a merge changes one of its two tokens.
+// One word: its base tokens, then the learnt merges applied in the order learnt.
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out) const {
-  constexpr int64_t kNone = detail::PairRanks::kNone;  // no merge for this pair
-  // Scratch kept per thread: five fresh vectors per word made malloc a fifth of encoding.
-  thread_local std::vector<int64_t> symbols, ranks, next_symbols, next_ranks;
-  thread_local std::vector<size_t> from;  // next_symbols[k] came from symbols[from[k]]
+  thread_local std::vector<int64_t> symbols;  // kept per thread: no allocation per word
   symbols.clear();
   for (size_t i = 0; i < word.size();) {
     if (options_.byte_level) {
@@ -109,35 +105,8 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
     symbols.push_back(it != base_ids_.end() ? it->second : unk_id_);
     i += length;
   }
-  auto rank_of = [&](int64_t left, int64_t right) { return merge_rank_.find(left, right); };
-  ranks.assign(symbols.empty() ? 0 : symbols.size() - 1, kNone);
-  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = rank_of(symbols[i], symbols[i + 1]);
-  for (;;) {
-    const auto best = std::min_element(ranks.begin(), ranks.end());
-    if (best == ranks.end() || *best == kNone) break;
-    const int64_t rank = *best;
-    const auto [left, right] = merges_[static_cast<size_t>(rank)];
-    const int64_t merged = first_merge_id_ + rank;
-    next_symbols.clear();
-    from.clear();
-    for (size_t i = 0; i < symbols.size(); ++i) {
-      from.push_back(i);
-      if (i + 1 < symbols.size() && ranks[i] == rank && symbols[i] == left &&
-          symbols[i + 1] == right) {
-        next_symbols.push_back(merged);
-        ++i;
-      } else {
-        next_symbols.push_back(symbols[i]);
-      }
-    }
-    next_ranks.assign(next_symbols.empty() ? 0 : next_symbols.size() - 1, kNone);
-    for (size_t k = 0; k < next_ranks.size(); ++k) {
-      const bool unchanged = next_symbols[k] != merged && next_symbols[k + 1] != merged;
-      next_ranks[k] = unchanged ? ranks[from[k]] : rank_of(next_symbols[k], next_symbols[k + 1]);
-    }
-    symbols.swap(next_symbols);
-    ranks.swap(next_ranks);
-  }
+  detail::apply_merges(symbols, merge_rank_, merges_,
+                       [this](int64_t rank) { return first_merge_id_ + rank; });
   out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
