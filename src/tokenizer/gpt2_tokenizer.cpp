@@ -1,0 +1,294 @@
+// Gpt2Tokenizer: GPT-2's vocabulary and merges, its pre-tokenizer, and the shared merge loop.
+#include "attn/gpt2_tokenizer.hpp"
+
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "attn/error.hpp"
+#include "attn/files.hpp"
+#include "attn/threads.hpp"
+#include "src/tokenizer/bpe_merge.hpp"
+#include "src/tokenizer/gpt2_pretokenizer.hpp"
+#include "src/tokenizer/text.hpp"
+#include "src/tokenizer/word_split_cache.hpp"
+
+namespace attn {
+namespace {
+
+using nlohmann::json;
+
+// GPT-2's byte alphabet: each byte is spelt as one printable character in the vocabulary
+// files. The printable Latin-1 bytes stand for themselves; the other 68 (controls, space,
+// 0x7F-0xA0, 0xAD) are U+0100 onwards, in byte order.
+struct ByteAlphabet {
+  uint32_t char_of[256];
+  std::unordered_map<uint32_t, unsigned char> byte_of;
+  ByteAlphabet() {
+    uint32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      char_of[b] = printable ? static_cast<uint32_t>(b) : next++;
+      byte_of[char_of[b]] = static_cast<unsigned char>(b);
+    }
+  }
+};
+const ByteAlphabet& byte_alphabet() {
+  static const ByteAlphabet alphabet;
+  return alphabet;
+}
+
+// The bytes a vocabulary token stands for; attn::Error for a character outside the alphabet.
+std::string token_bytes(const std::string& token) {
+  const ByteAlphabet& alphabet = byte_alphabet();
+  std::string bytes;
+  for (size_t i = 0; i < token.size();) {
+    const detail::Utf8Char c = detail::utf8_char_at(token, i);
+    const auto it = alphabet.byte_of.find(c.code_point);
+    ATTN_CHECK(it != alphabet.byte_of.end(), "GPT-2 vocabulary: token \"", token,
+               "\" has a character outside GPT-2's byte alphabet");
+    bytes += static_cast<char>(it->second);
+    i += c.length;
+  }
+  return bytes;
+}
+
+std::string spelling_of_byte(unsigned char b) {
+  const uint32_t cp = byte_alphabet().char_of[b];
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else {  // below U+0800: two bytes
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+// The vocabulary as read: token -> id, every id in [0, 2^24).
+std::unordered_map<std::string, int64_t> vocab_of(const json& vocab) {
+  ATTN_CHECK(vocab.is_object() && !vocab.empty(),
+             "GPT-2 vocabulary: expected a JSON object of token -> id");
+  std::unordered_map<std::string, int64_t> ids;
+  for (const auto& [token, id] : vocab.items()) {
+    ATTN_CHECK(
+        id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < detail::kMaxVocab,
+        "GPT-2 vocabulary: the id of \"", token, "\" must be an integer in [0, 2^24)");
+    ids[token] = id.get<int64_t>();
+  }
+  return ids;
+}
+
+// The merge lines of vocab.bpe / merges.txt: an optional "#version" line, then "a b" per line.
+std::vector<std::pair<std::string, std::string>> merges_of_text(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  size_t line_number = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || (line_number == 1 && line.rfind("#version", 0) == 0)) continue;
+    const size_t space = line.find(' ');
+    ATTN_CHECK(space != std::string_view::npos && space > 0 && space + 1 < line.size() &&
+                   line.find(' ', space + 1) == std::string_view::npos,
+               "GPT-2 merges: line ", line_number, " must be two tokens and one space, got \"",
+               std::string(line.substr(0, 80)), "\"");
+    merges.emplace_back(std::string(line.substr(0, space)), std::string(line.substr(space + 1)));
+  }
+  return merges;
+}
+
+}  // namespace
+
+// Builds the tables from a vocabulary, its merges in rank order and the special tokens.
+class Gpt2TokenizerBuilder {
+ public:
+  static Gpt2Tokenizer build(const std::unordered_map<std::string, int64_t>& vocab,
+                             const std::vector<std::pair<std::string, std::string>>& merges,
+                             const std::vector<std::pair<std::string, int64_t>>& specials) {
+    Gpt2Tokenizer t;
+    int64_t size = 0;
+    for (const auto& entry : vocab) size = std::max(size, entry.second + 1);
+    for (const auto& special : specials) size = std::max(size, special.second + 1);
+    t.tokens_.assign(static_cast<size_t>(size), "");
+    t.bytes_.assign(static_cast<size_t>(size), "");
+    std::vector<bool> special_id(static_cast<size_t>(size), false);
+    for (const auto& [token, id] : specials) {
+      t.specials_.push_back(token);
+      t.special_ids_.push_back(id);
+      t.tokens_[static_cast<size_t>(id)] = token;
+      t.bytes_[static_cast<size_t>(id)] = token;  // a special token is its own text
+      special_id[static_cast<size_t>(id)] = true;
+    }
+    for (const auto& [token, id] : vocab) {
+      if (special_id[static_cast<size_t>(id)]) continue;
+      t.tokens_[static_cast<size_t>(id)] = token;
+      t.bytes_[static_cast<size_t>(id)] = token_bytes(token);
+    }
+    auto id_of = [&](const std::string& token, const char* what, size_t rank) {
+      const auto it = vocab.find(token);
+      ATTN_CHECK(it != vocab.end(), "GPT-2 merges: merge ", rank, " ", what, " \"", token,
+                 "\", which the vocabulary lacks");
+      return it->second;
+    };
+    for (int b = 0; b < 256; ++b) {
+      const std::string spelling = spelling_of_byte(static_cast<unsigned char>(b));
+      const auto it = vocab.find(spelling);
+      ATTN_CHECK(it != vocab.end(), "GPT-2 vocabulary: no token for byte ", b, " (spelt \"",
+                 spelling, "\"); a byte-level vocabulary has all 256");
+      t.byte_ids_[b] = it->second;
+    }
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      const auto& [a, b] = merges[rank];
+      const int64_t left = id_of(a, "joins", rank), right = id_of(b, "joins", rank);
+      t.merges_.emplace_back(left, right);
+      t.merged_ids_.push_back(id_of(a + b, "makes", rank));
+      t.merge_rank_.insert(left, right, static_cast<int64_t>(rank));
+    }
+    return t;
+  }
+};
+
+Gpt2Tokenizer Gpt2Tokenizer::from_vocab_and_merges(std::string_view vocab_json,
+                                                   std::string_view merges_text) {
+  const json vocab = json::parse(vocab_json, nullptr, /*allow_exceptions=*/false);
+  ATTN_CHECK(!vocab.is_discarded(), "GPT-2 vocabulary: not JSON");
+  const std::unordered_map<std::string, int64_t> ids = vocab_of(vocab);
+  std::vector<std::pair<std::string, int64_t>> specials;
+  if (const auto it = ids.find("<|endoftext|>"); it != ids.end()) specials.push_back(*it);
+  return Gpt2TokenizerBuilder::build(ids, merges_of_text(merges_text), specials);
+}
+
+Gpt2Tokenizer Gpt2Tokenizer::from_tokenizer_json(std::string_view text) {
+  const json file = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ATTN_CHECK(file.is_object() && file.contains("model") && file["model"].is_object(),
+             "tokenizer.json: expected an object with a \"model\"");
+  const json& model = file["model"];
+  ATTN_CHECK(model.value("type", "BPE") == "BPE", "tokenizer.json: the model is \"",
+             model.value("type", ""), "\", not BPE");
+  ATTN_CHECK(model.contains("vocab") && model.contains("merges") && model["merges"].is_array(),
+             "tokenizer.json: the BPE model needs \"vocab\" and \"merges\"");
+  const std::unordered_map<std::string, int64_t> ids = vocab_of(model["vocab"]);
+  std::vector<std::pair<std::string, std::string>> merges;
+  for (const json& m : model["merges"]) {
+    if (m.is_string()) {
+      const std::string line = m.get<std::string>();
+      const std::vector<std::pair<std::string, std::string>> one = merges_of_text(line);
+      ATTN_CHECK(one.size() == 1, "tokenizer.json: merge \"", line, "\" is not \"a b\"");
+      merges.push_back(one[0]);
+    } else {
+      ATTN_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(),
+                 "tokenizer.json: a merge must be \"a b\" or [\"a\", \"b\"], got ", m.dump());
+      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    }
+  }
+  std::vector<std::pair<std::string, int64_t>> specials;
+  if (file.contains("added_tokens") && file["added_tokens"].is_array()) {
+    for (const json& added : file["added_tokens"]) {
+      ATTN_CHECK(added.is_object() && added.contains("content") && added["content"].is_string() &&
+                     added.contains("id") && added["id"].is_number_integer(),
+                 "tokenizer.json: an added token needs \"content\" and \"id\"");
+      const int64_t id = added["id"].get<int64_t>();
+      ATTN_CHECK(id >= 0 && id < detail::kMaxVocab, "tokenizer.json: added token id ", id,
+                 " outside [0, 2^24)");
+      ATTN_CHECK(!added["content"].get<std::string>().empty(),
+                 "tokenizer.json: an added token is empty");
+      specials.emplace_back(added["content"].get<std::string>(), id);
+    }
+  }
+  return Gpt2TokenizerBuilder::build(ids, merges, specials);
+}
+
+Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& path) {
+  namespace fs = std::filesystem;
+  auto read = [](const fs::path& p) { return read_whole_file(p.string(), kMaxTokenizerBytes); };
+  auto named = [](const fs::path& p, const auto& build) {
+    try {
+      return build();
+    } catch (const Error& e) {
+      throw Error(p.string() + ": " + e.what());
+    }
+  };
+  std::error_code ec;
+  const bool dir = fs::is_directory(path, ec);
+  const fs::path base = dir ? fs::path(path) : fs::path(path).parent_path();
+  const std::string name = dir ? "" : fs::path(path).filename().string();
+  if ((dir && fs::exists(base / "tokenizer.json", ec)) || name == "tokenizer.json") {
+    const fs::path file = dir ? base / "tokenizer.json" : fs::path(path);
+    return named(file, [&] { return from_tokenizer_json(read(file)); });
+  }
+  for (const auto& [vocab, merges] :
+       {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
+    if ((dir && fs::exists(base / vocab, ec)) || name == vocab || name == merges) {
+      return named(base / vocab,
+                   [&] { return from_vocab_and_merges(read(base / vocab), read(base / merges)); });
+    }
+  }
+  throw Error(path +
+              ": not GPT-2's tokenizer files (expected tokenizer.json, vocab.json + "
+              "merges.txt or encoder.json + vocab.bpe)");
+}
+
+void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int64_t>& out) const {
+  thread_local std::vector<int64_t> symbols;  // kept per thread: no allocation per piece
+  symbols.clear();
+  for (const char c : piece) symbols.push_back(byte_ids_[static_cast<unsigned char>(c)]);
+  detail::apply_merges(symbols, merge_rank_, merges_,
+                       [this](int64_t rank) { return merged_ids_[static_cast<size_t>(rank)]; });
+  out.insert(out.end(), symbols.begin(), symbols.end());
+}
+
+std::vector<int64_t> Gpt2Tokenizer::encode(std::string_view text) const {
+  detail::WordSplitCache cache(std::numeric_limits<size_t>::max(), vocab_size());
+  std::vector<int64_t> ids;
+  auto split = [this](std::string_view piece, std::vector<int64_t>& out) {
+    encode_piece(piece, out);
+  };
+  detail::split_on_specials(text, specials_, [&](std::string_view part, int64_t special) {
+    if (special >= 0) {
+      ids.push_back(special_ids_[static_cast<size_t>(special)]);
+      return;
+    }
+    detail::for_each_gpt2_piece(part,
+                                [&](std::string_view piece) { cache.append(piece, ids, split); });
+  });
+  return ids;
+}
+
+std::vector<std::vector<int64_t>> Gpt2Tokenizer::encode_batch(
+    const std::vector<std::string>& texts) const {
+  std::vector<std::vector<int64_t>> ids(texts.size());
+  parallel_for(static_cast<int64_t>(texts.size()), [&](int64_t i) {
+    ids[static_cast<size_t>(i)] = encode(texts[static_cast<size_t>(i)]);
+  });
+  return ids;
+}
+
+std::string Gpt2Tokenizer::decode(std::span<const int64_t> ids) const {
+  std::string text;
+  for (const int64_t id : ids) {
+    ATTN_CHECK(id >= 0 && id < vocab_size() && !tokens_[static_cast<size_t>(id)].empty(),
+               "Gpt2Tokenizer::decode: id ", id, " is not in the vocabulary");
+    text += bytes_[static_cast<size_t>(id)];
+  }
+  return text;
+}
+
+const std::string& Gpt2Tokenizer::display(int64_t id) const {
+  ATTN_CHECK(id >= 0 && id < vocab_size(), "Gpt2Tokenizer::display: id ", id,
+             " is not in the vocabulary");
+  return tokens_[static_cast<size_t>(id)];
+}
+
+int64_t Gpt2Tokenizer::special_id(std::string_view token) const {
+  for (size_t i = 0; i < specials_.size(); ++i) {
+    if (specials_[i] == token) return special_ids_[i];
+  }
+  return -1;
+}
+
+}  // namespace attn

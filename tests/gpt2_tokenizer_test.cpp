@@ -1,0 +1,193 @@
+// GPT-2's tokenizer against the reference implementations: the ids js-tiktoken and
+// gpt-3-encoder wrote (tests/fixtures/make_gpt2_tokenizer_fixtures.mjs) for 362 texts — many
+// scripts, numbers, emoji, combining marks, contractions, whitespace runs, special tokens,
+// random strings — and a 1 MB text; the same ids from every file layout; exact round trips of
+// any bytes, invalid UTF-8 included; a clear error for each kind of broken file.
+#include "attn/gpt2_tokenizer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "attn/threads.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ThrowsWith;
+
+const fs::path kDir = fs::path(ATTN_FIXTURES_DIR) / "gpt2";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const Gpt2Tokenizer& gpt2() {
+  static const Gpt2Tokenizer t = Gpt2Tokenizer::load(kDir.string());
+  return t;
+}
+
+struct Case {
+  std::string text;
+  std::vector<int64_t> ids;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const auto& c : nlohmann::json::parse(slurp(kDir / "cases.json"))) {
+    out.push_back({c["text"].get<std::string>(), c["ids"].get<std::vector<int64_t>>()});
+  }
+  return out;
+}
+
+// The first id where two sequences differ, for a readable failure.
+std::string first_difference(const std::vector<int64_t>& got, const std::vector<int64_t>& want) {
+  size_t i = 0;
+  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+  std::ostringstream s;
+  s << "first difference at id " << i << " of " << want.size() << " (got "
+    << (i < got.size() ? std::to_string(got[i]) : "end") << ", want "
+    << (i < want.size() ? std::to_string(want[i]) : "end") << ")";
+  return s.str();
+}
+
+TEST(Gpt2Tokenizer, GivesTheReferenceIdsForEveryCase) {
+  const std::vector<Case> all = cases();
+  ASSERT_EQ(all.size(), 362u);
+  EXPECT_EQ(gpt2().vocab_size(), 50257);
+  EXPECT_EQ(gpt2().special_id("<|endoftext|>"), 50256);
+  for (const Case& c : all) {
+    const std::vector<int64_t> got = gpt2().encode(c.text);
+    EXPECT_EQ(got, c.ids) << nlohmann::json(c.text).dump() << ": " << first_difference(got, c.ids);
+    EXPECT_EQ(gpt2().decode(got), c.text);
+  }
+}
+
+TEST(Gpt2Tokenizer, KnownIds) {
+  // GPT-2's ids that everyone quotes: "Hello" 15496, " world" 995, "<|endoftext|>" 50256.
+  EXPECT_EQ(gpt2().encode("Hello world<|endoftext|>"), (std::vector<int64_t>{15496, 995, 50256}));
+  EXPECT_EQ(gpt2().display(995), "\xc4\xa0world");  // "Ġworld"
+}
+
+TEST(Gpt2Tokenizer, OneMegabyteTextGivesTheReferenceIds) {
+  const std::string text = slurp(kDir / "mixed_1mb.txt");
+  ASSERT_EQ(text.size(), size_t{1} << 20);
+  const std::string raw = slurp(kDir / "mixed_1mb.ids");
+  std::vector<int64_t> want(raw.size() / 2);
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i] = static_cast<unsigned char>(raw[2 * i]) | static_cast<unsigned char>(raw[2 * i + 1])
+                                                           << 8;
+  }
+  const std::vector<int64_t> got = gpt2().encode(text);
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want) << first_difference(got, want);
+  EXPECT_TRUE(gpt2().decode(got) == text);
+}
+
+TEST(Gpt2Tokenizer, EncodeBatchEqualsEncodeOnAnyThreadCount) {
+  std::vector<std::string> texts;
+  for (const Case& c : cases()) texts.push_back(c.text);
+  const int threads = num_threads();
+  for (const int n : {1, 2}) {
+    set_num_threads(n);
+    const std::vector<std::vector<int64_t>> batch = gpt2().encode_batch(texts);
+    ASSERT_EQ(batch.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(batch[i], gpt2().encode(texts[i]));
+  }
+  set_num_threads(threads);
+}
+
+class Gpt2Files : public testing::TempDirTest {};
+
+// Hugging Face's vocab.json + merges.txt and tokenizer.json (merges as strings and as pairs)
+// hold the same data: the same ids.
+TEST_F(Gpt2Files, EveryLayoutGivesTheSameIds) {
+  const std::string vocab = slurp(kDir / "encoder.json"), merges = slurp(kDir / "vocab.bpe");
+  fs::create_directories(path("hf"));
+  std::ofstream(path("hf/vocab.json"), std::ios::binary) << vocab;
+  std::ofstream(path("hf/merges.txt"), std::ios::binary) << merges;
+  nlohmann::json merge_lines = nlohmann::json::array(), merge_pairs = nlohmann::json::array();
+  std::istringstream lines(merges);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    merge_lines.push_back(line);
+    merge_pairs.push_back({line.substr(0, line.find(' ')), line.substr(line.find(' ') + 1)});
+  }
+  nlohmann::json file = {
+      {"version", "1.0"},
+      {"added_tokens", {{{"id", 50256}, {"content", "<|endoftext|>"}, {"special", true}}}},
+      {"model",
+       {{"type", "BPE"}, {"vocab", nlohmann::json::parse(vocab)}, {"merges", merge_lines}}}};
+  fs::create_directories(path("json"));
+  std::ofstream(path("json/tokenizer.json"), std::ios::binary) << file.dump();
+  file["model"]["merges"] = merge_pairs;
+  std::ofstream(path("pairs.json"), std::ios::binary) << file.dump();
+  std::ofstream(path("tokenizer.json"), std::ios::binary) << file.dump();
+
+  const std::string probe = "Hello <|endoftext|> wörld's 12345 😀\n\n  end";
+  const std::vector<int64_t> want = gpt2().encode(probe);
+  for (const std::string& where : {path("hf"), path("hf/merges.txt"), path("json"),
+                                   path("tokenizer.json"), (kDir / "encoder.json").string()}) {
+    EXPECT_EQ(Gpt2Tokenizer::load(where).encode(probe), want) << where;
+  }
+  EXPECT_EQ(Gpt2Tokenizer::from_tokenizer_json(slurp(path("pairs.json"))).encode(probe), want);
+}
+
+// Any bytes round-trip; a byte that starts no valid UTF-8 sequence is a character of its own
+// (neither letter, number nor space), so it splits a word around it.
+TEST(Gpt2Tokenizer, AnyBytesRoundTripAndInvalidUtf8IsItsOwnPiece) {
+  std::mt19937 rng(5);
+  for (int i = 0; i < 500; ++i) {
+    std::string bytes(rng() % 40, '\0');
+    for (char& b : bytes) b = static_cast<char>(rng());
+    EXPECT_EQ(gpt2().decode(gpt2().encode(bytes)), bytes);
+  }
+  std::vector<int64_t> pieces = gpt2().encode("abc");
+  const std::vector<int64_t> ff = gpt2().encode("\xff");
+  ASSERT_EQ(ff.size(), 1u);
+  pieces.push_back(ff[0]);
+  for (const int64_t id : gpt2().encode("def")) pieces.push_back(id);
+  EXPECT_EQ(gpt2().encode("abc\xff"
+                          "def"),
+            pieces);
+  // Overlong, surrogate and truncated forms are invalid too: each byte on its own.
+  for (const std::string bad : {"\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\xf4\x90\x80\x80"}) {
+    EXPECT_EQ(gpt2().decode(gpt2().encode(bad)), bad);
+  }
+}
+
+TEST_F(Gpt2Files, BrokenFilesFailClearly) {
+  const std::string vocab = slurp(kDir / "encoder.json"), merges = slurp(kDir / "vocab.bpe");
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges("{", merges); }, "not JSON"));
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges("[1]", merges); },
+                         "expected a JSON object"));
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges(R"({"a": -1})", ""); },
+                         "must be an integer in [0, 2^24)"));
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges(R"({"a": 0})", ""); },
+                         "no token for byte 0"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges(vocab, "#version: 0.2\nab\n"); },
+                 "line 2 must be two tokens and one space"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges(vocab, "\xc4\xa0the \xc4\xa0the\n"); },
+                 "merge 0 makes \"\xc4\xa0the\xc4\xa0the\", which the vocabulary lacks"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] { Gpt2Tokenizer::from_tokenizer_json(R"({"model": {"type": "Unigram"}})"); }, "not BPE"));
+  EXPECT_TRUE(ThrowsWith([&] { gpt2().decode(std::vector<int64_t>{50257}); },
+                         "id 50257 is not in the vocabulary"));
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::load(path("nothing")); }, "not GPT-2's tokenizer"));
+  std::ofstream(path("vocab.json")) << vocab;  // and no merges.txt beside it
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::load(path("vocab.json")); }, "merges.txt"));
+}
+
+}  // namespace
+}  // namespace attn
