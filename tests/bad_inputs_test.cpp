@@ -561,7 +561,9 @@ TEST_P(BadInput, IsOneClearLineAndChangesNothing) {
   EXPECT_EQ(r.err.rfind("attn: error: ", 0), 0u) << args << "\nstderr: " << r.err;
   EXPECT_NE(r.err.find(expected), std::string::npos)
       << "the error should name " << expected << ": " << args << "\nstderr: " << r.err;
-  if (!c.streams) EXPECT_EQ(r.out, "") << args;
+  if (!c.streams) {
+    EXPECT_EQ(r.out, "") << args;
+  }
   EXPECT_LT(r.max_rss_kib, 1L << 20) << "more than 1 GiB: " << args;
   // out/ holds exactly what it held: existing.npy, unchanged.
   std::vector<std::string> left;
