@@ -91,6 +91,14 @@ TEST(Gpt2Tokenizer, OneMegabyteTextGivesTheReferenceIds) {
   EXPECT_EQ(got.size(), want.size());
   EXPECT_TRUE(got == want) << first_difference(got, want);
   EXPECT_TRUE(gpt2().decode(got) == text);
+  // Cut into parts at line starts and encoded side by side: the same ids, for 1 to 7 parts.
+  const int threads = num_threads();
+  for (const int n : {1, 2, 3, 7}) {
+    set_num_threads(n);
+    const std::vector<int64_t> parallel = gpt2().encode_parallel(text);
+    EXPECT_TRUE(parallel == want) << n << " threads: " << first_difference(parallel, want);
+  }
+  set_num_threads(threads);
 }
 
 TEST(Gpt2Tokenizer, EncodeBatchEqualsEncodeOnAnyThreadCount) {

@@ -1,6 +1,7 @@
 // Gpt2Tokenizer: GPT-2's vocabulary and merges, its pre-tokenizer, and the shared merge loop.
 #include "attn/gpt2_tokenizer.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -257,6 +258,49 @@ std::vector<int64_t> Gpt2Tokenizer::encode(std::string_view text) const {
                                 [&](std::string_view piece) { cache.append(piece, ids, split); });
   });
   return ids;
+}
+
+namespace {
+
+// Where text may be cut near `at`: the first line start at or after it that follows a single
+// newline after a visible ASCII character (text[p − 2] visible, text[p − 1] == '\n', text[p]
+// not whitespace), or the end. Encoding stops at such a place either way: the newline is a piece
+// of its own, whether a non-space follows it (the whole text) or the text ends (the part). A
+// run of two or more newlines would not be: at the end of a part it is one piece, followed by a
+// word it is two. A special token holds no newline.
+size_t line_start_from(std::string_view text, size_t at) {
+  for (size_t p = std::max<size_t>(at, 2); p < text.size(); ++p) {
+    const auto before = static_cast<unsigned char>(text[p - 2]);
+    if (text[p - 1] != '\n' || before >= 0x80 ||
+        detail::gpt2_class(before) == detail::Gpt2Class::kSpace)
+      continue;
+    if (detail::gpt2_class(detail::utf8_char_at(text, p).code_point) != detail::Gpt2Class::kSpace)
+      return p;
+  }
+  return text.size();
+}
+
+}  // namespace
+
+std::vector<int64_t> Gpt2Tokenizer::encode_parallel(std::string_view text) const {
+  // A special token with a newline in it (none of GPT-2's) could span a cut: no cuts then.
+  const bool cuttable = std::none_of(specials_.begin(), specials_.end(), [](const std::string& s) {
+    return s.find('\n') != std::string::npos;
+  });
+  const size_t parts = cuttable ? static_cast<size_t>(std::max(1, num_threads())) : 1;
+  std::vector<size_t> cuts = {0};
+  for (size_t k = 1; k < parts; ++k) {
+    cuts.push_back(std::max(cuts.back(), line_start_from(text, text.size() * k / parts)));
+  }
+  cuts.push_back(text.size());
+  std::vector<std::vector<int64_t>> ids(parts);
+  parallel_for(static_cast<int64_t>(parts), [&](int64_t k) {
+    const size_t i = static_cast<size_t>(k);
+    ids[i] = encode(text.substr(cuts[i], cuts[i + 1] - cuts[i]));
+  });
+  std::vector<int64_t> all;
+  for (const auto& part : ids) all.insert(all.end(), part.begin(), part.end());
+  return all;
 }
 
 std::vector<std::vector<int64_t>> Gpt2Tokenizer::encode_batch(
