@@ -457,6 +457,25 @@ TEST_F(Cli, BpeTrainRefusesAnEmptySpecialInsteadOfHanging) {
   EXPECT_FALSE(fs::exists(path("t.json")));
 }
 
+// GPT-2's files work where attn's own tokenizer file does: encode and decode, by directory or
+// by file, and the ids are GPT-2's.
+TEST_F(Cli, BpeEncodesAndDecodesWithGpt2sFiles) {
+  const std::string dir = std::string(ATTN_FIXTURES_DIR) + "/gpt2";
+  std::ofstream(path("in.txt"), std::ios::binary) << "Hello world<|endoftext|>\n";
+  const CliResult ids = run("bpe encode --tokenizer " + dir + " " + path("in.txt"));
+  EXPECT_EQ(ids.status, 0) << ids.err;
+  EXPECT_EQ(ids.out, "15496 995 50256 198\n");
+  std::ofstream(path("ids.txt")) << ids.out;
+  const CliResult text = run("bpe decode --tokenizer " + dir + "/vocab.bpe " + path("ids.txt"));
+  EXPECT_EQ(text.status, 0) << text.err;
+  EXPECT_EQ(text.out, "Hello world<|endoftext|>\n");
+  const CliResult shown =
+      run("bpe encode --tokenizer " + dir + "/encoder.json --tokens " + path("in.txt"));
+  EXPECT_EQ(shown.out, "Hello \xc4\xa0world <|endoftext|> \xc4\x8a\n");  // Ġworld, Ċ
+  expect_error("bpe encode --tokenizer " + path("") + " " + path("in.txt"),
+               "not GPT-2's tokenizer files");
+}
+
 TEST_F(Cli, BpeErrorsAreOneLine) {
   const CliResult missing = run("bpe encode --tokenizer " + path("none.json") + " -");
   EXPECT_EQ(missing.status, 1);
@@ -474,7 +493,9 @@ TEST_F(Cli, BpeErrorsAreOneLine) {
         std::string("bpe ") + command + " --tokenizer " + path("tok.json") + " " + path("absent"),
         "absent: cannot open");
   }
-  expect_error("bpe encode --tokenizer " + path("folder") + " -", "folder: is a directory");
+  // A directory is taken for GPT-2's files (tests/cli_test.cpp BpeEncodesAndDecodesWithGpt2sFiles).
+  expect_error("bpe encode --tokenizer " + path("folder") + " -",
+               "folder: not GPT-2's tokenizer files");
   {
     std::ofstream broken(path("broken.json"));
     broken << "{\"format\": \"attn-bpe\", \"version\": 2}";

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
+#include "attn/gpt2_tokenizer.hpp"
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"
 #include "commands.hpp"
@@ -64,10 +66,48 @@ struct CodecArgs {
   bool stats = false, tokens = false;
 };
 
+// GPT-2's files rather than a tokenizer of attn bpe train: a directory, one of encoder.json,
+// vocab.json, merges.txt, vocab.bpe, or a file called tokenizer.json (Hugging Face's name).
+bool is_gpt2(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return true;
+  const std::string name = std::filesystem::path(path).filename().string();
+  for (const char* gpt2 :
+       {"encoder.json", "vocab.json", "merges.txt", "vocab.bpe", "tokenizer.json"})
+    if (name == gpt2) return true;
+  return false;
+}
+
+void print_stats(size_t tokens, size_t bytes, double seconds, const char* timed) {
+  std::printf("%zu tokens, %zu bytes, %.3f bytes per token, %.1f MB/s (%d threads; %s)\n", tokens,
+              bytes, tokens == 0 ? 0.0 : static_cast<double>(bytes) / static_cast<double>(tokens),
+              seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0.0, num_threads(), timed);
+}
+
+// GPT-2: the input is read whole (at most kMaxCorpusBytes), then encoded on the threads
+// (Gpt2Tokenizer::encode_parallel); --stats times the encoding alone.
+void run_encode_gpt2(const CodecArgs& args) {
+  const Gpt2Tokenizer t = Gpt2Tokenizer::load(args.tokenizer);
+  const std::string text = read_input(args.input, kMaxCorpusBytes);
+  const Clock::time_point start = Clock::now();
+  const std::vector<int64_t> ids = t.encode_parallel(text);
+  const double seconds = seconds_since(start);
+  if (args.stats) return print_stats(ids.size(), text.size(), seconds, "encoding only");
+  if (args.tokens) {
+    std::string shown;
+    for (const int64_t id : ids) shown += (shown.empty() ? "" : " ") + t.display(id);
+    return write_stdout(shown + "\n");
+  }
+  IdWriter writer;
+  writer.write(ids);
+  writer.finish();
+}
+
 // The input is read and encoded 16 KiB at a time and the ids written as they come: memory
 // stays at a block of text and its ids whatever the size of the file.
 void run_encode(const CodecArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
+  if (is_gpt2(args.tokenizer)) return run_encode_gpt2(args);
   const BpeTokenizer t = BpeTokenizer::load(args.tokenizer);
   IdWriter writer;
   size_t tokens = 0, bytes = 0;
@@ -91,13 +131,7 @@ void run_encode(const CodecArgs& args) {
   });
   encoder.finish();
   const double seconds = seconds_since(start);
-  if (args.stats) {
-    std::printf(
-        "%zu tokens, %zu bytes, %.3f bytes per token, %.1f MB/s (%d threads; reading included)\n",
-        tokens, bytes, tokens == 0 ? 0.0 : static_cast<double>(bytes) / static_cast<double>(tokens),
-        seconds > 0 ? static_cast<double>(bytes) / seconds / 1e6 : 0.0, num_threads());
-    return;
-  }
+  if (args.stats) return print_stats(tokens, bytes, seconds, "reading included");
   if (args.tokens) {
     write_stdout(shown + "\n");
     return;
@@ -106,8 +140,8 @@ void run_encode(const CodecArgs& args) {
 }
 
 // Read, decoded and written 16 KiB at a time.
-void run_decode(const CodecArgs& args) {
-  const BpeTokenizer t = BpeTokenizer::load(args.tokenizer);
+template <typename Tokenizer>
+void decode_stream(const Tokenizer& t, const CodecArgs& args) {
   IdParser parser;
   std::vector<int64_t> ids;
   read_chunks(args.input, [&](std::string_view chunk) {
@@ -118,6 +152,11 @@ void run_decode(const CodecArgs& args) {
   ids.clear();
   parser.finish(ids);
   write_stdout(t.decode(ids));
+}
+
+void run_decode(const CodecArgs& args) {
+  if (is_gpt2(args.tokenizer)) return decode_stream(Gpt2Tokenizer::load(args.tokenizer), args);
+  decode_stream(BpeTokenizer::load(args.tokenizer), args);
 }
 
 }  // namespace
@@ -161,7 +200,12 @@ void add_bpe_command(CLI::App& app) {
       "encode",
       "Write the token ids of a file (or standard input) as decimal integers separated by single\n"
       "spaces, or with --stats the token count, bytes per token and MB/s.");
-  en->add_option("--tokenizer", enc->tokenizer, "a tokenizer file from attn bpe train")->required();
+  en->add_option("--tokenizer", enc->tokenizer,
+                 "a tokenizer file from attn bpe train, or GPT-2's: a directory with "
+                 "tokenizer.json, vocab.json + merges.txt or encoder.json + vocab.bpe, or one of "
+                 "those files")
+      ->type_name("FILE|DIR")
+      ->required();
   en->add_option("input", enc->input, "the text (- or nothing: standard input)");
   en->add_option("--threads", enc->threads, "threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
@@ -179,7 +223,10 @@ void add_bpe_command(CLI::App& app) {
   CLI::App* de = bpe->add_subcommand(
       "decode",
       "Read token ids separated by any whitespace; write the exact bytes they stand for.");
-  de->add_option("--tokenizer", dec->tokenizer, "a tokenizer file from attn bpe train")->required();
+  de->add_option("--tokenizer", dec->tokenizer,
+                 "a tokenizer file from attn bpe train, or GPT-2's files (as for encode)")
+      ->type_name("FILE|DIR")
+      ->required();
   de->add_option("input", dec->input, "the ids (- or nothing: standard input)");
   de->callback([dec] { run_decode(*dec); });
 }
