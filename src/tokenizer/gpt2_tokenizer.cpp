@@ -222,11 +222,11 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& path) {
     const fs::path file = dir ? base / "tokenizer.json" : fs::path(path);
     return named(file, [&] { return from_tokenizer_json(read(file)); });
   }
-  for (const auto& [vocab, merges] :
+  for (const auto& files :
        {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
-    if ((dir && fs::exists(base / vocab, ec)) || name == vocab || name == merges) {
-      return named(base / vocab,
-                   [&] { return from_vocab_and_merges(read(base / vocab), read(base / merges)); });
+    const fs::path vocab = base / files.first, merges = base / files.second;
+    if ((dir && fs::exists(vocab, ec)) || name == files.first || name == files.second) {
+      return named(vocab, [&] { return from_vocab_and_merges(read(vocab), read(merges)); });
     }
   }
   throw Error(path +

@@ -67,6 +67,47 @@ void id_seeds(const fs::path& dir) {
   write(dir, "one.txt", "7");
 }
 
+// GPT-2's byte alphabet (attn/gpt2_tokenizer.hpp): the printable Latin-1 bytes as themselves,
+// the other 68 as U+0100 onwards; UTF-8 of each.
+std::vector<std::string> gpt2_byte_spellings() {
+  std::vector<std::string> spelling;
+  uint32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const uint32_t cp = printable ? static_cast<uint32_t>(b) : next++;
+    std::string s;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    spelling.push_back(s);
+  }
+  return spelling;
+}
+
+// Texts for GPT-2's encoder (first byte even) and small GPT-2-format files (first byte odd): a
+// tokenizer.json, and a vocab.json + NUL + merges.txt, each of the 256 bytes and two merges.
+void gpt2_seeds(const fs::path& dir) {
+  write(dir, "text.txt", std::string("\0") + attn::fuzz::kCorpusText);
+  write(dir, "mixed.txt", "\2caf\xc3\xa9 \xe6\x97\xa5 42 <|endoftext|>\n\t  x's we'll \xff");
+  const std::vector<std::string> bytes = gpt2_byte_spellings();
+  std::string vocab = "{";
+  for (size_t b = 0; b < bytes.size(); ++b) {
+    std::string key = bytes[b] == "\"" ? "\\\"" : bytes[b] == "\\" ? "\\\\" : bytes[b];
+    vocab += "\"" + key + "\": " + std::to_string(b) + ", ";
+  }
+  const std::string space = bytes[' '];
+  vocab += "\"" + space + "t\": 256, \"" + space + "th\": 257, \"<|endoftext|>\": 258}";
+  const std::string merges = "#version: 0.2\n" + space + " t\n" + space + "t h\n";
+  write(dir, "vocab_and_merges.bin", "\1" + vocab + std::string(1, '\0') + merges);
+  write(dir, "tokenizer.json",
+        "\3{\"added_tokens\": [{\"id\": 258, \"content\": \"<|endoftext|>\"}], \"model\": "
+        "{\"type\": \"BPE\", \"vocab\": " +
+            vocab + ", \"merges\": [\"" + space + " t\", [\"" + space + "t\", \"h\"]]}}");
+}
+
 // A tiny model, trained two steps so that the optimizer's moments are not zero.
 void checkpoint_seed(const fs::path& dir, const std::string& name, const attn::Tokenizer& tokenizer,
                      attn::GptConfig config) {
@@ -110,5 +151,6 @@ int main(int argc, char** argv) {
   text_seeds(root / "bpe");
   id_seeds(root / "id_parser");
   checkpoint_seeds(root / "checkpoint");
+  gpt2_seeds(root / "gpt2");
   return 0;
 }
