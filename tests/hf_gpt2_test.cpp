@@ -56,7 +56,8 @@ TEST_P(HfGpt2, LogitsAndGreedyTokensMatchPyTorch) {
     const std::vector<int64_t> greedy = c["greedy"].get<std::vector<int64_t>>();
     for (const bool cache : {true, false}) {
       options.use_cache = cache;
-      EXPECT_EQ(generate(model, prompt, options), greedy) << GetParam() << (cache ? " with" : " without") << " the cache";
+      EXPECT_EQ(generate(model, prompt, options), greedy)
+          << GetParam() << (cache ? " with" : " without") << " the cache";
     }
   }
 }
