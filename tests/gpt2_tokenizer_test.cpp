@@ -180,6 +180,8 @@ TEST_F(Gpt2Files, BrokenFilesFailClearly) {
                          "expected a JSON object"));
   EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges(R"({"a": -1})", ""); },
                          "must be an integer in [0, 2^24)"));
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges(R"({"a": 7, "b": 7})", ""); },
+                         "\"a\" and \"b\" have the same id 7"));  // found by the gpt2 fuzzer
   EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges(R"({"a": 0})", ""); },
                          "no token for byte 0"));
   EXPECT_TRUE(

@@ -72,10 +72,14 @@ std::unordered_map<std::string, int64_t> vocab_of(const json& vocab) {
   ATTN_CHECK(vocab.is_object() && !vocab.empty(),
              "GPT-2 vocabulary: expected a JSON object of token -> id");
   std::unordered_map<std::string, int64_t> ids;
+  std::unordered_map<int64_t, std::string> token_of;  // an id names one token only
   for (const auto& [token, id] : vocab.items()) {
     ATTN_CHECK(
         id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < detail::kMaxVocab,
         "GPT-2 vocabulary: the id of \"", token, "\" must be an integer in [0, 2^24)");
+    const auto [other, fresh] = token_of.emplace(id.get<int64_t>(), token);
+    ATTN_CHECK(fresh, "GPT-2 vocabulary: \"", other->second, "\" and \"", token,
+               "\" have the same id ", id.get<int64_t>());
     ids[token] = id.get<int64_t>();
   }
   return ids;
@@ -119,6 +123,12 @@ class Gpt2TokenizerBuilder {
     t.bytes_.assign(static_cast<size_t>(size), "");
     std::vector<bool> special_id(static_cast<size_t>(size), false);
     for (const auto& [token, id] : specials) {
+      // An added token may repeat a vocabulary entry (GPT-2's <|endoftext|> is both), not
+      // take another token's id.
+      for (const auto& [word, word_id] : vocab) {
+        ATTN_CHECK(word_id != id || word == token, "GPT-2 tokenizer: added token \"", token,
+                   "\" has the id ", id, " of \"", word, "\"");
+      }
       t.specials_.push_back(token);
       t.special_ids_.push_back(id);
       t.tokens_[static_cast<size_t>(id)] = token;
