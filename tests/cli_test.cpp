@@ -11,10 +11,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
 
+#include "attn/hf.hpp"
 #include "attn/io.hpp"
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
@@ -474,6 +476,55 @@ TEST_F(Cli, BpeEncodesAndDecodesWithGpt2sFiles) {
   EXPECT_EQ(shown.out, "Hello \xc4\xa0world <|endoftext|> \xc4\x8a\n");  // Ġworld, Ċ
   expect_error("bpe encode --tokenizer " + path("") + " " + path("in.txt"),
                "not GPT-2's tokenizer files");
+}
+
+// generate --model: a GPT-2 directory in Hugging Face's layout (written here from a random attn
+// model under GPT-2's tensor names, with GPT-2's tokenizer files beside it) gives, greedily,
+// the text the library gives.
+TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
+  GptConfig config;
+  config.vocab_size = 50257;
+  config.block_size = 16;
+  config.n_layer = 1;
+  config.n_head = 2;
+  config.n_embd = 8;
+  const Gpt model(config, 5);
+  const std::map<std::string, std::string> hf = {
+      {"attn.wqkv", "attn.c_attn.weight"}, {"attn.bqkv", "attn.c_attn.bias"},
+      {"attn.wo", "attn.c_proj.weight"},   {"attn.bo", "attn.c_proj.bias"},
+      {"mlp.wfc", "mlp.c_fc.weight"},      {"mlp.bfc", "mlp.c_fc.bias"},
+      {"mlp.wproj", "mlp.c_proj.weight"},  {"mlp.bproj", "mlp.c_proj.bias"}};
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const GptParameter& p : model.parameter_table()) {
+    std::string name = p.name == "wte" || p.name == "wpe" ? p.name + ".weight" : p.name;
+    for (const auto& [ours, theirs] : hf) {
+      const size_t at = name.find(ours);
+      if (at != std::string::npos && at + ours.size() == name.size())
+        name.replace(at, ours.size(), theirs);
+    }
+    tensors.emplace_back("transformer." + name, model.parameter(p.name));
+  }
+  const fs::path dir = path("gpt2");
+  fs::create_directories(dir);
+  write_safetensors((dir / "model.safetensors").string(), tensors);
+  std::ofstream(dir / "config.json") << R"({"n_layer": 1, "n_head": 2, "n_embd": 8,
+      "n_positions": 16, "vocab_size": 50257})";
+  for (const char* f : {"encoder.json", "vocab.bpe"})
+    fs::copy_file(fs::path(ATTN_FIXTURES_DIR) / "gpt2" / f, dir / f);
+
+  const HfGpt2 loaded = load_hf_gpt2(dir.string());
+  GenerateOptions options;
+  options.max_new_tokens = 6;
+  options.sampling.temperature = 0;
+  const std::vector<int64_t> ids =
+      generate(loaded.model, loaded.tokenizer.encode("Hello world"), options);
+  const CliResult r = run("generate --model " + dir.string() +
+                          " --prompt 'Hello world' --max-new-tokens 6 --temperature 0");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "Hello world" + loaded.tokenizer.decode(ids) + "\n");
+  expect_error("generate --model " + dir.string() + " --checkpoint x",
+               "--checkpoint excludes --model");
+  expect_error("generate --max-new-tokens 3", "give one of --checkpoint");
 }
 
 TEST_F(Cli, BpeErrorsAreOneLine) {

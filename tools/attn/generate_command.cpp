@@ -8,6 +8,7 @@
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
+#include "attn/hf.hpp"
 #include "attn/threads.hpp"
 #include "attn/train.hpp"
 #include "commands.hpp"
@@ -17,7 +18,7 @@ namespace attn::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, prompt, prompt_file;
+  std::string checkpoint, model, prompt, prompt_file;
   GenerateOptions options;
   int64_t num_samples = 1;
   bool no_cache = false, stats = false;
@@ -39,18 +40,19 @@ std::vector<int64_t> default_prompt(const Tokenizer& tokenizer) {
     return {0};
   }
 }
+// GPT-2 starts a text after <|endoftext|>, as it was trained.
+std::vector<int64_t> default_prompt(const Gpt2Tokenizer& tokenizer) {
+  const int64_t eot = tokenizer.special_id("<|endoftext|>");
+  return eot >= 0 ? std::vector<int64_t>{eot} : tokenizer.encode("\n");
+}
 
-void run_generate(GenerateArgs& args) {
-  if (args.threads > 0) set_num_threads(args.threads);
-  std::string path = args.checkpoint;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) path += "/checkpoint.safetensors";
-  const Checkpoint ckpt = load_checkpoint(path);
+template <typename AnyTokenizer>
+void generate_with(const Gpt& model, const AnyTokenizer& tokenizer, GenerateArgs& args) {
   const std::string text =
       args.prompt_file.empty() ? args.prompt : read_input(args.prompt_file, kMaxPromptBytes);
   ATTN_CHECK(args.prompt_file.empty() || !text.empty(), args.prompt_file, ": the prompt is empty");
   const std::vector<int64_t> prompt =
-      text.empty() ? default_prompt(ckpt.tokenizer) : ckpt.tokenizer.encode(text);
+      text.empty() ? default_prompt(tokenizer) : tokenizer.encode(text);
   args.options.use_cache = !args.no_cache;
   size_t total_tokens = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -60,9 +62,9 @@ void run_generate(GenerateArgs& args) {
     if (sample > 0) write_text("\n---\n");
     if (!text.empty()) write_text(text);
     args.options.seed = first_seed + static_cast<uint64_t>(sample);
-    total_tokens += generate(ckpt.model, prompt, args.options, [&](int64_t id) {
+    total_tokens += generate(model, prompt, args.options, [&](int64_t id) {
                       const int64_t one[] = {id};
-                      write_text(ckpt.tokenizer.decode(one));
+                      write_text(tokenizer.decode(one));
                     }).size();
   }
   const double seconds =
@@ -76,23 +78,42 @@ void run_generate(GenerateArgs& args) {
   }
 }
 
+void run_generate(GenerateArgs& args) {
+  if (args.threads > 0) set_num_threads(args.threads);
+  ATTN_CHECK(args.checkpoint.empty() != args.model.empty(),
+             "give one of --checkpoint (a model of attn train) or --model (GPT-2's files)");
+  if (!args.model.empty()) {
+    const HfGpt2 gpt2 = load_hf_gpt2(args.model);
+    return generate_with(gpt2.model, gpt2.tokenizer, args);
+  }
+  std::string path = args.checkpoint;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) path += "/checkpoint.safetensors";
+  const Checkpoint ckpt = load_checkpoint(path);
+  generate_with(ckpt.model, ckpt.tokenizer, args);
+}
+
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "generate",
-      "Continue a prompt with a model from 'attn train', printing each token as it comes. One\n"
-      "token per step through the KV cache; past the block size the context restarts from its\n"
-      "last half. Without --prompt, generation starts from a newline (or, when the vocabulary\n"
-      "has none, from its first token).");
+      "Continue a prompt with a model from 'attn train' (--checkpoint) or GPT-2's (--model),\n"
+      "printing each token as it comes. One token per step through the KV cache; past the block\n"
+      "size the context restarts from its last half. Without --prompt, generation starts from a\n"
+      "newline (GPT-2: from <|endoftext|>; a vocabulary without a newline: its first token).");
   GenerateArgs& a = *args;
   a.options.max_new_tokens = 500;
   a.options.sampling.temperature = 0.8f;
   a.options.sampling.top_k = 200;
-  cmd->add_option("--checkpoint", a.checkpoint,
-                  "a training directory or its checkpoint.safetensors")
-      ->required();
+  CLI::Option* checkpoint = cmd->add_option("--checkpoint", a.checkpoint,
+                                            "a training directory or its checkpoint.safetensors");
+  cmd->add_option("--model", a.model,
+                  "instead of --checkpoint: a GPT-2 model in Hugging Face's layout, a directory "
+                  "with config.json, model.safetensors and GPT-2's tokenizer files")
+      ->type_name("DIR")
+      ->excludes(checkpoint);
   CLI::Option* prompt = cmd->add_option("--prompt", a.prompt, "text to continue");
   cmd->add_option("--prompt-file", a.prompt_file, "continue the text of FILE ('-': stdin)")
       ->excludes(prompt);
