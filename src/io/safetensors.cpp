@@ -1,7 +1,10 @@
 // safetensors reading and writing (format in include/attn/io.hpp). The header is parsed with
 // nlohmann-json; every number in it is checked before it is used as a size or an offset.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -65,7 +68,7 @@ void convert(const char* src, const std::string& dtype, int64_t count, float* ou
   }
 }
 
-uint64_t read_u64(const std::string& bytes) {
+uint64_t read_u64(std::string_view bytes) {
   uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
   return n;
@@ -145,7 +148,9 @@ bool Safetensors::contains(const std::string& name) const {
                      [&](const auto& e) { return e.first == name; });
 }
 
-Safetensors parse_safetensors(const std::string& bytes, const std::string& name) {
+namespace {
+
+Safetensors parse_image(std::string_view bytes, const std::string& name) {
   ATTN_CHECK(bytes.size() >= 8, name, ": too short for a safetensors file (", bytes.size(),
              " bytes)");
   const uint64_t header_bytes = read_u64(bytes);
@@ -154,7 +159,7 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& name)
              bytes.size(), "-byte file");
   json header;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_bytes));
+    header = json::parse(bytes.substr(8, header_bytes));
   } catch (const json::exception& e) {
     throw Error(name + ": not a safetensors file: the header is not JSON: " + e.what());
   }
@@ -192,6 +197,12 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& name)
   return result;
 }
 
+}  // namespace
+
+Safetensors parse_safetensors(const std::string& bytes, const std::string& name) {
+  return parse_image(bytes, name);
+}
+
 namespace {
 
 // The size of the data section the header promises: the largest end offset (the tensors must
@@ -209,6 +220,26 @@ std::optional<uint64_t> promised_data_bytes(const std::string& header_text) {
   }
   return end;
 }
+
+// A regular file mapped read-only for as long as the object lives.
+class MappedFile {
+ public:
+  MappedFile(std::FILE* file, uint64_t size, const std::string& path) : size_(size) {
+    if (size_ == 0) return;
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, ::fileno(file), 0);
+    ATTN_CHECK(data_ != MAP_FAILED, path, ": cannot map the file: ", std::strerror(errno));
+  }
+  ~MappedFile() {
+    if (size_ != 0) ::munmap(data_, size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  uint64_t size_;
+};
 
 }  // namespace
 
@@ -232,7 +263,10 @@ Safetensors read_safetensors(const std::string& path) {
       const uint64_t left = *size - 8 - header_bytes;
       ATTN_CHECK(*data == left, path, ": the header's tensors need ", *data,
                  " data bytes but the file has ", left, *data > left ? " (truncated)" : "");
-      bytes += read_bytes(input.get(), left, path);
+      // A regular file is mapped, not read: each tensor is converted from the mapping, so the
+      // file's bytes never sit in memory beside the tensors made of them.
+      const MappedFile mapped(input.get(), *size, path);
+      return parse_image(mapped.bytes(), path);
     } else if (data) {  // a pipe: what the header promises and one byte more, to tell trailing data
       ATTN_CHECK(*data <= kMaxSafetensorsBytes, path, ": the header's tensors need ", *data,
                  " bytes; at most ", kMaxSafetensorsBytes, " (64 GiB) are read");
