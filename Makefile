@@ -6,7 +6,8 @@
 #                   (~5 minutes: a separate build; CI runs it after make test)
 #   make test-tsan  the whole suite again under ThreadSanitizer (a separate build; CI runs it)
 #   make fuzz       build the libFuzzer harnesses (clang) and run each for FUZZ_SECONDS (default
-#                   60, two at a time); a finding's input lands in build/fuzz/findings/
+#                   60), FUZZ_JOBS at a time (default 2); a finding's input lands in
+#                   build/fuzz/findings/
 #   make bench      the forward tables (causal and not, 1 and 2 threads), the backward table
 #                   and the decode tables
 #   make compare    attn next to PyTorch and numpy on the same shapes, its tokenizer next to
@@ -20,6 +21,7 @@
 JOBS ?= $(shell nproc)
 
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 2
 
 .PHONY: run test build test-asan test-tsan fuzz bench compare fixtures bootstrap clean format lint
 
@@ -53,7 +55,7 @@ fuzz:
 	@scripts/bootstrap --fuzz
 	@cmake --preset fuzz >/dev/null
 	@cmake --build --preset fuzz -j $(JOBS)
-	scripts/fuzz $(FUZZ_SECONDS)
+	JOBS=$(FUZZ_JOBS) scripts/fuzz $(FUZZ_SECONDS)
 
 bench: build
 	build/release/attn bench forward --seq 256,512,1024,2048,4096,8192,16384 --threads 1,2 --causal
