@@ -374,13 +374,21 @@ void check_data_size(const Layout& layout, uint64_t have, const std::string& nam
 
 }  // namespace
 
-NpyArray parse_npy(const std::string& bytes, const std::string& name) {
-  // Every size is checked against the payload before anything is allocated.
-  const Layout layout = layout_of(bytes, name);
+namespace {
+
+// The array of bytes whose header is `layout`: every size is checked against the payload
+// before anything is allocated.
+NpyArray array_of(const std::string& bytes, const Layout& layout, const std::string& name) {
   check_data_size(layout, bytes.size() - layout.data_start, name);
   NpyArray array{Tensor(layout.header.shape), layout.dtype};
   convert_payload(bytes.data() + layout.data_start, layout.dtype, array.values, name);
   return array;
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::string& bytes, const std::string& name) {
+  return array_of(bytes, layout_of(bytes, name), name);
 }
 
 // The header first, checked, then exactly the data it promises (a regular file's size is
@@ -396,7 +404,7 @@ NpyArray read_npy(const std::string& path) {
   if (input.size())
     check_data_size(layout, *input.size() - std::min<uint64_t>(*input.size(), data_start), path);
   bytes += read_bytes(input.get(), layout.data_bytes + 1, path);
-  return parse_npy(bytes, path);
+  return array_of(bytes, layout, path);
 }
 
 std::string npy_bytes(const Tensor& t) { return npy_image(t, NpyDtype::kFloat32); }

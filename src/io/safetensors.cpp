@@ -150,19 +150,23 @@ bool Safetensors::contains(const std::string& name) const {
 
 namespace {
 
-Safetensors parse_image(std::string_view bytes, const std::string& name) {
+// `parsed`: the header's JSON when the caller has parsed it already (read_safetensors does, to
+// size the data before reading it), so that it is not parsed twice.
+Safetensors parse_image(std::string_view bytes, const std::string& name,
+                        const json* parsed = nullptr) {
   ATTN_CHECK(bytes.size() >= 8, name, ": too short for a safetensors file (", bytes.size(),
              " bytes)");
   const uint64_t header_bytes = read_u64(bytes);
   ATTN_CHECK(header_bytes <= kMaxHeaderBytes && header_bytes <= bytes.size() - 8, name,
              ": not a safetensors file: its header length ", header_bytes, " does not fit the ",
              bytes.size(), "-byte file");
-  json header;
+  json own;
   try {
-    header = json::parse(bytes.substr(8, header_bytes));
+    if (parsed == nullptr) own = json::parse(bytes.substr(8, header_bytes));
   } catch (const json::exception& e) {
     throw Error(name + ": not a safetensors file: the header is not JSON: " + e.what());
   }
+  const json& header = parsed != nullptr ? *parsed : own;
   ATTN_CHECK(header.is_object(), name, ": the header must be a JSON object");
   const uint64_t data_bytes = bytes.size() - 8 - header_bytes;
   const char* data = bytes.data() + 8 + header_bytes;
@@ -205,12 +209,10 @@ Safetensors parse_safetensors(const std::string& bytes, const std::string& name)
 
 namespace {
 
-// The size of the data section the header promises: the largest end offset (the tensors must
-// tile it). Nothing when the header is not a JSON object: parse_safetensors says what is wrong.
-std::optional<uint64_t> promised_data_bytes(const std::string& header_text) {
-  const json header = json::parse(header_text, nullptr, /*allow_exceptions=*/false);
+// The size of the data section a header (a JSON object) promises: the largest end offset (the
+// tensors must tile it; parse_image checks that they do).
+uint64_t promised_data_bytes(const json& header) {
   uint64_t end = 0;
-  if (!header.is_object()) return std::nullopt;
   for (const auto& [key, value] : header.items()) {
     if (key == kMetadataKey || !value.is_object() || !value.contains("data_offsets")) continue;
     const json& offsets = value["data_offsets"];
@@ -258,22 +260,29 @@ Safetensors read_safetensors(const std::string& path) {
                size ? " does not fit the " + std::to_string(*size) + "-byte file"
                     : " is more than the 100 MiB a header may have");
     bytes += read_bytes(input.get(), header_bytes, path);
-    const std::optional<uint64_t> data = promised_data_bytes(bytes.substr(8));
-    if (data && size) {
-      const uint64_t left = *size - 8 - header_bytes;
-      ATTN_CHECK(*data == left, path, ": the header's tensors need ", *data,
-                 " data bytes but the file has ", left, *data > left ? " (truncated)" : "");
-      // A regular file is mapped, not read: each tensor is converted from the mapping, so the
-      // file's bytes never sit in memory beside the tensors made of them.
-      const MappedFile mapped(input.get(), *size, path);
-      return parse_image(mapped.bytes(), path);
-    } else if (data) {  // a pipe: what the header promises and one byte more, to tell trailing data
-      ATTN_CHECK(*data <= kMaxSafetensorsBytes, path, ": the header's tensors need ", *data,
+    // Parsed once here and handed to parse_image; a header that is not a JSON object is left
+    // for parse_image to describe, from the bytes read so far.
+    const json header = json::parse(std::string_view(bytes).substr(8), nullptr,
+                                    /*allow_exceptions=*/false);
+    if (header.is_object()) {
+      const uint64_t data = promised_data_bytes(header);
+      if (size) {
+        const uint64_t left = *size - 8 - header_bytes;
+        ATTN_CHECK(data == left, path, ": the header's tensors need ", data,
+                   " data bytes but the file has ", left, data > left ? " (truncated)" : "");
+        // A regular file is mapped, not read: each tensor is converted from the mapping, so the
+        // file's bytes never sit in memory beside the tensors made of them.
+        const MappedFile mapped(input.get(), *size, path);
+        return parse_image(mapped.bytes(), path, &header);
+      }
+      // A pipe: what the header promises and one byte more, to tell trailing data.
+      ATTN_CHECK(data <= kMaxSafetensorsBytes, path, ": the header's tensors need ", data,
                  " bytes; at most ", kMaxSafetensorsBytes, " (64 GiB) are read");
-      bytes += read_bytes(input.get(), *data + 1, path);
+      bytes += read_bytes(input.get(), data + 1, path);
+      return parse_image(bytes, path, &header);
     }
   }
-  return parse_safetensors(bytes, path);
+  return parse_image(bytes, path);
 }
 
 std::string safetensors_image(const std::vector<std::pair<std::string, Tensor>>& tensors,
