@@ -81,31 +81,12 @@ int64_t metadata_integer(const Safetensors& file, const std::string& key) {
   return value;
 }
 
-// Before a model is built from a stored config: the file must hold at least the floats the
-// config needs (`copies` of them: parameters, and AdamW's two moments when resuming), so a tiny
-// file cannot make the reader allocate a model of any size.
-void check_file_holds(const Safetensors& file, const GptConfig& config, int64_t copies) {
-  int64_t stored = 0;
-  for (const auto& entry : file.tensors) stored += entry.second.numel();
-  const int64_t needed = parameter_count(config);
-  ATTN_CHECK(stored / copies >= needed, "checkpoint: the config needs ", copies, " × ", needed,
-             " floats but the file holds ", stored);
-}
-
-// Copies each named tensor of `file` (prefix + parameter name) into `buffer`, checking shapes
-// and that every value is finite (a NaN would otherwise surface later, far from its cause).
+// Copies each named tensor of `file` (prefix + parameter name) into `buffer`, checked.
 void restore(const Safetensors& file, const Gpt& model, const std::string& prefix, Tensor& buffer) {
   for (const GptParameter& p : model.parameter_table()) {
     const std::string name = prefix + p.name;
-    ATTN_CHECK(file.contains(name), "checkpoint: tensor \"", name, "\" is missing");
-    const Tensor& stored = file.at(name);
-    ATTN_CHECK(stored.shape() == p.shape, "checkpoint: tensor \"", name, "\" is ",
-               stored.shape_string(), ", the config needs ", to_string(p.shape));
-    const float* values = stored.data();
-    for (int64_t i = 0; i < stored.numel(); ++i) {
-      ATTN_CHECK(std::isfinite(values[i]), "checkpoint: tensor \"", name, "\" holds ", values[i],
-                 " at flat index ", i, "; every stored value must be finite");
-    }
+    const Tensor& stored = detail::checked_parameter(file.contains(name) ? &file.at(name) : nullptr,
+                                                     name, p, "checkpoint: ");
     buffer.as_strided(p.shape, contiguous_strides(p.shape), p.offset).copy_from(stored);
   }
 }
@@ -136,6 +117,28 @@ auto with_path(const std::string& path, const Body& body) {
 }
 
 }  // namespace
+
+void detail::check_file_holds(const Safetensors& file, const GptConfig& config, int64_t copies,
+                              const std::string& prefix) {
+  int64_t stored = 0;
+  for (const auto& entry : file.tensors) stored += entry.second.numel();
+  const int64_t needed = parameter_count(config);
+  ATTN_CHECK(stored / copies >= needed, prefix, "the config needs ", copies, " × ", needed,
+             " floats but the file holds ", stored);
+}
+
+const Tensor& detail::checked_parameter(const Tensor* stored, const std::string& name,
+                                        const GptParameter& p, const std::string& prefix) {
+  ATTN_CHECK(stored != nullptr, prefix, "tensor \"", name, "\" is missing");
+  ATTN_CHECK(stored->shape() == p.shape, prefix, "tensor \"", name, "\" is ",
+             stored->shape_string(), ", the config needs ", to_string(p.shape));
+  const float* values = stored->data();
+  for (int64_t i = 0; i < stored->numel(); ++i) {
+    ATTN_CHECK(std::isfinite(values[i]), prefix, "tensor \"", name, "\" holds ", values[i],
+               " at flat index ", i, "; every stored value must be finite");
+  }
+  return *stored;
+}
 
 void Trainer::save(const std::string& path, const Tokenizer& tokenizer) const {
   ATTN_CHECK(tokenizer.vocab_size() == config_.vocab_size, "checkpoint: the tokenizer has ",
@@ -171,7 +174,7 @@ Trainer Trainer::resume_from(const Safetensors& file, std::vector<int64_t> token
   const uint64_t fingerprint = detail::token_fingerprint(tokens);
   ATTN_CHECK(metadata(file, "tokens_fingerprint") == std::to_string(fingerprint),
              "the corpus differs from the one this run was trained on (token fingerprint)");
-  check_file_holds(file, config, 3);
+  detail::check_file_holds(file, config, 3, "checkpoint: ");
   Trainer trainer(config, options, std::move(tokens));
   restore(file, trainer.model_, "", trainer.model_.parameters());
   restore(file, trainer.model_, "optimizer.m.", trainer.optimizer_.m);
@@ -201,7 +204,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   return with_path(path, [&] {
     const Safetensors file = open_checkpoint(path);
     const GptConfig config = gpt_config_from_json(metadata(file, "config"));
-    check_file_holds(file, config, 1);
+    detail::check_file_holds(file, config, 1, "checkpoint: ");
     Gpt model(config);
     restore(file, model, "", model.parameters());
     Tokenizer tokenizer = Tokenizer::from_json(metadata(file, "tokenizer"));

@@ -7,6 +7,7 @@
 #include "attn/files.hpp"
 #include "attn/hf.hpp"
 #include "attn/io.hpp"
+#include "src/train/train_internal.hpp"
 
 namespace attn {
 namespace {
@@ -57,15 +58,8 @@ void copy_parameters(const std::map<std::string, const Tensor*>& tensors, Gpt& m
   for (const GptParameter& p : model.parameter_table()) {
     const std::string name = hf_name(p.name);
     const auto it = tensors.find(name);
-    ATTN_CHECK(it != tensors.end(), "tensor \"", name, "\" is missing");
-    const Tensor& stored = *it->second;
-    ATTN_CHECK(stored.shape() == p.shape, "tensor \"", name, "\" is ", stored.shape_string(),
-               ", the config needs ", to_string(p.shape));
-    for (int64_t i = 0; i < stored.numel(); ++i) {
-      ATTN_CHECK(std::isfinite(stored.data()[i]), "tensor \"", name, "\" holds ", stored.data()[i],
-                 " at flat index ", i);
-    }
-    model.parameter(p.name).copy_from(stored);
+    model.parameter(p.name).copy_from(
+        detail::checked_parameter(it != tensors.end() ? it->second : nullptr, name, p, ""));
     used.insert(name);
   }
   for (const auto& [name, t] : tensors) {
@@ -127,10 +121,7 @@ Gpt gpt_from_hf(const std::string& dir) {
   const Safetensors file = read_safetensors(weights);
   try {
     const std::map<std::string, const Tensor*> tensors = by_bare_name(file);
-    int64_t stored = 0;
-    for (const auto& entry : file.tensors) stored += entry.second.numel();
-    ATTN_CHECK(stored >= parameter_count(config), "the config needs ", parameter_count(config),
-               " floats but the file holds ", stored);
+    detail::check_file_holds(file, config, 1, "");
     Gpt model(config);
     copy_parameters(tensors, model);
     return model;
