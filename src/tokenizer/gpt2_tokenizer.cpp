@@ -11,6 +11,7 @@
 #include "attn/files.hpp"
 #include "attn/threads.hpp"
 #include "src/tokenizer/bpe_merge.hpp"
+#include "src/tokenizer/gpt2_byte_alphabet.hpp"
 #include "src/tokenizer/gpt2_pretokenizer.hpp"
 #include "src/tokenizer/text.hpp"
 #include "src/tokenizer/word_split_cache.hpp"
@@ -20,9 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-// GPT-2's byte alphabet: each byte is spelt as one printable character in the vocabulary
-// files. The printable Latin-1 bytes stand for themselves; the other 68 (controls, space,
-// 0x7F-0xA0, 0xAD) are U+0100 onwards, in byte order.
+// GPT-2's byte alphabet (src/tokenizer/gpt2_byte_alphabet.hpp), both ways.
 struct ByteAlphabet {
   uint32_t char_of[256];
   std::unordered_map<uint32_t, unsigned char> byte_of;
@@ -53,18 +52,6 @@ std::string token_bytes(const std::string& token) {
     i += c.length;
   }
   return bytes;
-}
-
-std::string spelling_of_byte(unsigned char b) {
-  const uint32_t cp = byte_alphabet().char_of[b];
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else {  // below U+0800: two bytes
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
 }
 
 // The vocabulary as read: token -> id, every id in [0, 2^24).
@@ -109,6 +96,22 @@ std::vector<std::pair<std::string, std::string>> merges_of_text(std::string_view
 
 }  // namespace
 
+namespace detail {
+
+std::string gpt2_byte_spelling(unsigned char b) {
+  const uint32_t cp = byte_alphabet().char_of[b];
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else {  // below U+0800: two bytes
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+}  // namespace detail
+
 // Builds the tables from a vocabulary, its merges in rank order and the special tokens.
 class Gpt2TokenizerBuilder {
  public:
@@ -147,7 +150,7 @@ class Gpt2TokenizerBuilder {
       return it->second;
     };
     for (int b = 0; b < 256; ++b) {
-      const std::string spelling = spelling_of_byte(static_cast<unsigned char>(b));
+      const std::string spelling = detail::gpt2_byte_spelling(static_cast<unsigned char>(b));
       const auto it = vocab.find(spelling);
       ATTN_CHECK(it != vocab.end(), "GPT-2 vocabulary: no token for byte ", b, " (spelt \"",
                  spelling, "\"); a byte-level vocabulary has all 256");

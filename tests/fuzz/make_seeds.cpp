@@ -11,6 +11,7 @@
 #include "attn/tokenizer.hpp"
 #include "attn/train.hpp"
 #include "fuzz_corpus_text.hpp"
+#include "src/tokenizer/gpt2_byte_alphabet.hpp"
 
 namespace {
 
@@ -67,32 +68,13 @@ void id_seeds(const fs::path& dir) {
   write(dir, "one.txt", "7");
 }
 
-// GPT-2's byte alphabet (attn/gpt2_tokenizer.hpp): the printable Latin-1 bytes as themselves,
-// the other 68 as U+0100 onwards; UTF-8 of each.
-std::vector<std::string> gpt2_byte_spellings() {
-  std::vector<std::string> spelling;
-  uint32_t next = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const uint32_t cp = printable ? static_cast<uint32_t>(b) : next++;
-    std::string s;
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    spelling.push_back(s);
-  }
-  return spelling;
-}
-
 // Texts for GPT-2's encoder (first byte even) and small GPT-2-format files (first byte odd): a
 // tokenizer.json, and a vocab.json + NUL + merges.txt, each of the 256 bytes and two merges.
 void gpt2_seeds(const fs::path& dir) {
   write(dir, "text.txt", std::string("\0") + attn::fuzz::kCorpusText);
   write(dir, "mixed.txt", "\2caf\xc3\xa9 \xe6\x97\xa5 42 <|endoftext|>\n\t  x's we'll \xff");
-  const std::vector<std::string> bytes = gpt2_byte_spellings();
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(attn::detail::gpt2_byte_spelling(b));
   std::string vocab = "{";
   for (size_t b = 0; b < bytes.size(); ++b) {
     std::string key = bytes[b] == "\"" ? "\\\"" : bytes[b] == "\\" ? "\\\\" : bytes[b];
