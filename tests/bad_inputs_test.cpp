@@ -26,6 +26,7 @@
 
 #include "attn/io.hpp"
 #include "attn/random.hpp"
+#include "test_util.hpp"
 
 namespace attn {
 namespace {
@@ -39,12 +40,7 @@ struct Outcome {
   long max_rss_kib = 0;
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::slurp;
 
 void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;

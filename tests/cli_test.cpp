@@ -40,12 +40,7 @@ struct CliResult {
   }
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::slurp;
 
 class Cli : public testing::TempDirTest {
  protected:

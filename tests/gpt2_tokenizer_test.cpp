@@ -24,12 +24,7 @@ using testing::ThrowsWith;
 
 const fs::path kDir = fs::path(ATTN_FIXTURES_DIR) / "gpt2";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::slurp;
 
 const Gpt2Tokenizer& gpt2() {
   static const Gpt2Tokenizer t = Gpt2Tokenizer::load(kDir.string());

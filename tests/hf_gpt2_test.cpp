@@ -76,10 +76,8 @@ class HfGpt2Files : public testing::TempDirTest {
     for (auto& entry : file.tensors) entry.second = entry.second.clone();
     edit(file);
     write_safetensors((dir / "model.safetensors").string(), file.tensors, file.metadata);
-    std::ifstream in(kDir / "f32_prefixed" / "config.json");
-    std::stringstream s;
-    s << in.rdbuf();
-    std::ofstream(dir / "config.json") << (config.empty() ? s.str() : config);
+    std::ofstream(dir / "config.json")
+        << (config.empty() ? testing::slurp(kDir / "f32_prefixed" / "config.json") : config);
     return dir.string();
   }
   static void erase(Safetensors& f, const std::string& name) {

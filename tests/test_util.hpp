@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "attn/error.hpp"
@@ -66,6 +68,14 @@ inline ::testing::AssertionResult BitwiseEqual(const Tensor& a, const Tensor& b)
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// The bytes of a file ("" when it cannot be opened).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 // A pipe holding `bytes` (at most the pipe's 64 KiB buffer), readable at path(); its write end
