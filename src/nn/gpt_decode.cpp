@@ -82,6 +82,9 @@ int64_t sample_token(std::span<const float> logits, const SamplingOptions& optio
     ATTN_CHECK(std::isfinite(logits[static_cast<size_t>(i)]), "sample_token: logit ", i, " is ",
                logits[static_cast<size_t>(i)]);
   }
+  if (options.temperature == 0.0f) {  // greedy: the first largest logit, top_k and top_p moot
+    return std::max_element(logits.begin(), logits.end()) - logits.begin();
+  }
   // Candidates by decreasing logit, the lower id first on ties.
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
@@ -91,7 +94,6 @@ int64_t sample_token(std::span<const float> logits, const SamplingOptions& optio
     return la != lb ? la > lb : a < b;
   };
   std::partial_sort(order.begin(), order.begin() + k, order.end(), by_logit);
-  if (options.temperature == 0.0f) return order[0];
   // Softmax of logits / T over the k candidates, in double, then one uniform draw.
   const double max = logits[static_cast<size_t>(order[0])];
   std::vector<double> weights(static_cast<size_t>(k));
