@@ -1,8 +1,12 @@
-// attn::gemm (oneDNN) against the reference matmul: transposes, alpha/beta, odd sizes, the
-// threaded splits along either dim, and the argument errors.
+// attn::gemm (oneDNN; one-row products on attn's gemv kernels) against the reference matmul:
+// transposes, alpha/beta, odd sizes, the threaded splits along either dim, and the argument
+// errors.
 #include "attn/gemm.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <utility>
 
 #include "attn/random.hpp"
 #include "attn/reference_matmul.hpp"
@@ -58,7 +62,7 @@ TEST(Gemm, ResultsDoNotDependOnTheThreadCount) {
 // splits (rows and columns), transposes, a leading dimension wider than n, and 1 or 2 threads.
 TEST(Gemm, BiasVariantEqualsAProductIntoRowsOfTheBias) {
   for_every_case(
-      {{3, 5, 7}, {200, 70, 33}, {40, 300, 64}},
+      {{1, 9, 300}, {3, 5, 7}, {200, 70, 33}, {40, 300, 64}},
       [](Size s, bool ta, bool tb, const Tensor& a, const Tensor& b, const std::string& what) {
         const Tensor bias = rand_normal({s.n}, 3);
         const int64_t ldc = s.n + 3;
@@ -75,6 +79,48 @@ TEST(Gemm, BiasVariantEqualsAProductIntoRowsOfTheBias) {
   EXPECT_TRUE(
       testing::ThrowsWith([&] { gemm_bias(false, false, 2, 3, 4, &x, 3, &x, 3, &x, &x, 3); },
                           "leading dimensions too small: lda=3"));
+}
+
+// One row (a generated token) runs the gemv kernels: W read by slabs of rows, or by rows
+// when used transposed. Sizes around the slab (128 rows), the column piece (4096), the
+// vector width and the four-row step; a leading dimension wider than n; beta 0 over NaN.
+TEST(Gemm, OneRowProductsMatchTheReferenceAndDoNotDependOnTheThreadCount) {
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1, 1},
+                             {5, 3},
+                             {17, 127},
+                             {33, 128},
+                             {64, 129},
+                             {2304, 768},
+                             {768, 3072},
+                             {4100, 70},
+                             {9000, 260}}) {
+    for (bool tb : {false, true}) {
+      const int64_t ldb = (tb ? k : n) + 3;
+      const Tensor x = rand_normal({1, k}, 1),
+                   b = rand_normal(tb ? Shape{n, ldb} : Shape{k, ldb}, 2);
+      const Tensor c0 = rand_normal({1, n}, 3);
+      const Tensor op_b = tb ? b.as_strided({k, n}, {1, ldb}) : b.as_strided({k, n}, {ldb, 1});
+      Tensor expected = reference::matmul(x, op_b);
+      Tensor overwritten = expected.clone();
+      for (int64_t j = 0; j < n; ++j)
+        expected.at({0, j}) = 0.5f * expected.at({0, j}) + 2.0f * c0.at({0, j});
+      const std::string what =
+          "n=" + std::to_string(n) + " k=" + std::to_string(k) + " tb=" + std::to_string(tb);
+      Tensor by_threads[2];
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        Tensor c = c0.clone();
+        gemm(false, tb, 1, n, k, 0.5f, x.data(), k, b.data(), ldb, 2.0f, c.data(), n);
+        EXPECT_TRUE(testing::AllClose(c, expected, tolerance(k))) << what;
+        Tensor nan = Tensor::full({1, n}, std::nanf(""));
+        gemm(false, tb, 1, n, k, 1.0f, x.data(), k, b.data(), ldb, 0.0f, nan.data(), n);
+        EXPECT_TRUE(testing::AllClose(nan, overwritten, tolerance(k))) << what << " beta 0";
+        by_threads[threads - 1] = c;
+      }
+      set_num_threads(0);
+      EXPECT_TRUE(testing::BitwiseEqual(by_threads[0], by_threads[1])) << what;
+    }
+  }
 }
 
 TEST(Gemm, MatmulAndLinearTakeViews) {

@@ -18,9 +18,11 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/kernels/gemv.hpp"
 #include "src/linalg/gemm_bf16.hpp"
 #include "src/linalg/onednn_library.hpp"
 
@@ -46,6 +48,10 @@ void multiply_one_thread(MatmulPrecision precision, char ta, char tb, int64_t m,
     explicit OneOpenMpThread(const detail::OneDnn& d) : dnnl(d) { dnnl.omp_set_num_threads(1); }
     ~OneOpenMpThread() { dnnl.omp_set_num_threads(previous); }
   } one_thread(dnnl);
+  if (m == 1 && ta == 'N' && tb == 'T' && precision == MatmulPrecision::kFloat32) {
+    kernels::gemv_dots(a, b, k, n, ldb, alpha, beta, c);  // a block of rows of B, read in order
+    return;
+  }
   if (precision == MatmulPrecision::kBFloat16) {
     detail::gemm_bf16_one_thread(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
@@ -105,6 +111,41 @@ void multiply_block(const Block& x, MatmulPrecision precision, char ta, char tb,
                       c + x.r0 * ldc + x.c0, ldc);
 }
 
+// Rows of W per slab of x·W for one row x.
+constexpr int64_t kSlabRows = 128;
+
+// y = alpha·x·W + beta·y for one row x and W (k, n) not transposed: the product of a generated
+// token, bound by reading W. Each worker streams whole slabs of W's rows — one run of addresses
+// each — into partial sums, added slab by slab in order: the same bits for every thread count.
+// (Splitting the columns instead, as for_each_block does, reads every row in pieces.)
+void gemv_by_slabs(int64_t n, int64_t k, float alpha, const float* x, const float* w, int64_t ldw,
+                   float beta, float* y) {
+  const int64_t slabs = (k + kSlabRows - 1) / kSlabRows;
+  if (slabs <= 1 || n * k < kParallelThreshold) {
+    kernels::gemv_rows(x, w, k, n, ldw, alpha, beta, y);
+    return;
+  }
+  std::vector<float> partial(static_cast<size_t>(slabs * n));
+  parallel_for(slabs, [&](int64_t s) {
+    const int64_t r0 = s * kSlabRows, rows = std::min(kSlabRows, k - r0);
+    kernels::gemv_rows(x + r0, w + r0 * ldw, rows, n, ldw, 1.0f, 0.0f, partial.data() + s * n);
+  });
+  // Slab by slab into the first, a row at a time (so the loop vectorises); every y[j] adds its
+  // slabs in the same order.
+  float* sum = partial.data();
+  for (int64_t s = 1; s < slabs; ++s) {
+    const float* p = partial.data() + s * n;
+    for (int64_t j = 0; j < n; ++j) sum[j] += p[j];
+  }
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = beta == 0.0f ? alpha * sum[j] : alpha * sum[j] + beta * y[j];
+}
+
+// The one-row case of gemm: a generated token's products.
+bool is_gemv(int64_t m, bool trans_a, bool trans_b, MatmulPrecision precision) {
+  return m == 1 && !trans_a && !trans_b && precision == MatmulPrecision::kFloat32;
+}
+
 }  // namespace
 
 std::string to_string(MatmulPrecision precision) {
@@ -122,6 +163,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           MatmulPrecision precision) {
   check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
+  if (is_gemv(m, trans_a, trans_b, precision))
+    return gemv_by_slabs(n, k, alpha, a, b, ldb, beta, c);
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
   for_each_block(m, n, k, [&](const Block& x) {
     multiply_block(x, precision, ta, tb, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -133,6 +176,10 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
                MatmulPrecision precision) {
   check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
+  if (is_gemv(m, trans_a, trans_b, precision)) {
+    std::copy(bias, bias + n, c);
+    return gemv_by_slabs(n, k, 1.0f, a, b, ldb, 1.0f, c);
+  }
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
   // Each worker writes the bias into its own block just before multiplying into it (beta =
   // 1): the copy runs on every core, and the product finds the block in its cache.

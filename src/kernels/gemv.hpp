@@ -1,0 +1,22 @@
+// Products of one row vector with a matrix, the shape of every weight product when a model
+// generates one token: y = alpha·x·op(W) + beta·y. Memory-bound (each weight is used once), so
+// the kernels stream W in order and keep their sums in registers or in L1. Vectorised with
+// Highway; each y[j] is summed in an order fixed by k alone.
+#pragma once
+
+#include <cstdint>
+
+namespace attn::kernels {
+
+// W (k, n) row-major with leading dimension ldw: y[j] = alpha·Σ_i x[i]·W[i, j] + beta·y[j] for
+// j < n. Rows of W are read in order, four at a time, added into y (which stays in L1).
+// beta 0 ignores y's values (NaN included).
+void gemv_rows(const float* x, const float* w, int64_t k, int64_t n, int64_t ldw, float alpha,
+               float beta, float* y);
+
+// W (n, k) row-major with leading dimension ldw, used transposed: y[j] = alpha·dot(x, W[j, :])
+// + beta·y[j]. Four rows of W at a time, each read whole and in order.
+void gemv_dots(const float* x, const float* w, int64_t k, int64_t n, int64_t ldw, float alpha,
+               float beta, float* y);
+
+}  // namespace attn::kernels
