@@ -328,6 +328,7 @@ const std::string kTrain =
 const std::string kGenerate = "generate --checkpoint {ckpt} --max-new-tokens 3 --prompt the";
 const std::string kForward = "bench forward --seq 64 --heads 1 --runs 1 --threads 1";
 const std::string kDecode = "bench decode --cache 64 --heads 1 --runs 1 --threads 1";
+const std::string kExport = "export --hf {out}/hf --random gpt2";
 
 // Bad numbers for one flag of a command: each must be named in the error.
 void numbers(std::vector<Case>& cases, const std::string& command, const std::string& flag,
@@ -408,6 +409,10 @@ std::vector<Case> numeric_cases() {
   numbers(c, kDecode, "--cache", {"0", "x"});
   numbers(c, kDecode, "--runs", {"0", "100001"});
   numbers(c, kDecode, "--head-dim", {"0"});
+  numbers(c, kExport, "--seed", {"-1", "x"});
+  c.push_back({"export --hf {out}/hf --random gpt9", "gpt9"});
+  c.push_back({"export --hf {out}/hf --checkpoint {ckpt} --random gpt2", "--checkpoint excludes"});
+  c.push_back({"export --hf {existing} --random gpt2", "--hf must be a directory"});
   numbers(c, "demo", "--d-model", {"0", "x"});
   clash(c, "demo", "--d-model", "7", "--d-model (7) must divide by --heads (4)");
   numbers(c, "demo", "--heads", {"0", "x"});
@@ -439,6 +444,8 @@ std::vector<Case> path_cases() {
     c.push_back({"bpe encode --tokenizer " + std::string(bad) + " {corpus}", bad});
     c.push_back({"bpe decode --tokenizer " + std::string(bad) + " {ids_bad}", bad});
     c.push_back({"generate --checkpoint " + std::string(bad), bad});
+    c.push_back({"generate --model " + std::string(bad), bad});
+    c.push_back({"export --hf {out}/hf --checkpoint " + std::string(bad), bad});
     c.push_back({kTrain + " --tokenizer " + std::string(bad), bad});
   }
   // The path itself is the error: one case each for the remaining readers.

@@ -78,8 +78,8 @@ class Cli : public testing::TempDirTest {
 };
 
 TEST_F(Cli, HelpOnEveryCommand) {
-  for (const char* cmd :
-       {"", "demo", "sdpa", "mha", "heatmap", "bench", "bpe", "train", "generate"}) {
+  for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap", "bench", "bpe", "train", "generate",
+                          "export"}) {
     const CliResult r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
@@ -520,6 +520,47 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
   expect_error("generate --model " + dir.string() + " --checkpoint x",
                "--checkpoint excludes --model");
   expect_error("generate --max-new-tokens 3", "give one of --checkpoint");
+}
+
+// attn export --hf writes what attn generate --model reads: the same text as the checkpoint
+// gives, token for token (same tokenizer ids, same weights, same seed).
+TEST_F(Cli, ExportedModelsGenerateWhatTheirCheckpointDoes) {
+  {
+    std::ofstream corpus(path("corpus.txt"), std::ios::binary);
+    for (int i = 0; i < 100; ++i) corpus << "naïve words, " << i << "  of  a café\n";
+  }
+  const std::string train = "train --corpus " + path("corpus.txt") +
+                            " --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 "
+                            "--eval-interval 5 --eval-iters 1 --threads 1 --max-iters 5 --out ";
+  ASSERT_EQ(run(train + path("bpe") + " --tokenizer bpe --vocab-size 300").status, 0);
+  const CliResult exported = run("export --hf " + path("hf") + " --checkpoint " + path("bpe"));
+  ASSERT_EQ(exported.status, 0) << exported.err;
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+    EXPECT_TRUE(fs::exists(path("hf") + "/" + f)) << f;
+  const std::string gen = " --prompt 'naïve  words' --max-new-tokens 12 --seed 5";
+  const CliResult from_checkpoint = run("generate --checkpoint " + path("bpe") + gen);
+  const CliResult from_hf = run("generate --model " + path("hf") + gen);
+  ASSERT_EQ(from_hf.status, 0) << from_hf.err;
+  EXPECT_EQ(from_hf.out, from_checkpoint.out);
+
+  ASSERT_EQ(run(train + path("chars")).status, 0);
+  expect_error("export --hf " + path("hf2") + " --checkpoint " + path("chars"),
+               "the tokenizer is character-level");
+  EXPECT_FALSE(fs::exists(path("hf2/config.json")));
+  ASSERT_EQ(run("export --hf " + path("hf2") + " --checkpoint " + path("chars") + " --no-tokenizer")
+                .status,
+            0);
+  EXPECT_TRUE(fs::exists(path("hf2/model.safetensors")));
+  EXPECT_FALSE(fs::exists(path("hf2/tokenizer.json")));
+  ASSERT_EQ(run(train + path("rope") + " --positions rotary").status, 0);
+  expect_error("export --hf " + path("hf3") + " --checkpoint " + path("rope") + " --no-tokenizer",
+               "GPT-2 has learned positions; this model has rotary ones");
+  expect_error("export --hf " + path("hf3") + " --random gpt3", "unknown GPT-2 shape \"gpt3\"");
+  expect_error("export --hf " + path("hf3"), "give one of --checkpoint");
+  expect_error("export --hf " + path("hf3") + " --checkpoint " + path("bpe") + " --tokenizer x",
+               "--tokenizer goes with --random");
+  expect_error("export --hf " + path("corpus.txt") + " --checkpoint " + path("bpe"),
+               "--hf must be a directory");
 }
 
 TEST_F(Cli, BpeErrorsAreOneLine) {

@@ -12,6 +12,8 @@
 
 #include "attn/hf.hpp"
 #include "attn/io.hpp"
+#include "attn/threads.hpp"
+#include "attn/tokenizer.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -146,6 +148,80 @@ TEST_F(HfGpt2Files, BrokenModelsFailClearlyNamingTheTensor) {
   // No tokenizer files beside the model: the model loads, load_hf_gpt2 names what is missing.
   EXPECT_TRUE(ThrowsWith([&] { load_hf_gpt2((kDir / "f16_plain").string()); },
                          "not GPT-2's tokenizer files"));
+}
+
+// attn export: a model written in the layout reads back to the same parameters and logits;
+// what GPT-2 cannot hold is refused by name.
+TEST_F(HfGpt2Files, ExportedModelsReadBackToTheSameLogits) {
+  GptConfig config;
+  config.vocab_size = 300;
+  config.block_size = 24;
+  config.n_layer = 2;
+  config.n_head = 2;
+  config.n_embd = 16;
+  const Gpt model(config, 11);
+  save_hf(model, path("exported"), {{"notes.txt", "beside the model"}});
+  const Safetensors file = read_safetensors(path("exported/model.safetensors"));
+  EXPECT_EQ(file.tensors.front().first.rfind("transformer.", 0), 0u);
+  EXPECT_EQ(testing::slurp(path("exported/notes.txt")), "beside the model");
+  const Gpt back = gpt_from_hf(path("exported"));
+  EXPECT_EQ(gpt2_config_from_hf(testing::slurp(path("exported/config.json"))).n_embd, 16);
+  EXPECT_TRUE(testing::BitwiseEqual(back.parameters(), model.parameters()));
+  const std::vector<int64_t> ids = {1, 7, 299, 0, 42, 42, 3};
+  EXPECT_TRUE(testing::BitwiseEqual(back.logits(ids, 1), model.logits(ids, 1)));
+
+  GptConfig rotary = config, no_bias = config, grouped = config;
+  rotary.positions = PositionKind::kRotary;
+  no_bias.bias = false;
+  grouped.n_kv_head = 1;
+  EXPECT_TRUE(ThrowsWith([&] { hf_config_json(rotary); }, "GPT-2 has learned positions"));
+  EXPECT_TRUE(ThrowsWith([&] { save_hf(Gpt(no_bias), path("x")); }, "GPT-2 has biases"));
+  EXPECT_TRUE(ThrowsWith([&] { hf_config_json(grouped); }, "has 1 of 2"));
+  EXPECT_FALSE(fs::exists(path("x/config.json")));
+}
+
+TEST(Gpt2Shapes, AreOpenAIsModels) {
+  EXPECT_EQ(parameter_count(gpt2_shape("gpt2")), 124439808);  // GPT-2 small, tied head
+  EXPECT_EQ(gpt2_shape("gpt2-xl").n_embd, 1600);
+  EXPECT_TRUE(ThrowsWith([] { gpt2_shape("gpt3"); }, "unknown GPT-2 shape \"gpt3\""));
+}
+
+// A byte-level BpeTokenizer written as Hugging Face's tokenizer.json reads back as a
+// Gpt2Tokenizer with attn's word split: the same ids for text GPT-2's pattern would cut
+// differently (runs of spaces, a space before digits and punctuation, non-ASCII letters,
+// the special token), whole and in parallel.
+TEST(HfTokenizerJson, ReadsBackWithTheSameIds) {
+  std::string corpus;
+  for (int i = 0; i < 50; ++i) {
+    corpus += "The cat's  hat, 12 naïve  cafés; ünïcödé \t words " + std::to_string(i * 37) +
+              "!\n<|endoftext|>";
+  }
+  BpeOptions options;
+  options.vocab_size = 400;
+  options.byte_level = true;
+  options.special_tokens = {"<|endoftext|>"};
+  const BpeTokenizer bpe = BpeTokenizer::train(corpus, options);
+  const Gpt2Tokenizer hf = Gpt2Tokenizer::from_tokenizer_json(bpe.to_hf_json());
+  EXPECT_EQ(hf.vocab_size(), bpe.vocab_size());
+  EXPECT_EQ(hf.special_id("<|endoftext|>"), 0);
+  for (const std::string text :
+       {std::string("The cat's  hat"), std::string("  12,345 naïve\n\n  x "),
+        std::string("\xff\xfe bytes \xe2\x82"), std::string("a<|endoftext|>b  "), corpus}) {
+    EXPECT_EQ(hf.encode(text), bpe.encode(text)) << text.substr(0, 40);
+    EXPECT_EQ(hf.decode(hf.encode(text)), text);
+  }
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    EXPECT_EQ(hf.encode_parallel(corpus), bpe.encode(corpus));
+  }
+  set_num_threads(0);
+  BpeOptions chars = options;
+  chars.byte_level = false;
+  EXPECT_TRUE(ThrowsWith([&] { BpeTokenizer::train(corpus, chars).to_hf_json(); },
+                         "only a byte-level BPE tokenizer"));
+  // GPT-2's own files keep GPT-2's pattern: " 12" is one piece for it, two for split_words.
+  const Gpt2Tokenizer gpt2 = Gpt2Tokenizer::load((fs::path(ATTN_FIXTURES_DIR) / "gpt2").string());
+  EXPECT_EQ(gpt2.encode("a  b").size(), 3u);  // "a", " ", " b"
 }
 
 }  // namespace

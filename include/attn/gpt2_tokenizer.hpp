@@ -36,7 +36,9 @@ class Gpt2Tokenizer {
   static Gpt2Tokenizer from_vocab_and_merges(std::string_view vocab_json,
                                              std::string_view merges_text);
   // From a Hugging Face tokenizer.json with a BPE model (its merges as "a b" or ["a", "b"]) and
-  // its added tokens.
+  // its added tokens. The pieces are GPT-2's, except for the pre-tokenizer that
+  // BpeTokenizer::to_hf_json writes (attn export): then they are attn's split_words, and the
+  // ids those of the BpeTokenizer written.
   static Gpt2Tokenizer from_tokenizer_json(std::string_view json);
 
   std::vector<int64_t> encode(std::string_view text) const;
@@ -68,6 +70,7 @@ class Gpt2Tokenizer {
   detail::PairRanks merge_rank_;
   std::vector<std::string> specials_;  // split off before the pattern runs
   std::vector<int64_t> special_ids_;
+  bool attn_words_ = false;  // split_words instead of GPT-2's pattern
 };
 
 }  // namespace attn

@@ -13,6 +13,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "attn/gpt.hpp"
 #include "attn/gpt2_tokenizer.hpp"
@@ -30,5 +32,20 @@ struct HfGpt2 {
   Gpt2Tokenizer tokenizer;  // from the tokenizer files in the same directory
 };
 HfGpt2 load_hf_gpt2(const std::string& dir);
+
+// The other direction, for attn's GPTs with learned positions, biases and one K/V head per
+// query head (attn::Error naming what GPT-2 cannot hold otherwise): config.json and
+// model.safetensors (F32, names with the "transformer." prefix, the head tied to wte, as
+// Hugging Face's GPT2LMHeadModel saves them). gpt_from_hf reads them back to the same model.
+std::string hf_config_json(const GptConfig& config);
+std::string hf_safetensors_image(const Gpt& model);
+// Writes both into dir (created if missing), with extra_files (name -> bytes, e.g. a
+// tokenizer.json) beside them, all or none.
+void save_hf(const Gpt& model, const std::string& dir,
+             const std::vector<std::pair<std::string, std::string>>& extra_files = {});
+
+// The shapes of OpenAI's GPT-2 models ("gpt2" 124M, "gpt2-medium", "gpt2-large", "gpt2-xl"):
+// vocabulary 50257, 1024 positions.
+GptConfig gpt2_shape(std::string_view name);
 
 }  // namespace attn

@@ -97,6 +97,10 @@ class BpeTokenizer {
   static BpeTokenizer load(const std::string& path);
   static BpeTokenizer from_json(std::string_view json);
   std::string to_json() const;
+  // Hugging Face's tokenizer.json (byte-level only; attn::Error in character mode): the BPE
+  // model, the special tokens as added tokens, attn's word split as a Split pre-tokenizer.
+  // Gpt2Tokenizer::from_tokenizer_json reads it back with the same ids.
+  std::string to_hf_json() const;
 
  private:
   BpeTokenizer() = default;
@@ -203,6 +207,7 @@ class Tokenizer {
   std::string decode(std::span<const int64_t> ids) const;
   int64_t vocab_size() const;
   std::string kind() const { return bpe_ ? "bpe" : "char"; }
+  const BpeTokenizer* bpe() const { return bpe_ ? &*bpe_ : nullptr; }  // null for "char"
   std::string to_json() const;
   // Dispatches on "format"; attn::Error for anything else or a broken file.
   static Tokenizer from_json(std::string_view json);

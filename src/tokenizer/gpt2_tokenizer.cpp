@@ -13,6 +13,7 @@
 #include "src/tokenizer/bpe_merge.hpp"
 #include "src/tokenizer/gpt2_byte_alphabet.hpp"
 #include "src/tokenizer/gpt2_pretokenizer.hpp"
+#include "src/tokenizer/hf_tokenizer_json.hpp"
 #include "src/tokenizer/text.hpp"
 #include "src/tokenizer/word_split_cache.hpp"
 
@@ -214,7 +215,10 @@ Gpt2Tokenizer Gpt2Tokenizer::from_tokenizer_json(std::string_view text) {
       specials.emplace_back(added["content"].get<std::string>(), id);
     }
   }
-  return Gpt2TokenizerBuilder::build(ids, merges, specials);
+  Gpt2Tokenizer t = Gpt2TokenizerBuilder::build(ids, merges, specials);
+  t.attn_words_ =
+      file.contains("pre_tokenizer") && file["pre_tokenizer"] == detail::attn_pre_tokenizer();
+  return t;
 }
 
 Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& path) {
@@ -267,8 +271,12 @@ std::vector<int64_t> Gpt2Tokenizer::encode(std::string_view text) const {
       ids.push_back(special_ids_[static_cast<size_t>(special)]);
       return;
     }
-    detail::for_each_gpt2_piece(part,
-                                [&](std::string_view piece) { cache.append(piece, ids, split); });
+    const auto emit = [&](std::string_view piece) { cache.append(piece, ids, split); };
+    if (attn_words_) {
+      detail::for_each_word(part, emit);
+    } else {
+      detail::for_each_gpt2_piece(part, emit);
+    }
   });
   return ids;
 }
@@ -293,6 +301,17 @@ size_t line_start_from(std::string_view text, size_t at) {
   return text.size();
 }
 
+// The same for attn's split_words: every word ends where whitespace follows a non-space, so
+// the text may be cut at the first such place at or after `at`.
+size_t word_start_from(std::string_view text, size_t at) {
+  for (size_t p = std::max<size_t>(at, 1); p < text.size(); ++p) {
+    if (detail::class_of(static_cast<unsigned char>(text[p])) == detail::CharClass::kSpace &&
+        detail::class_of(static_cast<unsigned char>(text[p - 1])) != detail::CharClass::kSpace)
+      return p;
+  }
+  return text.size();
+}
+
 }  // namespace
 
 std::vector<int64_t> Gpt2Tokenizer::encode_parallel(std::string_view text) const {
@@ -303,7 +322,9 @@ std::vector<int64_t> Gpt2Tokenizer::encode_parallel(std::string_view text) const
   const size_t parts = cuttable ? static_cast<size_t>(std::max(1, num_threads())) : 1;
   std::vector<size_t> cuts = {0};
   for (size_t k = 1; k < parts; ++k) {
-    cuts.push_back(std::max(cuts.back(), line_start_from(text, text.size() * k / parts)));
+    const size_t at = text.size() * k / parts;
+    cuts.push_back(
+        std::max(cuts.back(), attn_words_ ? word_start_from(text, at) : line_start_from(text, at)));
   }
   cuts.push_back(text.size());
   std::vector<std::vector<int64_t>> ids(parts);

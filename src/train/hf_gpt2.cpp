@@ -7,12 +7,12 @@
 #include "attn/files.hpp"
 #include "attn/hf.hpp"
 #include "attn/io.hpp"
+#include "src/train/hf_gpt2_names.hpp"
 #include "src/train/train_internal.hpp"
 
 namespace attn {
-namespace {
 
-using nlohmann::json;
+namespace detail {
 
 // attn's name of each GPT-2 tensor of a block (after "h.{i}.").
 constexpr std::pair<const char*, const char*> kBlockNames[] = {
@@ -23,7 +23,6 @@ constexpr std::pair<const char*, const char*> kBlockNames[] = {
     {"mlp.c_fc.weight", "mlp.wfc"},      {"mlp.c_fc.bias", "mlp.bfc"},
     {"mlp.c_proj.weight", "mlp.wproj"},  {"mlp.c_proj.bias", "mlp.bproj"}};
 
-// GPT-2's name of an attn parameter.
 std::string hf_name(const std::string& attn_name) {
   if (attn_name == "wte" || attn_name == "wpe") return attn_name + ".weight";
   if (attn_name.rfind("h.", 0) != 0) return attn_name;  // ln_f.*
@@ -34,6 +33,13 @@ std::string hf_name(const std::string& attn_name) {
   }
   throw Error("no GPT-2 name for parameter " + attn_name);
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::hf_name;
+using nlohmann::json;
 
 // The file's tensors by GPT-2's bare name (the "transformer." prefix removed).
 std::map<std::string, const Tensor*> by_bare_name(const Safetensors& file) {

@@ -43,10 +43,11 @@ struct Command {
   void (*add)(CLI::App& app);
 };
 constexpr Command kCommands[] = {
-    {"demo", attn::cli::add_demo_command},   {"sdpa", attn::cli::add_sdpa_command},
-    {"mha", attn::cli::add_mha_command},     {"heatmap", attn::cli::add_heatmap_command},
-    {"bench", attn::cli::add_bench_command}, {"bpe", attn::cli::add_bpe_command},
-    {"train", attn::cli::add_train_command}, {"generate", attn::cli::add_generate_command},
+    {"demo", attn::cli::add_demo_command},     {"sdpa", attn::cli::add_sdpa_command},
+    {"mha", attn::cli::add_mha_command},       {"heatmap", attn::cli::add_heatmap_command},
+    {"bench", attn::cli::add_bench_command},   {"bpe", attn::cli::add_bpe_command},
+    {"train", attn::cli::add_train_command},   {"generate", attn::cli::add_generate_command},
+    {"export", attn::cli::add_export_command},
 };
 
 std::string command_names() {
