@@ -63,12 +63,14 @@ bench: build
 	build/release/attn bench backward --seq 512,1024,2048,4096,8192 --threads 1,2 --causal
 	build/release/attn bench decode --threads 1,2
 	build/release/attn bench decode --threads 2 --cache-dtype bf16
+	build/release/attn bench generate --threads 1,2
 
 compare: build
 	@scripts/bootstrap --bench
 	/usr/bin/python3 bench/compare.py --causal
 	bench/compare_tokenizer.sh
 	bench/compare_gpt.sh
+	bench/compare_gpt2.sh
 
 fixtures:
 	@scripts/bootstrap --dev

@@ -328,6 +328,7 @@ const std::string kTrain =
 const std::string kGenerate = "generate --checkpoint {ckpt} --max-new-tokens 3 --prompt the";
 const std::string kForward = "bench forward --seq 64 --heads 1 --runs 1 --threads 1";
 const std::string kDecode = "bench decode --cache 64 --heads 1 --runs 1 --threads 1";
+const std::string kGenerateBench = "bench generate --threads 1 --runs 1 --new-tokens 16";
 const std::string kExport = "export --hf {out}/hf --random gpt2";
 
 // Bad numbers for one flag of a command: each must be named in the error.
@@ -409,6 +410,11 @@ std::vector<Case> numeric_cases() {
   numbers(c, kDecode, "--cache", {"0", "x"});
   numbers(c, kDecode, "--runs", {"0", "100001"});
   numbers(c, kDecode, "--head-dim", {"0"});
+  numbers(c, kGenerateBench, "--prompt-tokens", kNotPositive);
+  numbers(c, kGenerateBench, "--new-tokens", {"-1", "x"});
+  numbers(c, kGenerateBench, "--runs", {"0", "1001"});
+  clash(c, kGenerateBench, "--prompt-tokens", "1010", "(1026) exceed the model's 1024 positions");
+  c.push_back({kGenerateBench + " --shape gpt3", "unknown GPT-2 shape \"gpt3\""});
   numbers(c, kExport, "--seed", {"-1", "x"});
   c.push_back({"export --hf {out}/hf --random gpt9", "gpt9"});
   c.push_back({"export --hf {out}/hf --checkpoint {ckpt} --random gpt2", "--checkpoint excludes"});
@@ -446,6 +452,7 @@ std::vector<Case> path_cases() {
     c.push_back({"generate --checkpoint " + std::string(bad), bad});
     c.push_back({"generate --model " + std::string(bad), bad});
     c.push_back({"export --hf {out}/hf --checkpoint " + std::string(bad), bad});
+    c.push_back({"bench generate --threads 1 --runs 1 --model " + std::string(bad), bad});
     c.push_back({kTrain + " --tokenizer " + std::string(bad), bad});
   }
   // The path itself is the error: one case each for the remaining readers.

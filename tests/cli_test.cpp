@@ -79,7 +79,7 @@ class Cli : public testing::TempDirTest {
 
 TEST_F(Cli, HelpOnEveryCommand) {
   for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap", "bench", "bpe", "train", "generate",
-                          "export"}) {
+                          "export", "bench generate"}) {
     const CliResult r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# GPT-2 small (124M parameters, random weights: nothing is downloaded) in attn and in PyTorch
+# 1.13 (bench/gpt2_torch.py, the same file), one run: a 512-token prompt through the KV cache,
+# then 256 greedy tokens one at a time, 2 threads.
+#
+#   bench/compare_gpt2.sh [RUNS]     (default 3; needs `make build` and Debian's python3-torch
+#                                      with OpenBLAS: scripts/bootstrap --bench)
+#
+# attn's row says how close each token comes to the memory-bandwidth limit (every weight and
+# the cached K/V read once per token, at the read bandwidth measured before each run). PyTorch
+# runs under this environment's OPENBLAS_CORETYPE and without it (OpenBLAS's own kernel for
+# the CPU), with OpenMP's default wait and with OMP_WAIT_POLICY=passive; "PyTorch's best" is
+# the fastest of those rows for each figure.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+runs=${1:-3}
+attn=${ATTN:-$here/../build/release/attn}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+[[ -x $attn ]] || { echo "needs $attn: make build" >&2; exit 1; }
+/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "needs python3-torch: scripts/bootstrap --bench" >&2; exit 1; }
+
+"$attn" export --hf "$work/gpt2" --random gpt2 --seed 1
+field() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p"; }
+
+attn_json=$("$attn" bench generate --model "$work/gpt2" --threads 2 --runs "$runs" --json)
+torch_rows=()
+for env_case in "" "OMP_WAIT_POLICY=passive" "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE" \
+                "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive"; do
+  torch_rows+=("$(env $env_case /usr/bin/python3 "$here/gpt2_torch.py" "$work/gpt2" --threads 2 --runs "$runs")")
+done
+names=("PyTorch" "PyTorch, passive wait" "PyTorch, own BLAS kernel" "PyTorch, own kernel, passive")
+
+echo "GPT-2 small, random weights, prompt 512 tokens then 256 greedy tokens, 2 threads, $runs runs"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
+printf '%-30s %14s %10s %10s\n' "" "prompt tok/s" "ms/token" "%limit"
+printf '%-30s %14s %10s %9.0f%%\n' "attn" "$(field prompt_tokens_per_s <<<"$attn_json")" \
+  "$(field ms_per_token <<<"$attn_json")" "$(awk -v f="$(field fraction_of_limit <<<"$attn_json")" 'BEGIN { print 100 * f }')"
+best_prompt=0 best_ms=1e9
+for i in "${!torch_rows[@]}"; do
+  p=$(field prompt_tokens_per_s <<<"${torch_rows[$i]}") m=$(field ms_per_token <<<"${torch_rows[$i]}")
+  printf '%-30s %14s %10s\n' "${names[$i]}" "$p" "$m"
+  best_prompt=$(awk -v a="$best_prompt" -v b="$p" 'BEGIN { print (b > a ? b : a) }')
+  best_ms=$(awk -v a="$best_ms" -v b="$m" 'BEGIN { print (b < a ? b : a) }')
+done
+echo "limit: $(field limit_ms_per_token <<<"$attn_json") ms/token at $(field bandwidth_gbps <<<"$attn_json") GB/s" \
+     "($(awk -v b="$(field bytes_per_token <<<"$attn_json")" 'BEGIN { printf "%.0f", b / 1e6 }') MB a token)"
+awk -v ap="$(field prompt_tokens_per_s <<<"$attn_json")" -v am="$(field ms_per_token <<<"$attn_json")" \
+    -v tp="$best_prompt" -v tm="$best_ms" \
+    'BEGIN { printf "attn vs PyTorch'"'"'s best: prompt %.2fx, generation %.2fx\n", ap / tp, tm / am }'
