@@ -187,6 +187,16 @@ TEST_F(Gpt2Files, BrokenFilesFailClearly) {
                  "merge 0 makes \"\xc4\xa0the\xc4\xa0the\", which the vocabulary lacks"));
   EXPECT_TRUE(ThrowsWith(
       [&] { Gpt2Tokenizer::from_tokenizer_json(R"({"model": {"type": "Unigram"}})"); }, "not BPE"));
+  // GPT-2's own pre-tokenizer is read; another would give other pieces, so it is refused.
+  nlohmann::json with_pre = nlohmann::json::parse(
+      R"({"model": {"type": "BPE", "vocab": {}, "merges": []},
+          "pre_tokenizer": {"type": "Metaspace", "replacement": "_"}})");
+  EXPECT_TRUE(ThrowsWith(
+      [&] { Gpt2Tokenizer::from_tokenizer_json(with_pre.dump()); },
+      "the pre-tokenizer {\"replacement\":\"_\",\"type\":\"Metaspace\"} is not GPT-2's"));
+  with_pre["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}};
+  EXPECT_TRUE(
+      ThrowsWith([&] { Gpt2Tokenizer::from_tokenizer_json(with_pre.dump()); }, "is not GPT-2's"));
   EXPECT_TRUE(ThrowsWith([&] { gpt2().decode(std::vector<int64_t>{50257}); },
                          "id 50257 is not in the vocabulary"));
   EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::load(path("nothing")); }, "not GPT-2's tokenizer"));

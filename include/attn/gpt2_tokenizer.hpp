@@ -38,7 +38,8 @@ class Gpt2Tokenizer {
   // From a Hugging Face tokenizer.json with a BPE model (its merges as "a b" or ["a", "b"]) and
   // its added tokens. The pieces are GPT-2's, except for the pre-tokenizer that
   // BpeTokenizer::to_hf_json writes (attn export): then they are attn's split_words, and the
-  // ids those of the BpeTokenizer written.
+  // ids those of the BpeTokenizer written. Any other pre-tokenizer is an attn::Error (an
+  // absent one counts as GPT-2's).
   static Gpt2Tokenizer from_tokenizer_json(std::string_view json);
 
   std::vector<int64_t> encode(std::string_view text) const;

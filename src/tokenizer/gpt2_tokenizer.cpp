@@ -178,10 +178,33 @@ Gpt2Tokenizer Gpt2Tokenizer::from_vocab_and_merges(std::string_view vocab_json,
   return Gpt2TokenizerBuilder::build(ids, merges_of_text(merges_text), specials);
 }
 
+namespace {
+
+// GPT-2's pre-tokenizer (ByteLevel with its pattern; absent or null counts as it, as in files
+// written by hand) gives false, attn's word split (attn export) true; any other is refused: its
+// pieces, and so its ids, would not be GPT-2's.
+bool uses_attn_words(const json& file) {
+  if (!file.contains("pre_tokenizer") || file["pre_tokenizer"].is_null()) return false;
+  const json& pre = file["pre_tokenizer"];
+  if (pre == detail::attn_pre_tokenizer()) return true;
+  // A field that is absent takes Hugging Face's default; one of another type fails the check.
+  const auto is = [&](const char* key, const json& value, bool absent) {
+    return pre.contains(key) ? pre[key] == value : absent;
+  };
+  ATTN_CHECK(pre.is_object() && is("type", "ByteLevel", false) && is("use_regex", true, true) &&
+                 is("add_prefix_space", false, true),
+             "tokenizer.json: the pre-tokenizer ", pre.dump().substr(0, 120),
+             " is not GPT-2's (ByteLevel with its pattern) nor attn's word split");
+  return false;
+}
+
+}  // namespace
+
 Gpt2Tokenizer Gpt2Tokenizer::from_tokenizer_json(std::string_view text) {
   const json file = json::parse(text, nullptr, /*allow_exceptions=*/false);
   ATTN_CHECK(file.is_object() && file.contains("model") && file["model"].is_object(),
              "tokenizer.json: expected an object with a \"model\"");
+  const bool attn_words = uses_attn_words(file);
   const json& model = file["model"];
   ATTN_CHECK(model.value("type", "BPE") == "BPE", "tokenizer.json: the model is \"",
              model.value("type", ""), "\", not BPE");
@@ -216,8 +239,7 @@ Gpt2Tokenizer Gpt2Tokenizer::from_tokenizer_json(std::string_view text) {
     }
   }
   Gpt2Tokenizer t = Gpt2TokenizerBuilder::build(ids, merges, specials);
-  t.attn_words_ =
-      file.contains("pre_tokenizer") && file["pre_tokenizer"] == detail::attn_pre_tokenizer();
+  t.attn_words_ = attn_words;
   return t;
 }
 
