@@ -110,6 +110,32 @@ void check_gradients(Gpt& model, float dropout_seed = 0) {
   }
 }
 
+// Readers build their model with Gpt::zeros (no draw), and the gradient buffer appears at
+// its first use, zero-filled, so a model that only generates never holds it.
+TEST(Gpt, ZerosHasTheTableOfTheInitialisedModelAndGradientsComeOnFirstUse) {
+  GptConfig config;
+  config.vocab_size = 11;
+  config.block_size = 8;
+  config.n_layer = 2;
+  config.n_head = 2;
+  config.n_embd = 8;
+  const Gpt drawn(config, 3);
+  Gpt zeros = Gpt::zeros(config);
+  ASSERT_EQ(zeros.parameter_table().size(), drawn.parameter_table().size());
+  for (size_t i = 0; i < drawn.parameter_table().size(); ++i) {
+    EXPECT_EQ(zeros.parameter_table()[i].name, drawn.parameter_table()[i].name);
+    EXPECT_EQ(zeros.parameter_table()[i].offset, drawn.parameter_table()[i].offset);
+  }
+  EXPECT_TRUE(testing::BitwiseEqual(zeros.parameters(), Tensor({drawn.num_parameters()})));
+  const Tensor& gradients = zeros.gradients();
+  ASSERT_EQ(gradients.numel(), drawn.num_parameters());
+  EXPECT_TRUE(testing::BitwiseEqual(gradients, Tensor({drawn.num_parameters()})));
+  EXPECT_EQ(zeros.gradient("wte").data(), gradients.data());  // one buffer, kept
+  zeros.parameters().copy_from(drawn.parameters());
+  const std::vector<int64_t> ids = {1, 2, 3, 4}, targets = {2, 3, 4, 5};
+  EXPECT_EQ(zeros.forward(ids, targets, 1), Gpt(config, 3).forward(ids, targets, 1));
+}
+
 TEST(Gpt, GradientsMatchFiniteDifferencesWithLearnedPositions) {
   Gpt model(tiny(), 1);
   perturb(model, 2);

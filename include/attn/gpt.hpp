@@ -8,7 +8,8 @@
 //
 // Weights follow the rest of the library: a linear layer is y = x·W + b with W (in, out).
 // All parameters live in one contiguous buffer (parameters()) and their gradients in another
-// of the same layout (gradients()); parameter_table() names the pieces.
+// of the same layout (gradients(), allocated at its first use: a model that only generates
+// never holds it); parameter_table() names the pieces.
 //
 // Training: forward(ids, targets) keeps every activation (allocated once per batch shape and
 // reused), backward() adds dLoss/dθ into gradients(). Attention runs the fused kernels, forward
@@ -95,6 +96,9 @@ class Gpt {
   // Initialised as GPT-2: every matrix and embedding ~ N(0, 0.02²), the two projections back
   // into the residual stream ~ N(0, (0.02/√(2·n_layer))²), biases 0, LayerNorm weights 1.
   explicit Gpt(const GptConfig& config, uint64_t seed = 0);
+  // Every parameter 0, without drawing the initialisation: for readers that then set them all
+  // (a GPT-2 small's draw takes seconds).
+  static Gpt zeros(const GptConfig& config);
   Gpt(Gpt&&) noexcept;
   Gpt& operator=(Gpt&&) noexcept;
   Gpt(const Gpt&) = delete;  // the attention layers view the parameter buffer
@@ -105,8 +109,8 @@ class Gpt {
   int64_t num_parameters() const { return parameters_.numel(); }
   Tensor& parameters() { return parameters_; }
   const Tensor& parameters() const { return parameters_; }
-  Tensor& gradients() { return gradients_; }
-  const Tensor& gradients() const { return gradients_; }
+  Tensor& gradients() { return gradient_buffer(); }
+  const Tensor& gradients() const { return gradient_buffer(); }
   const std::vector<GptParameter>& parameter_table() const { return table_; }
   // A view of one parameter (or its gradient) by name; attn::Error for an unknown name.
   Tensor parameter(const std::string& name) const;
@@ -143,7 +147,9 @@ class Gpt {
   struct Offsets {  // of the tensors outside the blocks; −1 when absent
     int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
   };
+  Gpt(const GptConfig& config, uint64_t seed, bool initialise);
   Tensor named_view(const Tensor& buffer, const std::string& name) const;
+  Tensor& gradient_buffer() const;  // allocated (zeros) on the first call
   void check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const;
   void check_ids_and_targets(std::span<const int64_t> ids, std::span<const int64_t> targets,
                              int64_t batch, const char* what) const;
@@ -154,7 +160,8 @@ class Gpt {
   nn::Activations& inference_activations(int64_t batch, int64_t t) const;
 
   GptConfig config_;
-  Tensor parameters_, gradients_;
+  Tensor parameters_;
+  mutable Tensor gradients_;  // undefined until gradient_buffer()
   std::vector<GptParameter> table_;
   std::vector<Layer> layers_;
   Tensor sinusoids_;  // (block_size, C) when positions are sinusoidal

@@ -51,7 +51,11 @@ int64_t parameter_count(const GptConfig& config) {
   return c.vocab_size * d + positions + c.n_layer * per_layer + d + b * d;
 }
 
-Gpt::Gpt(const GptConfig& config, uint64_t seed) : config_(config) {
+Gpt::Gpt(const GptConfig& config, uint64_t seed) : Gpt(config, seed, true) {}
+
+Gpt Gpt::zeros(const GptConfig& config) { return Gpt(config, 0, false); }
+
+Gpt::Gpt(const GptConfig& config, uint64_t seed, bool initialise) : config_(config) {
   validate(config_);
   if (config_.n_kv_head == 0) config_.n_kv_head = config_.n_head;
   const int64_t c = config_.n_embd, v = config_.vocab_size, width = nn::qkv_width(config_);
@@ -84,13 +88,12 @@ Gpt::Gpt(const GptConfig& config, uint64_t seed) : config_(config) {
   global.lnf_b =
       config_.bias ? add(table_, size, "ln_f.bias", {c}, ParameterRole::kNormBias) : no_bias;
   parameters_ = Tensor({size});
-  gradients_ = Tensor({size});
   global_ = global;
 
   // GPT-2's initialisation; each tensor is drawn from its own seed (the model's seed and its
   // index in the table).
   const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
-  for (size_t i = 0; i < table_.size(); ++i) {
+  for (size_t i = 0; i < (initialise ? table_.size() : 0); ++i) {
     const GptParameter& p = table_[i];
     Tensor view = parameter(p.name);
     switch (p.role) {
@@ -129,11 +132,16 @@ Tensor Gpt::named_view(const Tensor& buffer, const std::string& name) const {
 }
 
 Tensor Gpt::parameter(const std::string& name) const { return named_view(parameters_, name); }
-Tensor Gpt::gradient(const std::string& name) const { return named_view(gradients_, name); }
+Tensor& Gpt::gradient_buffer() const {
+  if (!gradients_.defined()) gradients_ = Tensor({parameters_.numel()});
+  return gradients_;
+}
+
+Tensor Gpt::gradient(const std::string& name) const { return named_view(gradient_buffer(), name); }
 
 void Gpt::zero_grad() {
-  float* g = gradients_.data();
-  std::fill(g, g + gradients_.numel(), 0.0f);
+  Tensor& gradients = gradient_buffer();
+  std::fill(gradients.data(), gradients.data() + gradients.numel(), 0.0f);
 }
 
 void Gpt::check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const {
@@ -256,7 +264,7 @@ void Gpt::backward(float loss_scale) {
   a.has_forward = false;  // the probabilities become dlogits below
   const int64_t c = config_.n_embd, v = config_.vocab_size;
   const float* params = parameters_.data();
-  float* grads = gradients_.data();
+  float* grads = gradient_buffer().data();
   nn::cross_entropy_backward(a.probs.data(), a.targets.data(), a.rows, v,
                              loss_scale / static_cast<float>(a.rows));
   // Tied head: logits = lnf·wteᵀ, so d_lnf = dlogits·wte and d_wte += dlogitsᵀ·lnf.

@@ -205,7 +205,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     const Safetensors file = open_checkpoint(path);
     const GptConfig config = gpt_config_from_json(metadata(file, "config"));
     detail::check_file_holds(file, config, 1, "checkpoint: ");
-    Gpt model(config);
+    Gpt model = Gpt::zeros(config);
     restore(file, model, "", model.parameters());
     Tokenizer tokenizer = Tokenizer::from_json(metadata(file, "tokenizer"));
     ATTN_CHECK(tokenizer.vocab_size() == model.config().vocab_size, "the tokenizer has ",

@@ -128,7 +128,7 @@ Gpt gpt_from_hf(const std::string& dir) {
   try {
     const std::map<std::string, const Tensor*> tensors = by_bare_name(file);
     detail::check_file_holds(file, config, 1, "");
-    Gpt model(config);
+    Gpt model = Gpt::zeros(config);
     copy_parameters(tensors, model);
     return model;
   } catch (const Error& e) {
