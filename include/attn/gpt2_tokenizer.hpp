@@ -31,6 +31,9 @@ class Gpt2Tokenizer {
   // (the first found, in that order), or the path of a tokenizer.json or of one of the vocab
   // files (its partner is looked for beside it). attn::Error naming the file for anything else.
   static Gpt2Tokenizer load(const std::string& path);
+  // The files load(path) reads: {tokenizer.json} or {vocabulary, merges}; the same error for a
+  // path that holds none of them.
+  static std::vector<std::string> files(const std::string& path);
   // From the texts of a vocabulary (encoder.json / vocab.json: token -> id, tokens spelt in
   // GPT-2's byte alphabet) and of the merges (vocab.bpe / merges.txt: "#version" then "a b").
   static Gpt2Tokenizer from_vocab_and_merges(std::string_view vocab_json,

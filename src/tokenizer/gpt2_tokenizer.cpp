@@ -243,34 +243,35 @@ Gpt2Tokenizer Gpt2Tokenizer::from_tokenizer_json(std::string_view text) {
   return t;
 }
 
-Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& path) {
+std::vector<std::string> Gpt2Tokenizer::files(const std::string& path) {
   namespace fs = std::filesystem;
-  auto read = [](const fs::path& p) { return read_whole_file(p.string(), kMaxTokenizerBytes); };
-  auto named = [](const fs::path& p, const auto& build) {
-    try {
-      return build();
-    } catch (const Error& e) {
-      throw Error(p.string() + ": " + e.what());
-    }
-  };
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);
   const fs::path base = dir ? fs::path(path) : fs::path(path).parent_path();
   const std::string name = dir ? "" : fs::path(path).filename().string();
   if ((dir && fs::exists(base / "tokenizer.json", ec)) || name == "tokenizer.json") {
-    const fs::path file = dir ? base / "tokenizer.json" : fs::path(path);
-    return named(file, [&] { return from_tokenizer_json(read(file)); });
+    return {(dir ? base / "tokenizer.json" : fs::path(path)).string()};
   }
-  for (const auto& files :
+  for (const auto& [vocab, merges] :
        {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
-    const fs::path vocab = base / files.first, merges = base / files.second;
-    if ((dir && fs::exists(vocab, ec)) || name == files.first || name == files.second) {
-      return named(vocab, [&] { return from_vocab_and_merges(read(vocab), read(merges)); });
+    if ((dir && fs::exists(base / vocab, ec)) || name == vocab || name == merges) {
+      return {(base / vocab).string(), (base / merges).string()};
     }
   }
   throw Error(path +
               ": not GPT-2's tokenizer files (expected tokenizer.json, vocab.json + "
               "merges.txt or encoder.json + vocab.bpe)");
+}
+
+Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& path) {
+  const std::vector<std::string> found = files(path);
+  auto read = [](const std::string& p) { return read_whole_file(p, kMaxTokenizerBytes); };
+  try {
+    return found.size() == 1 ? from_tokenizer_json(read(found[0]))
+                             : from_vocab_and_merges(read(found[0]), read(found[1]));
+  } catch (const Error& e) {
+    throw Error(found[0] + ": " + e.what());
+  }
 }
 
 void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int64_t>& out) const {

@@ -35,24 +35,17 @@ Files checkpoint_tokenizer(const Tokenizer& tokenizer, const ExportArgs& args) {
   return {{"tokenizer.json", bpe->to_hf_json()}};
 }
 
-// GPT-2's tokenizer files found in dir (as Gpt2Tokenizer::load looks for them), copied.
+// The GPT-2 tokenizer files Gpt2Tokenizer::load(dir) reads, checked by loading them, copied.
 Files gpt2_tokenizer_files(const std::string& dir, int64_t model_vocab) {
   const Gpt2Tokenizer tokenizer = Gpt2Tokenizer::load(dir);  // refuses anything else
   ATTN_CHECK(tokenizer.vocab_size() <= model_vocab, dir, ": the tokenizer has ",
              tokenizer.vocab_size(), " tokens, the model ", model_vocab);
-  for (const std::vector<std::string>& names : {std::vector<std::string>{"tokenizer.json"},
-                                                {"vocab.json", "merges.txt"},
-                                                {"encoder.json", "vocab.bpe"}}) {
-    std::error_code ec;
-    if (!fs::exists(fs::path(dir) / names[0], ec)) continue;
-    Files files;
-    for (const std::string& name : names) {
-      files.emplace_back(name,
-                         read_whole_file((fs::path(dir) / name).string(), kMaxTokenizerBytes));
-    }
-    return files;
+  Files files;
+  for (const std::string& path : Gpt2Tokenizer::files(dir)) {
+    files.emplace_back(fs::path(path).filename().string(),
+                       read_whole_file(path, kMaxTokenizerBytes));
   }
-  throw Error(dir + ": --tokenizer must be a directory of GPT-2's tokenizer files");
+  return files;
 }
 
 void run_export(const ExportArgs& args) {
@@ -63,7 +56,7 @@ void run_export(const ExportArgs& args) {
              ": --hf must be a directory");
   if (!args.random.empty()) {
     const GptConfig config = gpt2_shape(args.random);
-    // The model, its gradients and the file's image exist at once.
+    // The model and the file's image exist at once (8 bytes a parameter); 12 leaves room.
     check_memory("--random " + args.random, 12.0 * static_cast<double>(parameter_count(config)));
     const Files tokenizer =
         args.tokenizer.empty() ? Files{} : gpt2_tokenizer_files(args.tokenizer, config.vocab_size);
