@@ -41,6 +41,11 @@ constexpr int64_t kRowGrain = 16;
 void multiply_one_thread(MatmulPrecision precision, char ta, char tb, int64_t m, int64_t n,
                          int64_t k, float alpha, const float* a, int64_t lda, const float* b,
                          int64_t ldb, float beta, float* c, int64_t ldc) {
+  // One row against rows of B (a token's logits, B = wte): attn's kernel, no oneDNN. Its block
+  // is a run of whole rows of B, read in order.
+  if (m == 1 && ta == 'N' && tb == 'T' && precision == MatmulPrecision::kFloat32) {
+    return kernels::gemv_dots(a, b, k, n, ldb, alpha, beta, c);
+  }
   const detail::OneDnn& dnnl = detail::onednn();
   struct OneOpenMpThread {
     const detail::OneDnn& dnnl;
@@ -48,10 +53,6 @@ void multiply_one_thread(MatmulPrecision precision, char ta, char tb, int64_t m,
     explicit OneOpenMpThread(const detail::OneDnn& d) : dnnl(d) { dnnl.omp_set_num_threads(1); }
     ~OneOpenMpThread() { dnnl.omp_set_num_threads(previous); }
   } one_thread(dnnl);
-  if (m == 1 && ta == 'N' && tb == 'T' && precision == MatmulPrecision::kFloat32) {
-    kernels::gemv_dots(a, b, k, n, ldb, alpha, beta, c);  // a block of rows of B, read in order
-    return;
-  }
   if (precision == MatmulPrecision::kBFloat16) {
     detail::gemm_bf16_one_thread(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
