@@ -147,7 +147,9 @@ class Gpt {
   struct Offsets {  // of the tensors outside the blocks; −1 when absent
     int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
   };
-  Gpt(const GptConfig& config, uint64_t seed, bool initialise);
+  struct Zeros {};
+  Gpt(const GptConfig& config, Zeros);  // the table and a buffer of zeros
+  void draw(uint64_t seed);             // GPT-2's initialisation into the buffer
   Tensor named_view(const Tensor& buffer, const std::string& name) const;
   Tensor& gradient_buffer() const;  // allocated (zeros) on the first call
   void check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const;

@@ -51,11 +51,11 @@ int64_t parameter_count(const GptConfig& config) {
   return c.vocab_size * d + positions + c.n_layer * per_layer + d + b * d;
 }
 
-Gpt::Gpt(const GptConfig& config, uint64_t seed) : Gpt(config, seed, true) {}
+Gpt::Gpt(const GptConfig& config, uint64_t seed) : Gpt(config, Zeros{}) { draw(seed); }
 
-Gpt Gpt::zeros(const GptConfig& config) { return Gpt(config, 0, false); }
+Gpt Gpt::zeros(const GptConfig& config) { return Gpt(config, Zeros{}); }
 
-Gpt::Gpt(const GptConfig& config, uint64_t seed, bool initialise) : config_(config) {
+Gpt::Gpt(const GptConfig& config, Zeros) : config_(config) {
   validate(config_);
   if (config_.n_kv_head == 0) config_.n_kv_head = config_.n_head;
   const int64_t c = config_.n_embd, v = config_.vocab_size, width = nn::qkv_width(config_);
@@ -90,10 +90,18 @@ Gpt::Gpt(const GptConfig& config, uint64_t seed, bool initialise) : config_(conf
   parameters_ = Tensor({size});
   global_ = global;
 
-  // GPT-2's initialisation; each tensor is drawn from its own seed (the model's seed and its
-  // index in the table).
+  if (config_.positions == PositionKind::kSinusoidal) {
+    sinusoids_ = sinusoidal_encoding(config_.block_size, c);
+  }
+
+  for (const LayerOffsets& o : offsets) layers_.push_back({o});
+}
+
+// GPT-2's initialisation; each tensor is drawn from its own seed (the model's seed and its
+// index in the table).
+void Gpt::draw(uint64_t seed) {
   const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
-  for (size_t i = 0; i < (initialise ? table_.size() : 0); ++i) {
+  for (size_t i = 0; i < table_.size(); ++i) {
     const GptParameter& p = table_[i];
     Tensor view = parameter(p.name);
     switch (p.role) {
@@ -112,11 +120,6 @@ Gpt::Gpt(const GptConfig& config, uint64_t seed, bool initialise) : config_(conf
         break;  // the buffer starts at 0
     }
   }
-  if (config_.positions == PositionKind::kSinusoidal) {
-    sinusoids_ = sinusoidal_encoding(config_.block_size, c);
-  }
-
-  for (const LayerOffsets& o : offsets) layers_.push_back({o});
 }
 
 Gpt::Gpt(Gpt&&) noexcept = default;
