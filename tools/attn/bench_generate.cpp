@@ -85,7 +85,7 @@ void run_generate_bench(const GenerateBenchArgs& a) {
   ATTN_CHECK(a.prompt_tokens + a.new_tokens <= c.block_size, "--prompt-tokens + --new-tokens (",
              a.prompt_tokens + a.new_tokens, ") exceed the model's ", c.block_size, " positions");
   check_memory(a.model.empty() ? "--shape " + a.shape : a.model,
-               8.0 * static_cast<double>(parameter_count(c)));  // parameters and gradients
+               8.0 * static_cast<double>(parameter_count(c)));  // parameters and the mapped file
   const Gpt model = a.model.empty() ? Gpt(c, 1) : gpt_from_hf(a.model);
   std::mt19937_64 rng(7);
   std::vector<int64_t> prompt(static_cast<size_t>(a.prompt_tokens));
