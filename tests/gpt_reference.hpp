@@ -23,6 +23,8 @@ class DoubleGpt {
 
   // Dropout masks by (site, layer) as multipliers of each element (rows·C), or none.
   std::function<const std::vector<float>*(int site, int64_t layer)> masks;
+  // When set, loss() writes every attention weight here, (n_layer, batch, n_head, T, T).
+  std::vector<double>* weights_out = nullptr;
 
   double loss(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch) const {
     const int64_t t = static_cast<int64_t>(ids.size()) / batch, c = config_.n_embd;
@@ -43,6 +45,9 @@ class DoubleGpt {
       }
     }
     mask(x, 1, 0);
+    if (weights_out) {
+      weights_out->assign(static_cast<size_t>(config_.n_layer * batch * config_.n_head * t * t), 0);
+    }
     for (int64_t l = 0; l < config_.n_layer; ++l) x = block(x, batch, t, l);
     const std::vector<double> h = layer_norm(x, "ln_f");
     double total = 0.0;
@@ -150,6 +155,10 @@ class DoubleGpt {
           }
           double sum = 0.0;
           for (double& v : s) sum += (v = std::exp(v - max));
+          if (weights_out) {
+            double* row = weights_out->data() + (((l * batch + b) * h + head) * t + i) * t;
+            for (int64_t j = 0; j <= i; ++j) row[j] = s[static_cast<size_t>(j)] / sum;
+          }
           for (int64_t j = 0; j <= i; ++j) {
             const double* v = &qkv[static_cast<size_t>((b * t + j) * width + (h + hkv + g) * dh)];
             for (int64_t e = 0; e < dh; ++e) {

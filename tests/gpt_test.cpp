@@ -285,6 +285,66 @@ void expect_independent_of_the_thread_count(MatmulPrecision precision) {
   EXPECT_TRUE(testing::BitwiseEqual(grads[0], grads[1]));
 }
 
+// The weights of every layer and head against the double forward's softmax, for learned
+// positions and for rotary + GQA; rows sum to 1 and the causal triangle is exactly 0. Wqkv is
+// scaled up so the weights are far from uniform (a uniform answer would pass by accident).
+void check_attention_weights(const GptConfig& config) {
+  Gpt model(config, 4);
+  perturb(model, 6);
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    Tensor w = model.parameter("h." + std::to_string(l) + ".attn.wqkv");
+    float* p = w.data();
+    for (int64_t i = 0; i < w.numel(); ++i) p[i] *= 40.0f;
+  }
+  const std::vector<int64_t> ids = {3, 1, 4, 1, 5, 2};
+  const int64_t t = 6, h = config.n_head;
+  const Tensor weights = model.attention_weights(ids);
+  ASSERT_EQ(weights.shape(), (Shape{config.n_layer, h, t, t}));
+  std::vector<double> exact;
+  testing::DoubleGpt reference(model);
+  reference.weights_out = &exact;
+  reference.loss(ids, ids, 1);
+  const std::vector<float> got = weights.to_vector();
+  double worst = 0.0, largest_row_max = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - exact[i]));
+  EXPECT_LE(worst, 1e-5);
+  for (int64_t row = 0; row < config.n_layer * h * t; ++row) {
+    const int64_t i = row % t;
+    double sum = 0.0, row_max = 0.0;
+    for (int64_t j = 0; j < t; ++j) {
+      const float w = got[static_cast<size_t>(row * t + j)];
+      if (j > i) {
+        EXPECT_EQ(w, 0.0f) << "row " << row << " key " << j;
+      }
+      sum += w;
+      row_max = std::max(row_max, static_cast<double>(w));
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << row;
+    if (i == t - 1) largest_row_max = std::max(largest_row_max, row_max);
+  }
+  EXPECT_GT(largest_row_max, 0.5);  // a last row far from uniform (1/6)
+}
+
+TEST(Gpt, AttentionWeightsMatchTheDoubleForwardInEveryLayerAndHead) {
+  check_attention_weights(tiny());
+  GptConfig rotary_gqa = tiny(PositionKind::kRotary);
+  rotary_gqa.n_head = 4;
+  rotary_gqa.n_kv_head = 2;
+  check_attention_weights(rotary_gqa);
+}
+
+TEST(Gpt, AttentionWeightsRefuseBadIds) {
+  const Gpt model(tiny(), 1);
+  EXPECT_TRUE(ThrowsWith([&] { (void)model.attention_weights({}); }, "attention_weights"));
+  EXPECT_TRUE(ThrowsWith([&] { (void)model.attention_weights(std::vector<int64_t>(7, 1)); },
+                         "exceed block_size"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        (void)model.attention_weights(std::vector<int64_t>{1, 7});
+      },
+      "outside [0, 7)"));
+}
+
 TEST(Gpt, ResultsDoNotDependOnTheThreadCount) {
   expect_independent_of_the_thread_count(MatmulPrecision::kFloat32);
 }

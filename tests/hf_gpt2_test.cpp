@@ -204,7 +204,7 @@ TEST(HfTokenizerJson, ReadsBackWithTheSameIds) {
   const Gpt2Tokenizer hf = Gpt2Tokenizer::from_tokenizer_json(bpe.to_hf_json());
   EXPECT_EQ(hf.vocab_size(), bpe.vocab_size());
   EXPECT_EQ(hf.special_id("<|endoftext|>"), 0);
-  for (const std::string text :
+  for (const std::string& text :
        {std::string("The cat's  hat"), std::string("  12,345 naïve\n\n  x "),
         std::string("\xff\xfe bytes \xe2\x82"), std::string("a<|endoftext|>b  "), corpus}) {
     EXPECT_EQ(hf.encode(text), bpe.encode(text)) << text.substr(0, 40);

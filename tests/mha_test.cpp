@@ -107,6 +107,40 @@ TEST(MultiHeadAttention, FastPathMatchesTheReference) {
   EXPECT_FALSE(multi_head_attention(x, w.wq, w.wk, w.wv, w.wo, 2).weights.defined());
 }
 
+// The layer object's weights: its own forward's queries and keys (biases, RoPE, GQA) through
+// reference::sdpa equal the reference form's weights built from the same column blocks.
+TEST(MultiHeadAttention, LayerWeightsEqualTheReferenceOfTheSameProjections) {
+  MhaConfig config;
+  config.d_model = 16;
+  config.n_heads = 4;
+  config.n_kv_heads = 2;
+  config.bias = true;
+  config.rope = true;
+  config.seed = 5;
+  MultiHeadAttention layer(config);
+  layer.bqkv.copy_from(rand_normal({layer.bqkv.numel()}, 6));
+  const Tensor x = rand_normal({2, 7, 16}, 7);
+  const Tensor weights = layer.attention_weights(x, causal());
+  const int64_t q_cols = 16, kv_cols = 8, width = q_cols + 2 * kv_cols;
+  auto columns = [&](const Tensor& t, int64_t first, int64_t count) {
+    return t.rank() == 2 ? t.as_strided({16, count}, {width, 1}, first)
+                         : t.as_strided({count}, {1}, first);
+  };
+  MhaExtras extras;
+  extras.n_kv_heads = 2;
+  extras.rope = true;
+  extras.bq = columns(layer.bqkv, 0, q_cols);
+  extras.bk = columns(layer.bqkv, q_cols, kv_cols);
+  extras.bv = columns(layer.bqkv, q_cols + kv_cols, kv_cols);
+  SdpaOptions o = causal();
+  const MhaResult ref = reference::multi_head_attention(
+      x, columns(layer.wqkv, 0, q_cols), columns(layer.wqkv, q_cols, kv_cols),
+      columns(layer.wqkv, q_cols + kv_cols, kv_cols), layer.wo, 4, o, extras);
+  ASSERT_EQ(weights.shape(), (Shape{2, 4, 7, 7}));
+  EXPECT_TRUE(AllClose(weights, ref.weights, 1e-5));
+  EXPECT_EQ(weights.at({1, 3, 2, 5}), 0.0f);  // above the diagonal
+}
+
 TEST(MultiHeadAttention, CausalInvarianceIsBitwise) {
   const Tensor x = rand_normal({3, 9, 16}, 7);
   const Weights w = make_weights(16, 16, 8);

@@ -136,6 +136,13 @@ class Gpt {
   // backward() must come before it, not after.
   float loss(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch) const;
 
+  // Every layer's attention weights for one sequence of ids (1 ≤ T ≤ block_size):
+  // (n_layer, n_head, T, T), row i of head h in layer l the softmax query i of that head spreads
+  // over keys 0 … i (the causal triangle above is 0). The forward runs as logits() does; the
+  // weights come from the reference softmax of the queries and keys each layer computed, so the
+  // training path never materialises them. Like loss(), it reuses the training buffers.
+  Tensor attention_weights(std::span<const int64_t> ids) const;
+
   // Decoding: a cache of block_size positions per layer.
   GptCache make_cache(int64_t batch, CacheDtype dtype = CacheDtype::kFloat32) const;
   // Feeds new tokens (batch, T_new) at positions cache.position() …; returns their logits

@@ -124,6 +124,9 @@ class MultiHeadAttention {
   // RoPE (rotated back) and Wqkv. `saved` comes from forward(x, options, saved) on this layer
   // with these weights.
   MhaGradients backward(const MhaActivations& saved, const Tensor& d_y) const;
+  // The attention weights (B, H, T, T) this layer gives x under options: what the forward's
+  // softmax computes, materialised through the reference path (forward() never builds them).
+  Tensor attention_weights(const Tensor& x, const SdpaOptions& options = {}) const;
   // New tokens: x (B, T_new, d_model) sits at positions cache.position() … + T_new − 1. Their
   // keys and values (rotated when rope is on) are appended to the cache, then the queries
   // attend causally to everything cached (attend_cached).

@@ -56,7 +56,8 @@ void add_model(py::module_& m) {
   py::class_<PyGpt>(m, "Gpt", R"(A GPT trained by `attn train`.
 
 Gpt.load(checkpoint_dir) reads DIR/checkpoint.safetensors (or the file itself); logits(ids)
-runs the model; generate(prompt, …) yields the continuation's text piece by piece.)")
+runs the model; attention_weights(ids) returns what every head attends to; generate(prompt, …)
+yields the continuation's text piece by piece.)")
       .def_static("load", &load, "checkpoint"_a)
       .def(
           "encode",
@@ -81,6 +82,18 @@ runs the model; generate(prompt, …) yields the continuation's text piece by pi
             return to_array(logits);
           },
           "ids (batch·T, row-major) -> logits (batch, T, vocab_size)", "ids"_a, "batch"_a = 1)
+      .def(
+          "attention_weights",
+          [](const PyGpt& g, const std::vector<int64_t>& ids) {
+            Tensor weights;
+            {
+              py::gil_scoped_release unlocked;
+              weights = g.checkpoint->model.attention_weights(ids);
+            }
+            return to_array(weights);
+          },
+          "ids (one sequence of T) -> every layer's attention weights (n_layer, n_head, T, T)",
+          "ids"_a)
       .def(
           "_generate_bytes",
           [](const PyGpt& g, const std::string& prompt, int64_t max_new_tokens, float temperature,

@@ -58,5 +58,9 @@ def test_a_trained_checkpoint_generates_the_cli_tokens(tmp_path):
     assert "the " + text + "\n" == cli_text
     logits = model.logits(model.encode("the fox"))
     assert logits.shape == (1, 7, model.vocab_size)
+    weights = model.attention_weights(model.encode("the fox"))
+    assert weights.shape == (1, 2, 7, 7)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-5)
+    assert np.all(np.triu(weights, k=1) == 0)
     with pytest.raises(ValueError, match="temperature"):
         next(model.generate("the", temperature=-1))

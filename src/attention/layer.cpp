@@ -129,6 +129,12 @@ void attention_layer_forward(const AttentionLayerShape& s, const AttentionLayerW
   }
 }
 
+Tensor attention_layer_weights(const AttentionLayerShape& s, const Tensor& qkv,
+                               const SdpaOptions& options) {
+  const HeadViews h = heads_of(s, qkv);
+  return reference::sdpa(h.q, h.k, h.v, options).weights;
+}
+
 void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayerWeights& w,
                               const float* x, const AttentionLayerState& state, const float* d_y,
                               const SdpaOptions& options, MatmulPrecision precision,

@@ -84,6 +84,12 @@ void attention_layer_forward(const AttentionLayerShape& shape, const AttentionLa
                              const float* x, const SdpaOptions& options, MatmulPrecision precision,
                              AttentionLayerState& state, float* y);
 
+// The attention weights (B, H, T, T) of the queries and keys a forward left in qkv (Q and K
+// already rotated), under the same options: the reference softmax, materialised only when a
+// caller asks to see them — the forward itself never builds a T × T matrix.
+Tensor attention_layer_weights(const AttentionLayerShape& shape, const Tensor& qkv,
+                               const SdpaOptions& options);
+
 // Scratch the backward needs, shaped like the forward's state (the GPT keeps one set for all
 // its layers).
 struct AttentionLayerScratch {

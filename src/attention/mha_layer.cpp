@@ -53,6 +53,12 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const SdpaOptions& options,
   return y;
 }
 
+Tensor MultiHeadAttention::attention_weights(const Tensor& x, const SdpaOptions& options) const {
+  MhaActivations saved;
+  forward(x, options, saved);
+  return detail::attention_layer_weights(detail::layer_shape(config_), saved.qkv, options);
+}
+
 Tensor MultiHeadAttention::forward(const Tensor& x, KVCache& cache,
                                    const SdpaOptions& options) const {
   detail::check_input(config_, x);

@@ -261,6 +261,20 @@ Tensor Gpt::logits(std::span<const int64_t> ids, int64_t batch) const {
   return a.probs.clone().reshape({batch, t, config_.vocab_size});
 }
 
+Tensor Gpt::attention_weights(std::span<const int64_t> ids) const {
+  check_ids(ids, 1, "attention_weights");
+  const int64_t t = static_cast<int64_t>(ids.size());
+  Activations& a = inference_activations(1, t);
+  forward_logits(ids, a);
+  Tensor weights({config_.n_layer, config_.n_head, t, t});
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    const Tensor layer = detail::attention_layer_weights(
+        nn::attention_shape(config_), a.layers[l].qkv, nn::block_attention_options());
+    weights.select(l).copy_from(layer.select(0));
+  }
+  return weights;
+}
+
 void Gpt::backward(float loss_scale) {
   ATTN_CHECK(acts_ && acts_->has_forward, "Gpt::backward: call forward(ids, targets) first");
   Activations& a = *acts_;

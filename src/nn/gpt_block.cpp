@@ -31,12 +31,6 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-SdpaOptions causal() {
-  SdpaOptions options;
-  options.causal = true;
-  return options;
-}
-
 void add_into(const float* a, const float* b, int64_t n, float* out) {
   detail::parallel_ranges(n, 16384, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) out[i] = a[i] + b[i];
@@ -113,7 +107,8 @@ void block_forward(const GptConfig& config, const LayerOffsets& at, const float*
   float* branch = a.scratch.data();
   detail::AttentionLayerState state{la.qkv, la.att, la.lse.data()};
   detail::attention_layer_forward(attention_shape(config), attention_weights(config, at, params),
-                                  la.ln1.data(), causal(), a.precision, state, branch);
+                                  la.ln1.data(), block_attention_options(), a.precision, state,
+                                  branch);
   a.dropout.apply(branch, rows * c, DropoutSite::kAttention, layer);
   add_into(x, branch, rows * c, la.residual2.data());
 
@@ -153,8 +148,8 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
   const detail::AttentionLayerGradients into{grads + at.wqkv, at_or_null(grads, at.bqkv),
                                              grads + at.wo, at_or_null(grads, at.bo)};
   detail::attention_layer_backward(attention_shape(config), attention_weights(config, at, params),
-                                   la.ln1.data(), state, d_branch, causal(), a.precision, scratch,
-                                   a.d_ln.data(), false, into);
+                                   la.ln1.data(), state, d_branch, block_attention_options(),
+                                   a.precision, scratch, a.d_ln.data(), false, into);
   layer_norm_backward(a.d_ln.data(), x, params + at.ln1_w, la.ln1_mean.data(), la.ln1_rstd.data(),
                       rows, c, a.d_residual.data(), grads + at.ln1_w, at_or_null(grads, at.ln1_b));
 }

@@ -32,6 +32,13 @@ inline detail::AttentionLayerShape attention_shape(const GptConfig& c) {
           c.n_embd,    c.positions == PositionKind::kRotary};
 }
 
+// What a block's attention masks: every query sees itself and the tokens before it.
+inline SdpaOptions block_attention_options() {
+  SdpaOptions options;
+  options.causal = true;
+  return options;
+}
+
 // Columns of the fused Q, K, V projection: (H + 2·H_kv)·d_head.
 inline int64_t qkv_width(const GptConfig& c) { return attention_shape(c).qkv_width(); }
 
