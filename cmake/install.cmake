@@ -53,7 +53,7 @@ endforeach()
 if(BUILD_SHARED_LIBS)
   set(ATTN_PC_LIBS "-L\${libdir} -lattn")
 else()  # a static libattn.a: its own dependencies go on the consumer's link line
-  set(ATTN_PC_LIBS "-L\${libdir} -lattn -lhwy_contrib -lhwy -ldl -pthread")
+  set(ATTN_PC_LIBS "-L\${libdir} -lattn -lhwy_contrib -lhwy -lcairo -ldl -pthread")
 endif()
 configure_file(cmake/attn.pc.in ${CMAKE_CURRENT_BINARY_DIR}/attn.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/attn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -861,6 +861,55 @@ TEST_F(Cli, HeatmapSelectorsScalesWidthAndTokenLabels) {
   EXPECT_NE(labelled.out.find("Ġ"), std::string::npos) << labelled.out;
 }
 
+// PNG's IHDR: width and height, big-endian, at bytes 16 and 20 after the signature.
+std::pair<uint32_t, uint32_t> png_size(const std::string& png) {
+  auto be32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<unsigned char>(png[at + i]);
+    return v;
+  };
+  return png.size() > 24 ? std::pair{be32(16), be32(20)} : std::pair{0u, 0u};
+}
+
+TEST_F(Cli, HeatmapDrawsPicturesOfOneHeadOrTheWholeGrid) {
+  SdpaOptions causal;
+  causal.causal = true;
+  causal.return_weights = true;
+  const Tensor q = rand_normal({2, 3, 5, 8}, 4);
+  write_npy(path("grid.npy"), sdpa(q, q, q, causal).weights);  // (2, 3, 5, 5): a layer per row
+  const CliResult one =
+      run("heatmap --weights " + path("grid.npy") + " --layer 1 --head 2 --png " + path("one.png") +
+          " --svg " + path("one.svg") + " --tokens 'a b c d e' --title 'layer 1 head 2'");
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(one.out, "");
+  const std::string png = slurp(path("one.png")), svg = slurp(path("one.svg"));
+  EXPECT_EQ(png.substr(0, 8), "\x89PNG\r\n\x1a\n");
+  const auto [w, h] = png_size(png);
+  EXPECT_NE(svg.find("width=\"" + std::to_string(w) + "\" height=\"" + std::to_string(h) + "\""),
+            std::string::npos)
+      << "the SVG and the PNG have one layout";
+  EXPECT_NE(svg.find(">layer 1 head 2</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">e</text>"), std::string::npos);
+  EXPECT_EQ(svg.find("head 0</text>"), std::string::npos);  // one panel, no panel titles
+  const CliResult grid =
+      run("heatmap --weights " + path("grid.npy") + " --grid --svg " + path("grid.svg"));
+  ASSERT_EQ(grid.status, 0) << grid.err;
+  const std::string all = slurp(path("grid.svg"));
+  for (const char* panel : {">layer 0 · head 0</text>", ">layer 1 · head 2</text>"}) {
+    EXPECT_NE(all.find(panel), std::string::npos) << panel;
+  }
+  expect_error("heatmap --weights " + path("grid.npy") + " --grid", "--grid draws a picture");
+  write_npy(path("flat.npy"), Tensor::full({2, 2}, 0.5f));
+  expect_error("heatmap --weights " + path("flat.npy") + " --grid --png " + path("x.png"),
+               "--grid needs (H, Tq, Tk)");
+  expect_error("heatmap --weights " + path("grid.npy") + " --png " + path("no/such/dir.png"),
+               "no/such/dir.png");
+  expect_error(
+      "heatmap --weights " + path("grid.npy") + " --png " + path("y.png") + " --max-cells 0",
+      "--max-cells");
+  EXPECT_FALSE(fs::exists(path("y.png")));
+}
+
 TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {
   write_npy(path("x.npy"), rand_normal({2, 3, 10}, 6));
   write_npy(path("w.npy"), rand_normal({10, 10}, 7));

@@ -1,6 +1,8 @@
 // Pictures of attention weights.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,5 +39,44 @@ struct HeatmapOptions {
 // 2-D, holds NaN or ±inf, or labels of the wrong count.
 std::string heatmap_ascii(const Tensor& matrix, const HeatmapOptions& options = {});
 HeatmapScale heatmap_scale_from_string(const std::string& name);  // "global", "row", "absolute"
+
+// An 8-bit sRGB colour.
+struct Rgb {
+  uint8_t r, g, b;
+  friend bool operator==(const Rgb&, const Rgb&) = default;
+};
+
+// Viridis, the perceptually uniform map (dark violet -> teal -> yellow; lightness rises
+// steadily, so it reads the same in grey and to the colour-blind), as 256 colours rebuilt in
+// CIELAB from its quartiles (src/viz/colormap.cpp), and the colour of t in [0, 1] (clamped).
+const std::array<Rgb, 256>& viridis();
+Rgb viridis(float t);
+
+// A picture of attention weights. The weights' rank says what is drawn:
+//   (Tq, Tk)           one panel: rows = queries, columns = keys
+//   (H, Tq, Tk)        a row of H panels, one per head
+//   (L, H, Tq, Tk)     a grid: a row per layer (dim 0), a panel per head
+// Each panel has its title ("layer 1 · head 3"), token labels down the left of the first column
+// of panels and along the bottom of the last row (every k-th when there are too many to fit),
+// a colour bar with the scale, and a note line when down-sampled.
+struct HeatmapPictureOptions {
+  std::vector<std::string> row_labels;     // one per query, or empty (positions are shown)
+  std::vector<std::string> column_labels;  // one per key, or empty
+  HeatmapScale scale = HeatmapScale::kGlobal;
+  float vmin = 0.0f;          // kGlobal only
+  std::optional<float> vmax;  // kGlobal only; default the largest weight of all panels
+  // A longer axis is down-sampled by the smallest whole factor f that fits: each cell is the
+  // largest value of an f × f block (a thin diagonal stays visible), the note says so.
+  int64_t max_cells = 128;
+  int64_t cell_pixels = 0;  // 0: chosen from the panel's size (a single panel is larger)
+  std::string title;        // above everything, or none
+  std::string grid_row_name = "layer";  // what dim 0 of 4-D weights is, in the panel titles
+};
+
+// The picture as a PNG image (drawn by cairo) or an SVG document (labels as <text>). Throws
+// attn::Error for weights of another rank or with an empty dim, NaN or ±inf, labels of the
+// wrong count, options out of range, or a picture over 16384 pixels a side.
+std::string heatmap_png(const Tensor& weights, const HeatmapPictureOptions& options = {});
+std::string heatmap_svg(const Tensor& weights, const HeatmapPictureOptions& options = {});
 
 }  // namespace attn

@@ -6,6 +6,7 @@
 
 #include "attn/error.hpp"
 #include "attn/viz.hpp"
+#include "src/viz/down_sample.hpp"
 
 namespace attn {
 namespace {
@@ -49,21 +50,8 @@ struct Pooled {
 
 Pooled pool(const std::vector<float>& values, int64_t rows, int64_t cols, int64_t f,
             const HeatmapOptions& options) {
-  Pooled p{(rows + f - 1) / f, (cols + f - 1) / f, {}, {}, {}};
-  p.values.assign(static_cast<size_t>(p.rows * p.cols), -INFINITY);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      float& cell = p.values[static_cast<size_t>((r / f) * p.cols + c / f)];
-      cell = std::max(cell, values[static_cast<size_t>(r * cols + c)]);
-    }
-  }
-  for (size_t i = 0; i < options.row_labels.size(); i += static_cast<size_t>(f)) {
-    p.row_labels.push_back(options.row_labels[i]);
-  }
-  for (size_t i = 0; i < options.column_labels.size(); i += static_cast<size_t>(f)) {
-    p.column_labels.push_back(options.column_labels[i]);
-  }
-  return p;
+  return {(rows + f - 1) / f, (cols + f - 1) / f, viz::max_pool(values.data(), rows, cols, f),
+          viz::every_fth(options.row_labels, f), viz::every_fth(options.column_labels, f)};
 }
 
 }  // namespace

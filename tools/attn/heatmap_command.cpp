@@ -1,4 +1,5 @@
-// attn heatmap: print one head of a weights .npy as an ASCII heat map.
+// attn heatmap: one head of a weights .npy as an ASCII heat map, or as a PNG / SVG picture of
+// one head or of every head (--grid).
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "attn/error.hpp"
+#include "attn/files.hpp"
 #include "attn/viz.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -22,6 +24,9 @@ struct HeatmapArgs {
   std::string weights, tokens, scale = "global";
   int64_t head = 0, batch = 0, width = -1;  // width -1: the terminal's
   bool absolute = false;
+  std::string png, svg, title;  // pictures instead of the terminal
+  bool grid = false;
+  int64_t max_cells = 128;
 };
 
 std::vector<std::string> split_words(const std::string& text) {
@@ -85,21 +90,57 @@ void warn_unless_rows_sum_to_one(const Tensor& m, const std::string& path) {
   }
 }
 
+struct Labels {
+  std::vector<std::string> rows, columns;
+};
+
+// --tokens as labels of a (…, Tq, Tk) matrix: one word per key; the Tq queries are the last Tq
+// of the Tk positions (bottom-right alignment, as a KV cache has it).
+Labels token_labels(const std::string& tokens, const Tensor& weights) {
+  if (tokens.empty()) return {};
+  const std::vector<std::string> words = split_words(tokens);
+  const int64_t tq = weights.dim(-2), tk = weights.dim(-1);
+  ATTN_CHECK(static_cast<int64_t>(words.size()) == tk, "--tokens has ", words.size(),
+             " words but the weights have ", tk, " keys");
+  ATTN_CHECK(tq <= tk, "--tokens labels need Tq <= Tk, got ", weights.shape_string());
+  return {std::vector<std::string>(words.end() - tq, words.end()), words};
+}
+
+void write_pictures(const HeatmapArgs& args, const Tensor& weights) {
+  HeatmapPictureOptions options;
+  options.scale = heatmap_scale_from_string(args.absolute ? "absolute" : args.scale);
+  const Labels labels = token_labels(args.tokens, weights);
+  options.row_labels = labels.rows;
+  options.column_labels = labels.columns;
+  options.max_cells = args.max_cells;
+  options.title = args.title;
+  // Everything is drawn before anything is written: a refused picture leaves no file behind.
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!args.png.empty()) files.emplace_back(args.png, heatmap_png(weights, options));
+  if (!args.svg.empty()) files.emplace_back(args.svg, heatmap_svg(weights, options));
+  write_files_atomically(files);
+  for (const auto& [path, bytes] : files) {
+    std::fprintf(stderr, "attn: wrote %s (%s)\n", path.c_str(), weights.shape_string().c_str());
+  }
+}
+
 void run_heatmap(const HeatmapArgs& args) {
-  const Tensor matrix = pick_matrix(load_finite(args.weights), args.batch, args.head);
-  warn_unless_rows_sum_to_one(matrix, args.weights);
+  const Tensor all = load_finite(args.weights);
+  const bool picture = !args.png.empty() || !args.svg.empty();
+  ATTN_CHECK(!args.grid || picture, "--grid draws a picture: add --png FILE or --svg FILE");
+  ATTN_CHECK(!args.grid || all.rank() >= 3,
+             "--grid needs (H, Tq, Tk) or (L, H, Tq, Tk) weights, got ", all.shape_string());
+  const Tensor matrix = args.grid ? all : pick_matrix(all, args.batch, args.head);
+  warn_unless_rows_sum_to_one(matrix.reshape({-1, matrix.dim(-1)}), args.weights);
+  if (picture) {
+    write_pictures(args, matrix);
+    return;
+  }
   HeatmapOptions options;
   options.scale = heatmap_scale_from_string(args.absolute ? "absolute" : args.scale);
-  if (!args.tokens.empty()) {
-    const std::vector<std::string> words = split_words(args.tokens);
-    const int64_t tq = matrix.dim(0), tk = matrix.dim(1);
-    ATTN_CHECK(static_cast<int64_t>(words.size()) == tk, "--tokens has ", words.size(),
-               " words but the weights have ", tk, " keys");
-    ATTN_CHECK(tq <= tk, "--tokens labels need Tq <= Tk, got ", matrix.shape_string());
-    // Bottom-right alignment: the Tq queries are the last Tq of the Tk positions.
-    options.column_labels = words;
-    options.row_labels.assign(words.end() - tq, words.end());
-  }
+  const Labels labels = token_labels(args.tokens, matrix);
+  options.row_labels = labels.rows;
+  options.column_labels = labels.columns;
   options.max_width = args.width < 0 ? terminal_width() : args.width;
   std::fputs(heatmap_ascii(matrix, options).c_str(), stdout);
 }
@@ -109,12 +150,17 @@ void run_heatmap(const HeatmapArgs& args) {
 void add_heatmap_command(CLI::App& app) {
   auto args = std::make_shared<HeatmapArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "heatmap", "Print attention weights as an ASCII heat map (rows = queries, columns = keys).");
+      "heatmap",
+      "Show attention weights as a heat map (rows = queries, columns = keys): in the terminal, "
+      "or as a PNG/SVG picture of one head or of every head (--grid).");
   cmd->add_option("--weights", args->weights,
-                  "weights W.npy: (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk)")
+                  "weights W.npy: (Tq, Tk), (H, Tq, Tk), or (B, H, Tq, Tk) / (L, H, Tq, Tk)")
       ->required();
   cmd->add_option("--head", args->head, "which head to show")->capture_default_str();
-  cmd->add_option("--batch", args->batch, "which batch entry to show")->capture_default_str();
+  cmd->add_option("--batch,--layer", args->batch,
+                  "which entry of dim 0 of 4-D weights to show: the batch entry of `attn mha "
+                  "--weights-out`, the layer of a model's (L, H, T, T) weights")
+      ->capture_default_str();
   cmd->add_option("--tokens", args->tokens,
                   "labels: one word per key, e.g. \"the cat sat\", or the output of 'attn bpe "
                   "encode --tokens'");
@@ -129,7 +175,24 @@ void add_heatmap_command(CLI::App& app) {
                   "block), with a note; default: the terminal's width (80 when not a terminal); "
                   "0: never down-sample")
       ->check(non_negative());
-  cmd->footer("Example: attn heatmap --weights w.npy --head 0 --tokens \"the cat sat on the mat\"");
+  cmd->add_option("--png", args->png, "write a PNG picture to this file instead of printing")
+      ->type_name("FILE");
+  cmd->add_option("--svg", args->svg,
+                  "write an SVG picture (labels as text) to this file instead of printing")
+      ->type_name("FILE");
+  cmd->add_flag("--grid", args->grid,
+                "picture every head: (H, Tq, Tk) as a row of panels, (L, H, Tq, Tk) as a grid with "
+                "a row per layer");
+  cmd->add_option("--max-cells", args->max_cells,
+                  "pictures: a longer axis is down-sampled to at most this many cells (each the "
+                  "largest of its block), with a note")
+      ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--title", args->title, "pictures: a title above the panels");
+  cmd->footer(
+      "Examples:\n"
+      "  attn heatmap --weights w.npy --head 0 --tokens \"the cat sat on the mat\"\n"
+      "  attn heatmap --weights model_weights.npy --grid --png heads.png --scale row");
   cmd->callback([args] { run_heatmap(*args); });
 }
 
