@@ -79,7 +79,7 @@ class Cli : public testing::TempDirTest {
 
 TEST_F(Cli, HelpOnEveryCommand) {
   for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap", "bench", "bpe", "train", "generate",
-                          "export", "bench generate"}) {
+                          "explore", "export", "bench generate"}) {
     const CliResult r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
@@ -908,6 +908,33 @@ TEST_F(Cli, HeatmapDrawsPicturesOfOneHeadOrTheWholeGrid) {
       "heatmap --weights " + path("grid.npy") + " --png " + path("y.png") + " --max-cells 0",
       "--max-cells");
   EXPECT_FALSE(fs::exists(path("y.png")));
+}
+
+TEST_F(Cli, ExploreWritesOnePageOrExplainsWhyNot) {
+  ASSERT_EQ(run(tiny_train() + " --out " + path("run") + " --max-iters 2 --eval-interval 2").status,
+            0);
+  const CliResult ok = run("explore --checkpoint " + path("run") + " --text 'the fox' --out " +
+                           path("a.html") + " --save-weights " + path("w.npy"));
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.err.find("((1, 2, 7, 7) weights, 7 tokens); open file://"), std::string::npos)
+      << ok.err;
+  const std::string page = slurp(path("a.html"));
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(page.find("reading 7 tokens: the fox"), std::string::npos);
+  EXPECT_EQ(read_npy(path("w.npy")).values.shape(), (Shape{1, 2, 7, 7}));
+  // The saved weights are what the explorer shows, and they draw as a grid.
+  EXPECT_EQ(run("heatmap --weights " + path("w.npy") + " --grid --png " + path("g.png")).status, 0);
+  expect_error("explore --text hi", "give one of --checkpoint");
+  expect_error("explore --checkpoint " + path("run") + " --weights " + path("w.npy"),
+               "give one of --checkpoint");
+  expect_error("explore --checkpoint " + path("run") + " --text ''", "--text is empty");
+  expect_error("explore --checkpoint " + path("run") + " --text 'the fox the fox the fox'",
+               "the text is 23 tokens; this model reads at most 8 (block_size)");
+  expect_error("explore --weights " + path("w.npy") + " --tokens 'a b'",
+               "--tokens has 2 words but the weights have 7 keys");
+  expect_error("explore --weights " + path("w.npy") + " --text hi", "--text goes with a model");
+  expect_error("explore --checkpoint " + path("run") + " --text the --out " + path("no/dir.html"),
+               "no/dir.html");
 }
 
 TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {

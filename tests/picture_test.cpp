@@ -1,7 +1,6 @@
 // The picture writers: the colour map's lightness, PNGs decoded back (size, the colour of a
 // cell at its place), SVGs read back (size, labels as text nodes, a cell's fill), the
 // down-sampling, the scales and the errors.
-#include <cairo.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <string>
 
 #include "attn/viz.hpp"
+#include "png_reader.hpp"
 #include "src/viz/canvas.hpp"
 #include "src/viz/heatmap_layout.hpp"
 #include "test_util.hpp"
@@ -18,6 +18,8 @@
 namespace attn {
 namespace {
 
+using testing::decode_png;
+using testing::Image;
 using testing::ThrowsWith;
 
 // CIE L* of an sRGB colour, written from the formulas (the oracle of colormap.cpp's inverse).
@@ -50,47 +52,6 @@ TEST(Viridis, LightnessRisesSteadilyFromVioletToYellow) {
   EXPECT_EQ(viridis(0.0f), map.front());
   EXPECT_EQ(viridis(2.0f), map.back());  // clamped
   EXPECT_EQ(viridis(0.5f), map[128]);
-}
-
-struct Image {
-  int width = 0, height = 0;
-  std::vector<uint32_t> pixels;  // 0xRRGGBB
-  Rgb at(double x, double y) const {
-    const uint32_t p =
-        pixels[static_cast<size_t>(static_cast<int>(y) * width + static_cast<int>(x))];
-    return {static_cast<uint8_t>(p >> 16), static_cast<uint8_t>(p >> 8), static_cast<uint8_t>(p)};
-  }
-};
-
-struct PngReader {
-  const std::string* bytes;
-  size_t offset = 0;
-};
-
-cairo_status_t read_bytes(void* closure, unsigned char* data, unsigned int length) {
-  auto* r = static_cast<PngReader*>(closure);
-  if (r->offset + length > r->bytes->size()) return CAIRO_STATUS_READ_ERROR;
-  std::memcpy(data, r->bytes->data() + r->offset, length);
-  r->offset += length;
-  return CAIRO_STATUS_SUCCESS;
-}
-
-// Decodes PNG bytes with cairo's reader (the writer's counterpart, but libpng underneath).
-Image decode_png(const std::string& png) {
-  PngReader reader{&png};
-  const std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> s(
-      cairo_image_surface_create_from_png_stream(read_bytes, &reader), cairo_surface_destroy);
-  Image image;
-  if (cairo_surface_status(s.get()) != CAIRO_STATUS_SUCCESS) return image;
-  image.width = cairo_image_surface_get_width(s.get());
-  image.height = cairo_image_surface_get_height(s.get());
-  const int stride = cairo_image_surface_get_stride(s.get());
-  const unsigned char* data = cairo_image_surface_get_data(s.get());
-  for (int y = 0; y < image.height; ++y) {
-    const auto* row = reinterpret_cast<const uint32_t*>(data + y * stride);
-    for (int x = 0; x < image.width; ++x) image.pixels.push_back(row[x] & 0xFFFFFF);
-  }
-  return image;
 }
 
 // (L, H, T, T) weights: a one-hot diagonal in every panel, except panel (l, h) = (1, 2), whose

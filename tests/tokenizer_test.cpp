@@ -441,5 +441,21 @@ TEST(CharTokenizer, OneIdPerCharacterInCodePointOrder) {
   EXPECT_TRUE(ThrowsWith([] { CharTokenizer::from_characters({"a", "a"}); }, "given twice"));
 }
 
+// Tokens as people see them (labels of the attention pictures), for either kind.
+TEST(Tokenizer, DisplaysTokensOfEitherKind) {
+  const Tokenizer chars = CharTokenizer::train("a b\n\xC3\xB6");
+  EXPECT_EQ(chars.display(0), "\u21B5");  // the newline
+  EXPECT_EQ(chars.display(1), "\u2581");  // the space
+  EXPECT_EQ(chars.display(4), "\xC3\xB6");
+  EXPECT_TRUE(ThrowsWith([&] { chars.display(5); }, "outside [0, 5)"));
+  BpeOptions o;
+  o.vocab_size = 260;
+  o.byte_level = true;
+  const Tokenizer bytes = BpeTokenizer::train("a b a b", o);
+  const std::vector<int64_t> ids = bytes.encode(" b");
+  EXPECT_EQ(bytes.display(ids.front()), bytes.bpe()->display(ids.front()));
+  EXPECT_EQ(bytes.display(ids.front()).substr(0, 2), "\xC4\xA0");  // GPT-2's "Ġ" for a space
+}
+
 }  // namespace
 }  // namespace attn

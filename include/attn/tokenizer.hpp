@@ -205,6 +205,9 @@ class Tokenizer {
   Tokenizer(BpeTokenizer t) : bpe_(std::move(t)) {}    // NOLINT
   std::vector<int64_t> encode(std::string_view text) const;
   std::string decode(std::span<const int64_t> ids) const;
+  // Token `id` made visible, as BpeTokenizer::display shows it (characters: a space as "▁",
+  // a newline as "↵"). attn::Error for an id out of range.
+  std::string display(int64_t id) const;
   int64_t vocab_size() const;
   std::string kind() const { return bpe_ ? "bpe" : "char"; }
   const BpeTokenizer* bpe() const { return bpe_ ? &*bpe_ : nullptr; }  // null for "char"

@@ -79,4 +79,21 @@ struct HeatmapPictureOptions {
 std::string heatmap_png(const Tensor& weights, const HeatmapPictureOptions& options = {});
 std::string heatmap_svg(const Tensor& weights, const HeatmapPictureOptions& options = {});
 
+// The attention explorer: one self-contained HTML page (its style, script and data inline;
+// nothing fetched, so it opens offline from a file:// URL) with every head as a small heat map
+// (rows = layers), and the head that is clicked, or reached with the arrow keys, as a head view
+// (lines from each query token to its keys, opacity = weight; pointing at a token shows its
+// lines alone) and as a large heat map that names the weight under the pointer.
+struct ExplorerOptions {
+  std::string title = "Attention";
+  std::string subtitle;                 // a line under the title (the model, the text)
+  std::string grid_row_name = "layer";  // what dim 0 of 4-D weights is
+};
+
+// weights (Tq, Tk), (H, Tq, Tk) or (L, H, Tq, Tk); tokens: one per key, as the tokenizer
+// displays them (the queries are the last Tq). attn::Error for another rank, NaN or ±inf, a
+// token count other than Tk, Tq > Tk, or more than 2²⁴ weights (a page of 64 MiB or more).
+std::string explorer_html(const Tensor& weights, const std::vector<std::string>& tokens,
+                          const ExplorerOptions& options = {});
+
 }  // namespace attn

@@ -3,6 +3,7 @@
 
 #include "attn/error.hpp"
 #include "attn/tokenizer.hpp"
+#include "src/tokenizer/text.hpp"
 
 namespace attn {
 
@@ -12,6 +13,12 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
 
 std::string Tokenizer::decode(std::span<const int64_t> ids) const {
   return bpe_ ? bpe_->decode(ids) : char_->decode(ids);
+}
+
+std::string Tokenizer::display(int64_t id) const {
+  if (bpe_) return bpe_->display(id);
+  const int64_t one[] = {id};
+  return detail::display_characters(char_->decode(one));
 }
 
 int64_t Tokenizer::vocab_size() const { return bpe_ ? bpe_->vocab_size() : char_->vocab_size(); }

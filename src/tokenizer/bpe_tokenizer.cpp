@@ -79,16 +79,7 @@ std::string BpeTokenizer::display(int64_t id) const {
     for (unsigned char b : bytes) shown += detail::byte_display(b);
     return shown;
   }
-  for (char c : bytes) {
-    if (c == ' ') {
-      shown += "\u2581";  // ▁
-    } else if (c == '\n') {
-      shown += "\u21B5";  // ↵
-    } else {
-      shown += c;
-    }
-  }
-  return shown;
+  return detail::display_characters(bytes);
 }
 
 // One word: its base tokens, then the learnt merges applied in the order learnt.

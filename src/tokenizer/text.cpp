@@ -216,6 +216,20 @@ const ByteDisplay& byte_table() {
 
 const std::string& byte_display(unsigned char byte) { return byte_table().shown[byte]; }
 
+std::string display_characters(std::string_view text) {
+  std::string shown;
+  for (const char c : text) {
+    if (c == ' ') {
+      shown += "\u2581";  // ▁
+    } else if (c == '\n') {
+      shown += "\u21B5";  // ↵
+    } else {
+      shown += c;
+    }
+  }
+  return shown;
+}
+
 bool parse_byte_display(std::string_view shown, std::string& bytes) {
   bytes.clear();
   for (size_t i = 0; i < shown.size();) {

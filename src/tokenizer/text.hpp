@@ -86,6 +86,8 @@ std::string utf8_encode(char32_t cp);
 // (controls, space, …) map to U+0100 onwards in order, so a space is "Ġ" and a newline "Ċ".
 // A bijection, which makes byte-level tokens valid, readable UTF-8 (and JSON) strings.
 const std::string& byte_display(unsigned char byte);
+// Text of a character-level token made visible: a space as "▁", a newline as "↵".
+std::string display_characters(std::string_view text);
 // The inverse of byte_display over a whole string; false if a character is not one of them.
 bool parse_byte_display(std::string_view shown, std::string& bytes);
 

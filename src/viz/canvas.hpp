@@ -37,5 +37,7 @@ std::string render_svg(int width, int height, const std::function<void(Canvas&)>
 // s with each byte that is not part of well-formed UTF-8, and each control character,
 // replaced by U+FFFD.
 std::string valid_utf8(const std::string& s);
+// valid_utf8(s) with & < > " escaped, for SVG and HTML text and attribute values.
+std::string escape_markup(const std::string& s);
 
 }  // namespace attn::viz

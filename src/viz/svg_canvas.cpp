@@ -13,29 +13,6 @@ std::string hex(Rgb c) {
   return buffer;
 }
 
-std::string escape_xml(const std::string& s) {
-  std::string out;
-  for (const char ch : s) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out;
-}
-
 // Numbers as SVG wants them: no exponent, no locale, two decimals at most.
 std::string num(double v) {
   char buffer[32];
@@ -64,7 +41,7 @@ class SvgCanvas final : public Canvas {
          << hex(style.colour) << "\"";
     if (style.bold) out_ << " font-weight=\"bold\"";
     if (style.vertical) out_ << " transform=\"rotate(-90 " << num(x) << " " << num(y) << ")\"";
-    out_ << " xml:space=\"preserve\">" << escape_xml(valid_utf8(s)) << "</text>\n";
+    out_ << " xml:space=\"preserve\">" << escape_markup(s) << "</text>\n";
   }
 
  private:

@@ -1,5 +1,5 @@
-// Text the painters can show: well-formed UTF-8 without control characters (XML forbids most of
-// them, cairo refuses malformed UTF-8 outright).
+// Text the painters and pages can show: well-formed UTF-8 without control characters (XML forbids
+// most of them, cairo refuses malformed UTF-8 outright).
 #include <string>
 
 #include "src/viz/canvas.hpp"
@@ -34,6 +34,29 @@ std::string valid_utf8(const std::string& s) {
     } else {
       out.append(s, i, len);
       i += len;
+    }
+  }
+  return out;
+}
+
+std::string escape_markup(const std::string& s) {
+  std::string out;
+  for (const char ch : valid_utf8(s)) {
+    switch (ch) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += ch;
     }
   }
   return out;

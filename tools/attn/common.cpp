@@ -16,6 +16,14 @@
 #include "attn/threads.hpp"
 
 namespace attn::cli {
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
 namespace {
 
 // One line on stderr when float64 input is computed in float32 (each file is read once).

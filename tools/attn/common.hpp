@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "attn/mask.hpp"
 #include "attn/mha.hpp"
@@ -24,6 +25,9 @@ void read_chunks(const std::string& path, const std::function<void(std::string_v
 Tensor load_finite(const std::string& path);
 // Reads a mask: booleans and integers -> boolean (non-zero = allowed), floats -> additive.
 Mask load_mask(const std::string& path);
+
+// The whitespace-separated words of text: token labels given on the command line (--tokens).
+std::vector<std::string> split_words(const std::string& text);
 
 // Writes bytes to the file at path (atomically), or to standard output for "-".
 void write_output(const std::string& path, const std::string& bytes);

@@ -29,13 +29,6 @@ struct HeatmapArgs {
   int64_t max_cells = 128;
 };
 
-std::vector<std::string> split_words(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> words;
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
-}
-
 // The (Tq, Tk) matrix of one head out of (Tq, Tk), (H, Tq, Tk) or (B, H, Tq, Tk) weights. A
 // selector past the dims the weights have is an error, as one past their size is (the absent
 // dim counts as size 1).

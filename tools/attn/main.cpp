@@ -47,7 +47,7 @@ constexpr Command kCommands[] = {
     {"mha", attn::cli::add_mha_command},       {"heatmap", attn::cli::add_heatmap_command},
     {"bench", attn::cli::add_bench_command},   {"bpe", attn::cli::add_bpe_command},
     {"train", attn::cli::add_train_command},   {"generate", attn::cli::add_generate_command},
-    {"export", attn::cli::add_export_command},
+    {"export", attn::cli::add_export_command}, {"explore", attn::cli::add_explore_command},
 };
 
 std::string command_names() {

@@ -1,0 +1,181 @@
+// The pages attn writes, loaded in a real browser: Debian's Chromium, headless, from file://
+// URLs with every host unresolvable (the pages must need no network). Each page must log
+// nothing to the console; the explorer drives itself in its test mode (#selftest: clicks,
+// keys, hovers) and reports; a screenshot must show the colours the test put in the weights.
+// Skipped, saying why, when Chromium is not installed (scripts/bootstrap --browser).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "attn/io.hpp"
+#include "attn/viz.hpp"
+#include "png_reader.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::slurp;
+
+std::string chromium() {
+  for (const char* candidate : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
+    if (std::ifstream(candidate).good()) return candidate;
+  }
+  return "";
+}
+
+class Browser : public testing::TempDirTest {
+ protected:
+  void SetUp() override {
+    TempDirTest::SetUp();
+    browser_ = chromium();
+    if (browser_.empty()) {
+      GTEST_SKIP() << "Chromium is not installed: scripts/bootstrap --browser installs it";
+    }
+  }
+
+  int run(const std::string& command) const {
+    const int raw = std::system((command + " >" + path("out") + " 2>" + path("err")).c_str());
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  }
+  int attn(const std::string& args) const { return run(std::string(ATTN_CLI_PATH) + " " + args); }
+
+  // Chromium on the page: its DOM after the scripts ran (stdout) or a screenshot, and its
+  // console (stderr). A fixed window and scale, so that a layout read in one run holds in the
+  // next; its own profile directory; no network.
+  std::string load(const std::string& page, const std::string& hash, const std::string& action) {
+    const std::string command = "timeout 120 " + browser_ +
+                                " --headless --no-sandbox --disable-gpu --no-first-run"
+                                " --user-data-dir=" +
+                                path("profile") +
+                                " --host-resolver-rules='MAP * ~NOTFOUND'"
+                                " --window-size=1400,1000 --force-device-scale-factor=1"
+                                " --hide-scrollbars --enable-logging=stderr --v=0 " +
+                                action + " 'file://" + page + hash + "'";
+    EXPECT_EQ(run(command), 0) << command << "\n" << slurp(path("err"));
+    console_ = console_lines(slurp(path("err")));
+    return slurp(path("out"));
+  }
+
+  // What the page wrote to the console or threw: Chromium logs each as a CONSOLE line.
+  static std::vector<std::string> console_lines(const std::string& log) {
+    std::vector<std::string> lines;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(":CONSOLE") != std::string::npos ||
+          line.find("Uncaught") != std::string::npos) {
+        lines.push_back(line);
+      }
+    }
+    return lines;
+  }
+
+  std::string browser_;
+  std::vector<std::string> console_;
+};
+
+// The text of the page's selftest report, and its panel rectangles.
+struct SelfTest {
+  std::string status, text;
+  nlohmann::json panels;
+};
+
+SelfTest self_test(const std::string& dom) {
+  std::smatch m;
+  const std::regex re(
+      "<pre id=\"selftest\" data-status=\"(\\w+)\" data-panels=\"([^\"]*)\">([^<]*)</pre>");
+  SelfTest t;
+  if (!std::regex_search(dom, m, re)) return t;
+  t.status = m[1].str();
+  std::string panels = m[2].str();
+  for (size_t at; (at = panels.find("&quot;")) != std::string::npos;) panels.replace(at, 6, "\"");
+  t.panels = nlohmann::json::parse(panels);
+  t.text = m[3].str();
+  return t;
+}
+
+int count(const std::string& haystack, const std::string& needle) {
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// Colours drawn by a browser may differ by a unit in a channel (colour management).
+bool near(Rgb a, Rgb b) {
+  return std::abs(a.r - b.r) <= 3 && std::abs(a.g - b.g) <= 3 && std::abs(a.b - b.b) <= 3;
+}
+
+TEST_F(Browser, ExplorerOfDiagonalWeightsShowsABrightDiagonalAndDrivesItself) {
+  // 2 layers × 3 heads of 8 tokens attending to themselves alone.
+  const int64_t layers = 2, heads = 3, t = 8;
+  Tensor w({layers, heads, t, t});
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < t; ++i) w.at({l, h, i, i}) = 1.0f;
+  write_npy(path("diag.npy"), w);
+  ASSERT_EQ(attn("explore --weights " + path("diag.npy") +
+                 " --tokens 'the cat sat on the <mat> by me' --out " + path("diag.html")),
+            0)
+      << slurp(path("err"));
+  const std::string page = slurp(path("diag.html"));
+  EXPECT_EQ(page.find(" src="), std::string::npos) << "nothing is loaded from elsewhere";
+  EXPECT_EQ(page.find(" href="), std::string::npos);
+
+  const std::string dom = load(path("diag.html"), "#selftest", "--dump-dom");
+  EXPECT_TRUE(console_.empty()) << console_.front();
+  const SelfTest st = self_test(dom);
+  EXPECT_EQ(st.status, "pass") << st.text;
+  EXPECT_NE(st.text.find("6 panels for 2 x 3 heads"), std::string::npos) << st.text;
+  EXPECT_EQ(count(dom, "class=\"panel"), layers * heads);
+  EXPECT_NE(dom.find(">&lt;mat&gt;</text>"), std::string::npos) << "the token labels";
+  ASSERT_EQ(st.panels.size(), static_cast<size_t>(layers * heads));
+
+  load(path("diag.html"), "", "--screenshot=" + path("shot.png"));
+  EXPECT_TRUE(console_.empty()) << console_.front();
+  const testing::Image shot = testing::decode_png(slurp(path("shot.png")));
+  ASSERT_EQ(shot.width, 1400);
+  for (const auto& p : st.panels) {
+    const double x = p[2], y = p[3], cell = p[4].get<double>() / t;
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < t; ++j) {
+        const Rgb seen = shot.at(x + (j + 0.5) * cell, y + (i + 0.5) * cell);
+        const Rgb expected = viridis(i == j ? 1.0f : 0.0f);
+        EXPECT_TRUE(near(seen, expected))
+            << "panel " << p << " cell (" << i << ", " << j << "): " << int(seen.r) << ","
+            << int(seen.g) << "," << int(seen.b);
+      }
+    }
+  }
+}
+
+TEST_F(Browser, ExplorerOfATrainedModelListsEveryHeadAndItsTokens) {
+  std::ofstream(path("corpus.txt")) << std::string(2000, 'a') + "ROMEO: what light\n";
+  ASSERT_EQ(attn("train --corpus " + path("corpus.txt") + " --out " + path("run") +
+                 " --n-layer 2 --n-embd 16 --n-head 2 --block-size 16 --batch-size 2 "
+                 "--max-iters 5 --eval-interval 5 --eval-iters 1 --threads 1"),
+            0)
+      << slurp(path("err"));
+  ASSERT_EQ(
+      attn("explore --checkpoint " + path("run") + " --text 'ROMEO: what' --out " + path("a.html")),
+      0)
+      << slurp(path("err"));
+  const std::string dom = load(path("a.html"), "#selftest", "--dump-dom");
+  EXPECT_TRUE(console_.empty()) << console_.front();
+  const SelfTest st = self_test(dom);
+  EXPECT_EQ(st.status, "pass") << st.text;
+  EXPECT_EQ(count(dom, "class=\"panel"), 4);
+  // The character tokenizer's display form: a space is "▁".
+  EXPECT_NE(dom.find(">▁</text>"), std::string::npos);
+  EXPECT_NE(dom.find(">R</text>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attn
