@@ -88,13 +88,13 @@ struct SelfTest {
 SelfTest self_test(const std::string& dom) {
   std::smatch m;
   const std::regex re(
-      "<pre id=\"selftest\" data-status=\"(\\w+)\" data-panels=\"([^\"]*)\">([^<]*)</pre>");
+      "<pre id=\"selftest\" data-status=\"(\\w+)\"(?: data-panels=\"([^\"]*)\")?>([^<]*)</pre>");
   SelfTest t;
   if (!std::regex_search(dom, m, re)) return t;
   t.status = m[1].str();
   std::string panels = m[2].str();
   for (size_t at; (at = panels.find("&quot;")) != std::string::npos;) panels.replace(at, 6, "\"");
-  t.panels = nlohmann::json::parse(panels);
+  if (!panels.empty()) t.panels = nlohmann::json::parse(panels);
   t.text = m[3].str();
   return t;
 }
@@ -175,6 +175,36 @@ TEST_F(Browser, ExplorerOfATrainedModelListsEveryHeadAndItsTokens) {
   // The character tokenizer's display form: a space is "▁".
   EXPECT_NE(dom.find(">▁</text>"), std::string::npos);
   EXPECT_NE(dom.find(">R</text>"), std::string::npos);
+}
+
+TEST_F(Browser, TheDemosPageShowsItsFourHeads) {
+  ASSERT_EQ(attn("demo --threads 1 --html " + path("demo.html")), 0) << slurp(path("err"));
+  const std::string dom = load(path("demo.html"), "#selftest", "--dump-dom");
+  EXPECT_TRUE(console_.empty()) << console_.front();
+  const SelfTest st = self_test(dom);
+  EXPECT_EQ(st.status, "pass") << st.text;
+  EXPECT_NE(st.text.find("4 panels for 1 x 4 heads"), std::string::npos) << st.text;
+  EXPECT_NE(dom.find(">▁quick</text>"), std::string::npos);
+}
+
+// The training report: the charts drawn, the log toggle working (the page's #selftest), the
+// sample and the configuration present, and a resumed run's report holding the whole run.
+TEST_F(Browser, TheTrainingReportDrawsItsChartsAndTogglesALogScale) {
+  std::ofstream(path("corpus.txt")) << std::string(2000, 'a') + "ROMEO: what light\n";
+  const std::string train = "train --corpus " + path("corpus.txt") + " --out " + path("run") +
+                            " --n-layer 1 --n-embd 16 --n-head 2 --block-size 16 --batch-size 2 "
+                            "--eval-interval 5 --eval-iters 1 --threads 1";
+  ASSERT_EQ(attn(train + " --max-iters 10"), 0) << slurp(path("err"));
+  ASSERT_EQ(attn(train + " --max-iters 20 --resume"), 0) << slurp(path("err"));
+  const std::string dom = load(path("run/report.html"), "#selftest", "--dump-dom");
+  EXPECT_TRUE(console_.empty()) << console_.front();
+  const SelfTest st = self_test(dom);
+  EXPECT_EQ(st.status, "pass") << st.text;
+  EXPECT_NE(dom.find("20 steps recorded; at iteration 20"), std::string::npos)
+      << "the resumed run's report starts at iteration 0";
+  EXPECT_NE(dom.find(">validation loss</text>"), std::string::npos);
+  EXPECT_NE(dom.find("200 tokens at iteration 20"), std::string::npos);
+  EXPECT_NE(dom.find("<td>n_layer</td><td>1</td>"), std::string::npos);
 }
 
 }  // namespace

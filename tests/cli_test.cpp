@@ -123,13 +123,16 @@ TEST_F(Cli, ABadThreadCountInTheEnvironmentIsAnError) {
 }
 
 TEST_F(Cli, DemoRunsAndPassesItsChecks) {
-  const CliResult r = run("demo --threads 2");
+  const CliResult r = run("demo --threads 2 --html " + path("heads.html"));
   EXPECT_EQ(r.status, 0) << r.err;
   for (const char* expected :
        {"9 tokens: the(", "\u2581quick(", "decode gives the text back: yes", "(1, 9, 16)",
-        "(1, 4, 9, 9)", "bitwise identical", "0.8024", "80.09", "all checks passed", "█"}) {
+        "(1, 4, 9, 9)", "bitwise identical", "0.8024", "80.09", "all checks passed", "█",
+        "every head, to explore in a browser: file://"}) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected;
   }
+  EXPECT_NE(r.out.find(path("heads.html")), std::string::npos);
+  EXPECT_EQ(slurp(path("heads.html")).rfind("<!DOCTYPE html>", 0), 0u);
 }
 
 TEST_F(Cli, BpeTrainEncodeDecodeRoundTripsAFile) {

@@ -96,4 +96,32 @@ struct ExplorerOptions {
 std::string explorer_html(const Tensor& weights, const std::vector<std::string>& tokens,
                           const ExplorerOptions& options = {});
 
+// What a training run's report shows (attn train writes it as DIR/report.html at each
+// evaluation).
+struct TrainingReport {
+  struct Step {
+    int64_t iter;
+    float loss, lr;
+    double tokens_per_s;
+  };
+  struct Evaluation {
+    int64_t iter;
+    float train_loss, val_loss;
+  };
+  std::string title = "Training report";
+  std::vector<Step> steps;
+  std::vector<Evaluation> evaluations;
+  std::vector<std::pair<int64_t, float>> schedule;  // the planned learning rate, (iter, lr)
+  std::vector<std::pair<std::string, std::string>> configuration;  // (name, value) rows
+  std::string sample;       // text the model generated at the last evaluation
+  std::string sample_note;  // how it was drawn
+  std::string written;      // when, as the page should say it
+};
+
+// One self-contained HTML page: the loss curves (the batch loss of each step, the evaluated
+// train and validation losses; axis labels, a legend, a log-scale toggle), the learning-rate
+// schedule and the rates used, tokens/s, the sample and the configuration. Non-finite values
+// are left out of the charts (JSON has no NaN).
+std::string training_report_html(const TrainingReport& report);
+
 }  // namespace attn

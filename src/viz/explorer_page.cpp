@@ -3,13 +3,13 @@
 // tokens and the colour map as JSON.
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "attn/error.hpp"
 #include "attn/viz.hpp"
 #include "src/viz/canvas.hpp"
-#include "src/viz/explorer_assets.hpp"
+#include "src/viz/page_assets.hpp"
+#include "src/viz/page_template.hpp"
 
 namespace attn {
 namespace {
@@ -33,20 +33,6 @@ std::string base64(const unsigned char* bytes, size_t n) {
   return out;
 }
 
-// JSON inside <script>: "</" would end the element early, so it is written "<\/" (the same
-// string to the JSON parser).
-std::string script_safe(const std::string& json) {
-  std::string out;
-  for (size_t i = 0; i < json.size(); ++i) {
-    if (json[i] == '<' && i + 1 < json.size() && json[i + 1] == '/') {
-      out += "<\\";
-    } else {
-      out += json[i];
-    }
-  }
-  return out;
-}
-
 std::string page_data(const Tensor& w4, const std::vector<std::string>& tokens,
                       const ExplorerOptions& options) {
   const Tensor contiguous = w4.contiguous();
@@ -65,25 +51,7 @@ std::string page_data(const Tensor& w4, const std::vector<std::string>& tokens,
       {"colormap", colormap},
       {"weights", base64(reinterpret_cast<const unsigned char*>(contiguous.data()),
                          sizeof(float) * static_cast<size_t>(contiguous.numel()))}};
-  return script_safe(data.dump());
-}
-
-// The template with each {{NAME}} replaced by values[NAME], in one pass over the template alone
-// (a title that reads "{{JS}}" stays text).
-std::string fill(const std::string& page, const std::map<std::string, std::string>& values) {
-  std::string out;
-  size_t from = 0;
-  for (size_t at = page.find("{{"); at != std::string::npos; at = page.find("{{", from)) {
-    const size_t end = page.find("}}", at);
-    ATTN_CHECK(end != std::string::npos, "explorer: the page template has an unclosed {{");
-    const auto value = values.find(page.substr(at + 2, end - at - 2));
-    ATTN_CHECK(value != values.end(), "explorer: the page template names an unknown ",
-               page.substr(at, end + 2 - at));
-    out.append(page, from, at - from);
-    out += value->second;
-    from = end + 2;
-  }
-  return out.append(page, from);
+  return viz::script_safe(data.dump());
 }
 
 // (Tq, Tk) and (H, Tq, Tk) as one layer of heads, (L, H, Tq, Tk) as it is.
@@ -111,12 +79,12 @@ std::string explorer_html(const Tensor& weights, const std::vector<std::string>&
   for (const float v : weights.to_vector()) {
     ATTN_CHECK(std::isfinite(v), "explorer: the weights hold ", v);
   }
-  return fill(viz::kExplorerHtml,
-              {{"TITLE", viz::escape_markup(options.title)},
-               {"SUBTITLE", viz::escape_markup(options.subtitle)},
-               {"CSS", viz::kExplorerCss},
-               {"JS", viz::kExplorerJs},
-               {"DATA", page_data(as_layers_of_heads(weights), tokens, options)}});
+  return viz::fill_template(viz::kExplorerHtml,
+                            {{"TITLE", viz::escape_markup(options.title)},
+                             {"SUBTITLE", viz::escape_markup(options.subtitle)},
+                             {"CSS", viz::kExplorerCss},
+                             {"JS", viz::kExplorerJs},
+                             {"DATA", page_data(as_layers_of_heads(weights), tokens, options)}});
 }
 
 }  // namespace attn

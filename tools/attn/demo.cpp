@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "attn/embedding.hpp"
 #include "attn/error.hpp"
+#include "attn/files.hpp"
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/tokenizer.hpp"
@@ -26,6 +28,7 @@ constexpr const char* kText = "the quick brown fox jumps over the lazy dog";
 
 struct DemoArgs {
   std::string text = kText, impl = "fused";
+  std::string html = "demo_attention.html";  // empty: none
   int64_t d_model = 16, heads = 4;
   uint64_t seed = 7;
   int threads = 0;
@@ -156,6 +159,18 @@ void train_tiny_gpt(uint64_t seed) {
   std::printf("greedy sample: \"the quick%s\"\n", chars.decode(sample).c_str());
 }
 
+// Every head of step 3 as the explorer page, and where it is.
+void write_explorer(const std::string& path, const Tensor& heads,
+                    const std::vector<std::string>& tokens) {
+  ExplorerOptions options;
+  options.title = "attn demo: causal multi-head attention";
+  options.subtitle = "random embeddings and projections (not trained): the weights of every head";
+  write_file_atomically(path, explorer_html(heads, tokens, options));
+  std::error_code ec;
+  std::printf("every head, to explore in a browser: file://%s\n",
+              std::filesystem::absolute(path, ec).c_str());
+}
+
 void run_demo(const DemoArgs& args) {
   apply_threads(args.threads);
   ATTN_CHECK(args.d_model % args.heads == 0, "--d-model (", args.d_model,
@@ -208,6 +223,7 @@ void run_demo(const DemoArgs& args) {
   map.row_labels = tokens.shown;
   map.column_labels = tokens.shown;
   std::fputs(heatmap_ascii(r.weights.select(0).select(0), map).c_str(), stdout);
+  if (!args.html.empty()) write_explorer(args.html, r.weights.select(0), tokens.shown);
 
   section("5. checks");
   const double row_error = worst_row_sum_error(r.weights);
@@ -227,7 +243,7 @@ void add_demo_command(CLI::App& app) {
       "demo",
       "The walk-through on a built-in sentence: a BPE tokenizer trained on the tutorial's\n"
       "corpus, token embeddings, positions, causal multi-head attention, a heat map and the\n"
-      "checks. No files needed.");
+      "checks. No files needed; writes the heads' explorer page (--html).");
   cmd->add_option(
          "--text", args->text,
          "the sentence to use (the tokenizer also trains on it, so no character is unknown)")
@@ -238,6 +254,9 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--heads", args->heads, "number of heads; must divide --d-model")
       ->capture_default_str()
       ->check(positive());
+  cmd->add_option("--html", args->html, "the explorer page of every head to write ('': none)")
+      ->type_name("FILE")
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of the random embeddings and weights")
       ->check(unsigned_integer())
       ->capture_default_str();

@@ -20,6 +20,7 @@
 #include "common.hpp"
 #include "loss_plot.hpp"
 #include "progress_bar.hpp"
+#include "train_report.hpp"
 
 namespace attn::cli {
 namespace {
@@ -35,6 +36,7 @@ struct TrainArgs {
   GptConfig model;
   TrainOptions train;
   int64_t eval_interval = 250, log_interval = 100;
+  int64_t report_sample_tokens = 200;
   bool no_bias = false, resume = false, force = false;
   std::string config;  // expanded into the arguments before parsing (config_file.hpp)
   int threads = 0;
@@ -204,20 +206,23 @@ void run_train(TrainArgs& args, const std::string& config_text) {
                      at % args.eval_interval == 0 || trainer->done());
   }
   Metrics metrics(args.out + "/metrics.csv", args.resume);
-  LossHistory history;
+  RunReport report("attn train: " + args.out, args.report_sample_tokens);
+  if (args.resume) report.read_metrics(args.out + "/metrics.csv");
   const int64_t tokens_per_step = o.batch_size * o.grad_accum * c.block_size;
   double train_seconds = 0.0;
   int64_t timed_steps = 0;
   auto save = [&] {
     trainer->save(ckpt, *tokenizer);
-    write_file_atomically(args.out + "/loss.svg", loss_svg(history));
+    write_files_atomically(
+        {{args.out + "/loss.svg", loss_svg(report.loss_history())},
+         {args.out + "/report.html", report.html(*trainer, *tokenizer, num_threads())}});
   };
   while (true) {
     const int64_t iter = trainer->iteration();
     if (iter % args.eval_interval == 0 || trainer->done()) {
       const EvalResult e = trainer->evaluate();
       metrics.evaluation(iter, e, trainer->learning_rate_at(iter));
-      history.evaluations.emplace_back(iter, e.train_loss, e.val_loss);
+      report.evaluation(iter, e);
       bar.clear();
       std::printf("iter %6lld  train loss %.4f  val loss %.4f\n", static_cast<long long>(iter),
                   e.train_loss, e.val_loss);
@@ -231,7 +236,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
     train_seconds += seconds;
     ++timed_steps;
     metrics.step(r, seconds * 1e3, static_cast<double>(tokens_per_step) / seconds);
-    history.steps.emplace_back(r.iter, r.loss);
+    report.step(r, static_cast<double>(tokens_per_step) / seconds);
     const double mean = train_seconds / static_cast<double>(timed_steps);
     if (terminal) {
       char detail[96];
@@ -260,9 +265,9 @@ void run_train(TrainArgs& args, const std::string& config_text) {
     std::snprintf(pace, sizeof pace, "%.1f ms/iter",
                   1e3 * train_seconds / static_cast<double>(timed_steps));
   }
-  std::printf("done: %lld iterations, %s; wrote %s, %s/metrics.csv, %s/loss.svg\n",
+  std::printf("done: %lld iterations, %s; wrote %s, %s/metrics.csv, %s/loss.svg, %s/report.html\n",
               static_cast<long long>(trainer->iteration()), pace, ckpt.c_str(), args.out.c_str(),
-              args.out.c_str());
+              args.out.c_str(), args.out.c_str());
 }
 
 }  // namespace
@@ -276,12 +281,14 @@ void add_train_command(CLI::App& app) {
       "warm-up steps and cosine decay to 1e-4, AdamW betas (0.9, 0.99), weight decay 0.1,\n"
       "clipping at 1.0). Writes DIR/checkpoint.safetensors at every evaluation, DIR/metrics.csv\n"
       "(iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s: one row per step, and one per\n"
-      "evaluation with the val columns filled) and DIR/loss.svg. A progress bar on a terminal,\n"
+      "evaluation with the val columns filled), DIR/loss.svg and DIR/report.html (the curves, the\n"
+      "schedule, tokens/s, the configuration and a sample). A progress bar on a terminal,\n"
       "log lines otherwise. Ctrl-C saves a checkpoint and exits (status 130); --resume continues.");
   TrainArgs& a = *args;
   cmd->add_option("--corpus", a.corpus, "the text file to learn (UTF-8 for --tokenizer char)")
       ->required();
-  cmd->add_option("--out", a.out, "directory for the checkpoint, metrics.csv and loss.svg")
+  cmd->add_option("--out", a.out,
+                  "directory for the checkpoint, metrics.csv, loss.svg and report.html")
       ->required();
   cmd->add_option("--tokenizer", a.tokenizer,
                   "char (one token per character), bpe (byte-level BPE trained on the corpus), "
@@ -361,6 +368,10 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--eval-interval", a.eval_interval, "steps between evaluations and checkpoints")
       ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--report-sample-tokens", a.report_sample_tokens,
+                  "tokens the model writes for report.html at each evaluation (0: none)")
+      ->check(non_negative())
       ->capture_default_str();
   cmd->add_option("--eval-iters", a.train.eval_iters, "batches per loss estimate")
       ->check(positive())
