@@ -927,6 +927,14 @@ TEST_F(Cli, ExploreWritesOnePageOrExplainsWhyNot) {
   EXPECT_EQ(read_npy(path("w.npy")).values.shape(), (Shape{1, 2, 7, 7}));
   // The saved weights are what the explorer shows, and they draw as a grid.
   EXPECT_EQ(run("heatmap --weights " + path("w.npy") + " --grid --png " + path("g.png")).status, 0);
+  // Or straight from explore, labelled with the tokens.
+  ASSERT_EQ(run("explore --checkpoint " + path("run") + " --text 'the fox' --out " +
+                path("b.html") + " --svg " + path("b.svg"))
+                .status,
+            0);
+  const std::string svg = slurp(path("b.svg"));
+  EXPECT_NE(svg.find(">layer 0 · head 1</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">f</text>"), std::string::npos);
   expect_error("explore --text hi", "give one of --checkpoint");
   expect_error("explore --checkpoint " + path("run") + " --weights " + path("w.npy"),
                "give one of --checkpoint");

@@ -18,7 +18,7 @@ namespace attn::cli {
 namespace {
 
 struct ExploreArgs {
-  std::string checkpoint, model, text, text_file, weights, tokens, title, save_weights;
+  std::string checkpoint, model, text, text_file, weights, tokens, title, save_weights, png, svg;
   std::string out = "attention.html";
 };
 
@@ -89,6 +89,16 @@ void run_explore(const ExploreArgs& args) {
   std::vector<std::pair<std::string, std::string>> files = {
       {args.out, explorer_html(e.weights, e.tokens, options)}};
   if (!args.save_weights.empty()) files.emplace_back(args.save_weights, npy_bytes(e.weights));
+  if (!args.png.empty() || !args.svg.empty()) {
+    // The grid of every head, labelled with the tokens, each row to its own largest weight.
+    HeatmapPictureOptions picture;
+    picture.column_labels = e.tokens;
+    picture.row_labels.assign(e.tokens.end() - e.weights.dim(-2), e.tokens.end());
+    picture.scale = HeatmapScale::kRow;
+    picture.title = args.title;
+    if (!args.png.empty()) files.emplace_back(args.png, heatmap_png(e.weights, picture));
+    if (!args.svg.empty()) files.emplace_back(args.svg, heatmap_svg(e.weights, picture));
+  }
   write_files_atomically(files);
   std::error_code ec;
   const std::filesystem::path page = std::filesystem::absolute(args.out, ec);
@@ -129,6 +139,11 @@ void add_explore_command(CLI::App& app) {
                   "also write the model's weights, (n_layer, n_head, T, T), as a .npy (for attn "
                   "heatmap --grid)")
       ->type_name("FILE");
+  cmd->add_option("--png", args->png,
+                  "also draw every head as a PNG grid (rows = layers), token labels, each row "
+                  "scaled to its largest weight")
+      ->type_name("FILE");
+  cmd->add_option("--svg", args->svg, "the same grid as an SVG")->type_name("FILE");
   cmd->add_option("--title", args->title, "the page's title (default: Attention)");
   cmd->footer(
       "Examples:\n"
