@@ -453,6 +453,9 @@ std::vector<Case> path_cases() {
     c.push_back({"generate --model " + std::string(bad), bad});
     c.push_back({"export --hf {out}/hf --checkpoint " + std::string(bad), bad});
     c.push_back({"bench generate --threads 1 --runs 1 --model " + std::string(bad), bad});
+    c.push_back({"explore --checkpoint " + std::string(bad) + " --text the", bad});
+    c.push_back({"explore --weights " + std::string(bad), bad});
+    c.push_back({"explore --checkpoint {ckpt} --text-file " + std::string(bad), bad});
     c.push_back({kTrain + " --tokenizer " + std::string(bad), bad});
   }
   // The path itself is the error: one case each for the remaining readers.
@@ -521,6 +524,12 @@ std::vector<Case> content_cases() {
   c.push_back({kMha + " --wo {w_bad} --bo {b_bad}", "bo"});
   c.push_back({"heatmap --weights {scalar_row}", "got (4)"});
   c.push_back({kHeatmap + " --tokens a,b", "--tokens"});
+  c.push_back({kHeatmap + " --png {out}/h.png --tokens a,b", "--tokens"});
+  c.push_back({kHeatmap + " --grid --png {out}/h.png --max-cells 0", "--max-cells"});
+  c.push_back({kHeatmap + " --svg {dir}", "{dir}"});
+  c.push_back({"explore --weights {scalar_row}", "got (4)"});
+  c.push_back({"explore --weights {weights} --tokens a", "--tokens gives 1 label for the 4 keys"});
+  c.push_back({"explore --weights {weights} --out {dir}", "{dir}"});
   // Tokenizers.
   for (const char* tok : {"not_json", "json_array", "json_other_format", "json_future",
                           "tok_truncated", "nul_bytes", "empty_text"}) {

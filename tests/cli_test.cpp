@@ -942,7 +942,7 @@ TEST_F(Cli, ExploreWritesOnePageOrExplainsWhyNot) {
   expect_error("explore --checkpoint " + path("run") + " --text 'the fox the fox the fox'",
                "the text is 23 tokens; this model reads at most 8 (block_size)");
   expect_error("explore --weights " + path("w.npy") + " --tokens 'a b'",
-               "--tokens has 2 words but the weights have 7 keys");
+               "--tokens gives 2 labels for the 7 keys of the weights (1, 2, 7, 7)");
   expect_error("explore --weights " + path("w.npy") + " --text hi", "--text goes with a model");
   expect_error("explore --checkpoint " + path("run") + " --text the --out " + path("no/dir.html"),
                "no/dir.html");

@@ -46,6 +46,7 @@ Explored read_with(const Gpt& model, const Tok& tokenizer, const std::string& te
 Explored explore_model(const ExploreArgs& args) {
   const std::string text =
       args.text_file.empty() ? args.text : read_input(args.text_file, kMaxPromptBytes);
+  ATTN_CHECK(args.text_file.empty() || !text.empty(), args.text_file, ": the text is empty");
   if (!args.model.empty()) {
     const HfGpt2 gpt2 = load_hf_gpt2(args.model);
     return read_with(gpt2.model, gpt2.tokenizer, text, args.model);
@@ -66,8 +67,9 @@ Explored explore_weights(const ExploreArgs& args) {
   if (args.tokens.empty()) {
     for (int64_t j = 0; j < tk; ++j) e.tokens.push_back(std::to_string(j));
   }
-  ATTN_CHECK(static_cast<int64_t>(e.tokens.size()) == tk, "--tokens has ", e.tokens.size(),
-             " words but the weights have ", tk, " keys");
+  ATTN_CHECK(static_cast<int64_t>(e.tokens.size()) == tk, "--tokens gives ", e.tokens.size(),
+             e.tokens.size() == 1 ? " label" : " labels", " for the ", tk, " keys of the weights ",
+             e.weights.shape_string());
   return e;
 }
 
