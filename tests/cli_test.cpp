@@ -79,7 +79,7 @@ class Cli : public testing::TempDirTest {
 
 TEST_F(Cli, HelpOnEveryCommand) {
   for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap", "bench", "bpe", "train", "generate",
-                          "explore", "export", "bench generate"}) {
+                          "explore", "export", "bench generate", "bench tokenizer"}) {
     const CliResult r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
@@ -946,6 +946,19 @@ TEST_F(Cli, ExploreWritesOnePageOrExplainsWhyNot) {
   expect_error("explore --weights " + path("w.npy") + " --text hi", "--text goes with a model");
   expect_error("explore --checkpoint " + path("run") + " --text the --out " + path("no/dir.html"),
                "no/dir.html");
+}
+
+TEST_F(Cli, BenchTokenizerReportsEachWayOnEachThreadCount) {
+  std::ofstream(path("text.txt")) << "Hello world, it's 2026.\nThe quick brown fox.\n";
+  const CliResult r =
+      run("bench tokenizer --tokenizer " + std::string(ATTN_FIXTURES_DIR) + "/gpt2 --corpus " +
+          path("text.txt") + " --copies 50 --document-bytes 64 --threads 1,2 --runs 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+  EXPECT_NE(r.out.find("{\"threads\": 2, \"mb\": 0.002"), std::string::npos) << r.out;
+  expect_error("bench tokenizer --tokenizer " + std::string(ATTN_FIXTURES_DIR) + "/gpt2 --corpus " +
+                   path("text.txt") + " --copies 0",
+               "--copies");
 }
 
 TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {

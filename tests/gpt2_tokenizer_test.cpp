@@ -99,13 +99,18 @@ TEST(Gpt2Tokenizer, OneMegabyteTextGivesTheReferenceIds) {
 TEST(Gpt2Tokenizer, EncodeBatchEqualsEncodeOnAnyThreadCount) {
   std::vector<std::string> texts;
   for (const Case& c : cases()) texts.push_back(c.text);
+  // Empty texts and more threads than texts: runs that hold nothing, or only empty texts.
+  texts.insert(texts.begin() + 1, "");
+  texts.push_back("");
   const int threads = num_threads();
-  for (const int n : {1, 2}) {
+  for (const int n : {1, 2, 3, 7, 64}) {
     set_num_threads(n);
     const std::vector<std::vector<int64_t>> batch = gpt2().encode_batch(texts);
     ASSERT_EQ(batch.size(), texts.size());
     for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(batch[i], gpt2().encode(texts[i]));
   }
+  EXPECT_TRUE(gpt2().encode_batch({}).empty());
+  EXPECT_EQ(gpt2().encode_batch({"", ""}), (std::vector<std::vector<int64_t>>{{}, {}}));
   set_num_threads(threads);
 }
 

@@ -23,6 +23,10 @@
 
 namespace attn {
 
+namespace detail {
+class WordSplitCache;  // src/tokenizer/word_split_cache.hpp
+}  // namespace detail
+
 class Gpt2TokenizerBuilder;  // src/tokenizer/gpt2_tokenizer.cpp
 
 class Gpt2Tokenizer {
@@ -50,7 +54,10 @@ class Gpt2Tokenizer {
   // after a single newline (where encoding a part ends as encoding the whole text does there),
   // the parts encoded side by side. The ids equal encode(text).
   std::vector<int64_t> encode_parallel(std::string_view text) const;
-  // Each text on the library's threads; ids[i] == encode(texts[i]).
+  // Each text on the library's threads; ids[i] == encode(texts[i]). The texts are dealt out in
+  // runs of about equal bytes, one run per thread, and each run shares one word-split cache (a
+  // word seen in any earlier text of the run costs a lookup), so many short texts encode about
+  // as fast as one long one.
   std::vector<std::vector<int64_t>> encode_batch(const std::vector<std::string>& texts) const;
   // The bytes of the tokens; attn::Error for an id outside the vocabulary.
   std::string decode(std::span<const int64_t> ids) const;
@@ -65,6 +72,9 @@ class Gpt2Tokenizer {
   friend class Gpt2TokenizerBuilder;
   Gpt2Tokenizer() = default;
   void encode_piece(std::string_view piece, std::vector<int64_t>& out) const;
+  // encode(text) appended to ids, through the caller's cache of words already split.
+  void encode_into(std::string_view text, detail::WordSplitCache& cache,
+                   std::vector<int64_t>& ids) const;
 
   std::vector<std::string> tokens_;  // by id: as spelt in the vocabulary ("" for a gap)
   std::vector<std::string> bytes_;   // by id: the bytes the token stands for

@@ -286,6 +286,12 @@ void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int64_t>& o
 std::vector<int64_t> Gpt2Tokenizer::encode(std::string_view text) const {
   detail::WordSplitCache cache(std::numeric_limits<size_t>::max(), vocab_size());
   std::vector<int64_t> ids;
+  encode_into(text, cache, ids);
+  return ids;
+}
+
+void Gpt2Tokenizer::encode_into(std::string_view text, detail::WordSplitCache& cache,
+                                std::vector<int64_t>& ids) const {
   auto split = [this](std::string_view piece, std::vector<int64_t>& out) {
     encode_piece(piece, out);
   };
@@ -301,7 +307,6 @@ std::vector<int64_t> Gpt2Tokenizer::encode(std::string_view text) const {
       detail::for_each_gpt2_piece(part, emit);
     }
   });
-  return ids;
 }
 
 namespace {
@@ -362,9 +367,20 @@ std::vector<int64_t> Gpt2Tokenizer::encode_parallel(std::string_view text) const
 
 std::vector<std::vector<int64_t>> Gpt2Tokenizer::encode_batch(
     const std::vector<std::string>& texts) const {
+  // Run k holds the texts whose bytes start in [k, k + 1) · total / runs.
+  const size_t runs = std::min(texts.size(), static_cast<size_t>(std::max(1, num_threads())));
+  size_t total = 0;
+  for (const std::string& t : texts) total += t.size();
+  std::vector<size_t> first(runs + 1, texts.size());
+  for (size_t i = 0, k = 0, seen = 0; i < texts.size(); seen += texts[i].size(), ++i) {
+    while (k < runs && seen >= total / runs * k) first[k++] = i;
+  }
   std::vector<std::vector<int64_t>> ids(texts.size());
-  parallel_for(static_cast<int64_t>(texts.size()), [&](int64_t i) {
-    ids[static_cast<size_t>(i)] = encode(texts[static_cast<size_t>(i)]);
+  parallel_for(static_cast<int64_t>(runs), [&](int64_t k) {
+    detail::WordSplitCache cache(std::numeric_limits<size_t>::max(), vocab_size());
+    for (size_t i = first[static_cast<size_t>(k)]; i < first[static_cast<size_t>(k) + 1]; ++i) {
+      encode_into(texts[i], cache, ids[i]);
+    }
   });
   return ids;
 }

@@ -195,6 +195,7 @@ void add_bench_command(CLI::App& app) {
 
   add_bench_backward_command(*bench);
   add_bench_generate_command(*bench);
+  add_bench_tokenizer_command(*bench);
 
   auto dec = std::make_shared<DecodeArgs>();
   CLI::App* decode = bench->add_subcommand(

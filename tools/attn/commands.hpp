@@ -15,7 +15,8 @@ void add_train_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_explore_command(CLI::App& app);
-void add_bench_backward_command(CLI::App& bench);  // under `attn bench`
-void add_bench_generate_command(CLI::App& bench);  // under `attn bench`
+void add_bench_backward_command(CLI::App& bench);   // under `attn bench`
+void add_bench_generate_command(CLI::App& bench);   // under `attn bench`
+void add_bench_tokenizer_command(CLI::App& bench);  // under `attn bench`
 
 }  // namespace attn::cli
