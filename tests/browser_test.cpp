@@ -177,6 +177,27 @@ TEST_F(Browser, ExplorerOfATrainedModelListsEveryHeadAndItsTokens) {
   EXPECT_NE(dom.find(">R</text>"), std::string::npos);
 }
 
+// 300 tokens: 90 000 lines would be too many to draw, so the head view draws the pointed-at
+// token's alone; the thumbnails are down-sampled. The page must still drive itself.
+TEST_F(Browser, ExplorerOfALongSequenceDrawsThePointedAtLinesAlone) {
+  const int64_t t = 300;
+  Tensor w({1, 2, t, t});
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j <= i; ++j) w.at({0, h, i, j}) = 1.0f / static_cast<float>(i + 1);
+  write_npy(path("long.npy"), w);
+  ASSERT_EQ(attn("explore --weights " + path("long.npy") + " --out " + path("long.html")), 0)
+      << slurp(path("err"));
+  const std::string dom = load(path("long.html"), "#selftest", "--dump-dom");
+  EXPECT_TRUE(console_.empty()) << console_.front();
+  const SelfTest st = self_test(dom);
+  EXPECT_EQ(st.status, "pass") << st.text;
+  EXPECT_NE(st.text.find("highlights its 300 lines (300)"), std::string::npos) << st.text;
+  EXPECT_NE(dom.find("90000 lines are too many to draw at once"), std::string::npos);
+  ASSERT_EQ(st.panels.size(), 2u);
+  EXPECT_LE(st.panels[0][4].get<double>(), 100.0) << "a down-sampled thumbnail";
+}
+
 TEST_F(Browser, TheDemosPageShowsItsFourHeads) {
   ASSERT_EQ(attn("demo --threads 1 --html " + path("demo.html")), 0) << slurp(path("err"));
   const std::string dom = load(path("demo.html"), "#selftest", "--dump-dom");

@@ -31,30 +31,55 @@
     for (let j = 0; j < TK; j++) m = Math.max(m, weight(l, h, i, j));
     return m;
   }
-  function colour(v, top) {
+  function level(v, top) {
     const t = top > 0 ? Math.min(Math.max(v / top, 0), 1) : 0;
-    return data.colormap[Math.round(t * 255)];
+    return Math.round(t * 255);
   }
+  const rgb = data.colormap.map((hex) => [1, 3, 5].map((k) => parseInt(hex.substr(k, 2), 16)));
 
-  // Paints head (l, h) on a canvas, `cell` pixels a weight.
-  function paintHead(canvas, l, h, cell) {
-    canvas.width = TK * cell;
-    canvas.height = TQ * cell;
+  // Paints head (l, h) on a canvas, `cell` pixels a weight; with factor f > 1, one cell per
+  // f × f block, showing its largest weight (a thin diagonal stays visible). Pixels are written
+  // straight into an ImageData: a long sequence has a million cells.
+  function paintHead(canvas, l, h, cell, factor) {
+    const f = factor || 1, rows = Math.ceil(TQ / f), cols = Math.ceil(TK / f);
+    const width = cols * cell;
+    canvas.width = width;
+    canvas.height = rows * cell;
     const g = canvas.getContext("2d");
+    const image = g.createImageData(width, rows * cell);
     const top = headMax(l, h);
-    for (let i = 0; i < TQ; i++) {
-      const scaleTop = state.scale === "row" ? rowMax(l, h, i) : top;
-      for (let j = 0; j < TK; j++) {
-        g.fillStyle = colour(weight(l, h, i, j), scaleTop);
-        g.fillRect(j * cell, i * cell, cell, cell);
+    for (let r = 0; r < rows; r++) {
+      let scaleTop = top;
+      if (state.scale === "row") {
+        scaleTop = 0;
+        for (let i = r * f; i < Math.min(TQ, (r + 1) * f); i++) scaleTop = Math.max(scaleTop, rowMax(l, h, i));
+      }
+      for (let c = 0; c < cols; c++) {
+        let v = 0;
+        for (let i = r * f; i < Math.min(TQ, (r + 1) * f); i++) {
+          for (let j = c * f; j < Math.min(TK, (c + 1) * f); j++) v = Math.max(v, weight(l, h, i, j));
+        }
+        const [red, green, blue] = rgb[level(v, scaleTop)];
+        for (let y = r * cell; y < (r + 1) * cell; y++) {
+          for (let x = c * cell; x < (c + 1) * cell; x++) {
+            const p = 4 * (y * width + x);
+            image.data[p] = red;
+            image.data[p + 1] = green;
+            image.data[p + 2] = blue;
+            image.data[p + 3] = 255;
+          }
+        }
       }
     }
+    g.putImageData(image, 0, 0);
     return g;
   }
 
   // ---- the grid of every head ----
   const grid = document.getElementById("grid");
-  const thumbCell = Math.max(1, Math.floor(96 / Math.max(TQ, TK)));
+  // Thumbnails of at most ~96 pixels a side: longer sequences are down-sampled.
+  const thumbFactor = Math.max(1, Math.ceil(Math.max(TQ, TK) / 96));
+  const thumbCell = Math.max(1, Math.floor(96 / Math.ceil(Math.max(TQ, TK) / thumbFactor)));
   function buildGrid() {
     grid.style.gridTemplateColumns = "auto repeat(" + HEADS + ", auto)";
     for (let l = 0; l < LAYERS; l++) {
@@ -79,7 +104,7 @@
   }
   function paintGrid() {
     for (const panel of grid.querySelectorAll(".panel")) {
-      paintHead(panel.querySelector("canvas"), +panel.dataset.layer, +panel.dataset.head, thumbCell);
+      paintHead(panel.querySelector("canvas"), +panel.dataset.layer, +panel.dataset.head, thumbCell, thumbFactor);
     }
   }
 
@@ -89,25 +114,32 @@
   const rowHeight = 18, columnGap = 220;
   const longest = Math.max(...keyTokens.map((t) => t.length), 1);
   const textWidth = Math.min(longest, 16) * 7.5 + 8;
-  const lines = []; // lines[i][j]: query i to key j
+  // All T² lines when there are few enough to draw; otherwise only the pointed-at token's.
+  const dense = TQ * TK <= 128 * 128;
+  const lines = new Map(); // i · TK + j -> the line from query i to key j
+  const lineLayer = document.createElementNS(svgNS, "g");
+  const y = (k) => 4 + k * rowHeight + rowHeight / 2;
+  function addLine(i, j) {
+    const line = document.createElementNS(svgNS, "line");
+    line.setAttribute("x1", textWidth + 4);
+    line.setAttribute("y1", y(i + TK - TQ));
+    line.setAttribute("x2", textWidth + columnGap - 4);
+    line.setAttribute("y2", y(j));
+    line.setAttribute("stroke-width", 2);
+    lineLayer.appendChild(line);
+    lines.set(i * TK + j, line);
+  }
   function buildHeadView() {
     const width = 2 * textWidth + columnGap, height = Math.max(TQ, TK) * rowHeight + 8;
     view.setAttribute("width", width);
     view.setAttribute("height", height);
     view.setAttribute("viewBox", "0 0 " + width + " " + height);
-    const y = (k) => 4 + k * rowHeight + rowHeight / 2;
-    for (let i = 0; i < TQ; i++) {
-      lines.push([]);
-      for (let j = 0; j < TK; j++) {
-        const line = document.createElementNS(svgNS, "line");
-        line.setAttribute("x1", textWidth + 4);
-        line.setAttribute("y1", y(i + TK - TQ));
-        line.setAttribute("x2", textWidth + columnGap - 4);
-        line.setAttribute("y2", y(j));
-        line.setAttribute("stroke-width", 2);
-        view.appendChild(line);
-        lines[i].push(line);
-      }
+    view.appendChild(lineLayer);
+    if (dense) {
+      for (let i = 0; i < TQ; i++) for (let j = 0; j < TK; j++) addLine(i, j);
+    } else {
+      document.getElementById("head-view-note").textContent =
+        "(" + TQ * TK + " lines are too many to draw at once: point at a token to see its lines)";
     }
     const addToken = (text, x, yy, anchor, cls, index) => {
       const t = document.createElementNS(svgNS, "text");
@@ -134,13 +166,18 @@
   // Line opacity = weight; while a query (key) is pointed at, only its row (column) shows.
   function paintHeadView() {
     const { layer: l, head: h, query, key } = state;
-    for (let i = 0; i < TQ; i++) {
-      for (let j = 0; j < TK; j++) {
-        const shown = (query < 0 || query === i) && (key < 0 || key === j);
-        const w = weight(l, h, i, j);
-        lines[i][j].setAttribute("stroke-opacity", shown ? w.toFixed(4) : 0);
-        lines[i][j].classList.toggle("highlighted", shown && (query >= 0 || key >= 0) && w > 0);
-      }
+    if (!dense) {
+      lineLayer.replaceChildren();
+      lines.clear();
+      if (query >= 0) for (let j = 0; j < TK; j++) addLine(query, j);
+      if (key >= 0) for (let i = 0; i < TQ; i++) addLine(i, key);
+    }
+    for (const [index, line] of lines) {
+      const i = Math.floor(index / TK), j = index % TK;
+      const shown = (query < 0 || query === i) && (key < 0 || key === j);
+      const w = weight(l, h, i, j);
+      line.setAttribute("stroke-opacity", shown ? w.toFixed(4) : 0);
+      line.classList.toggle("highlighted", shown && (query >= 0 || key >= 0) && w > 0);
     }
     for (const t of view.querySelectorAll("text")) {
       const active = t.classList.contains("query") ? +t.dataset.index === query : +t.dataset.index === key;
@@ -264,7 +301,7 @@
     queryText[last].dispatchEvent(new MouseEvent("mouseenter"));
     let visible = 0, expected = 0;
     for (let j = 0; j < TK; j++) if (weight(state.layer, state.head, last, j) > 0) expected++;
-    for (const row of lines) for (const line of row) if (line.classList.contains("highlighted")) visible++;
+    for (const line of lines.values()) if (line.classList.contains("highlighted")) visible++;
     check(visible === expected && visible > 0, "hovering the last query highlights its " + expected + " lines (" + visible + ")");
     check(queryText[last].classList.contains("active"), "the hovered token is marked");
     check(readout.textContent.includes("attends most to"), "the readout names its strongest key");
