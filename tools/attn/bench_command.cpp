@@ -177,7 +177,7 @@ void add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand(
       "bench",
       "Benchmarks (not tests): attn bench forward --help, attn bench backward --help,\n"
-      "attn bench decode --help, attn bench generate --help");
+      "attn bench decode --help, attn bench generate --help, attn bench tokenizer --help");
   bench->require_subcommand(1);
   auto a = std::make_shared<AttentionBenchArgs>();
   CLI::App* fwd = bench->add_subcommand(

@@ -144,7 +144,7 @@ void add_heatmap_command(CLI::App& app) {
   auto args = std::make_shared<HeatmapArgs>();
   CLI::App* cmd = app.add_subcommand(
       "heatmap",
-      "Show attention weights as a heat map (rows = queries, columns = keys): in the terminal, "
+      "Show attention weights as a heat map (rows = queries, columns = keys): in the terminal,\n"
       "or as a PNG/SVG picture of one head or of every head (--grid).");
   cmd->add_option("--weights", args->weights,
                   "weights W.npy: (Tq, Tk), (H, Tq, Tk), or (B, H, Tq, Tk) / (L, H, Tq, Tk)")

@@ -24,7 +24,8 @@ _attn() {
   # After an option that takes a path, complete file names.
   case $prev in
   --q | --k | --v | --mask | --out | --weights | --x | --wq | --wk | --wv | --wo | --bq | --bk | \
-    --bv | --bo | --corpus | --tokenizer | --checkpoint | --config | --prompt-file)
+    --bv | --bo | --corpus | --tokenizer | --checkpoint | --config | --prompt-file | --model | \
+    --png | --svg | --html | --text-file | --save-weights | --hf)
     mapfile -t COMPREPLY < <(compgen -f -- "$cur")
     return
     ;;
