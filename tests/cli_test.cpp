@@ -523,6 +523,12 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
   expect_error("generate --model " + dir.string() + " --checkpoint x",
                "--checkpoint excludes --model");
   expect_error("generate --max-new-tokens 3", "give one of --checkpoint");
+  // The explorer reads the same directory: GPT-2's tokens, as its vocabulary spells them.
+  const CliResult page = run("explore --model " + dir.string() + " --text 'Hello world' --out " +
+                             path("g.html") + " --svg " + path("g.svg"));
+  ASSERT_EQ(page.status, 0) << page.err;
+  EXPECT_NE(page.err.find("((1, 2, 2, 2) weights, 2 tokens)"), std::string::npos) << page.err;
+  EXPECT_NE(slurp(path("g.svg")).find(">Ġworld</text>"), std::string::npos);
 }
 
 // attn export --hf writes what attn generate --model reads: the same text as the checkpoint
