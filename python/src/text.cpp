@@ -1,6 +1,8 @@
-// attn.BpeTokenizer, attn.train_bpe, attn.heatmap.
+// attn.BpeTokenizer, attn.train_bpe, attn.heatmap, attn.heatmap_png / heatmap_svg,
+// attn.explorer_html.
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -141,6 +143,68 @@ The ASCII heat map of a (Tq, Tk) weights matrix: rows = queries, columns = keys,
 on both axes (the queries are the last Tq tokens). scale: global, row or absolute.
 max_width > 0: fit that many terminal columns, down-sampling a wider map.)",
       "weights"_a, "tokens"_a = py::none(), "scale"_a = "global", "max_width"_a = 0);
+
+  // The pictures: tokens label the keys, and the queries are the last Tq of them.
+  const auto picture =
+      [](const py::handle& weights, const std::optional<std::vector<std::string>>& tokens,
+         const std::string& scale, const std::string& title, int64_t max_cells, bool png) {
+        const Tensor w = to_tensor(weights, "weights");
+        HeatmapPictureOptions o;
+        if (tokens && w.rank() >= 2 && w.dim(-2) <= static_cast<int64_t>(tokens->size())) {
+          o.column_labels = *tokens;
+          o.row_labels.assign(tokens->end() - w.dim(-2), tokens->end());
+        } else if (tokens) {
+          o.column_labels = *tokens;  // a count that does not fit is reported by the writer
+        }
+        o.scale = heatmap_scale_from_string(scale);
+        o.title = title;
+        o.max_cells = max_cells;
+        std::string bytes;
+        {
+          py::gil_scoped_release unlocked;
+          bytes = png ? heatmap_png(w, o) : heatmap_svg(w, o);
+        }
+        return py::bytes(bytes);
+      };
+  m.def(
+      "heatmap_png",
+      [picture](const py::handle& weights, std::optional<std::vector<std::string>> tokens,
+                const std::string& scale, const std::string& title, int64_t max_cells) {
+        return picture(weights, tokens, scale, title, max_cells, true);
+      },
+      R"(heatmap_png(weights, tokens=None, scale="global", title="", max_cells=128) -> bytes
+
+A PNG picture of (Tq, Tk), (H, Tq, Tk) or (L, H, Tq, Tk) weights: one panel, a row of heads, or
+a grid with a row per layer; token labels, a viridis colour bar, block-max down-sampling past
+max_cells. Write it with open(path, "wb").write(...).)",
+      "weights"_a, "tokens"_a = py::none(), "scale"_a = "global", "title"_a = "",
+      "max_cells"_a = 128);
+  m.def(
+      "heatmap_svg",
+      [picture](const py::handle& weights, std::optional<std::vector<std::string>> tokens,
+                const std::string& scale, const std::string& title, int64_t max_cells) {
+        return picture(weights, tokens, scale, title, max_cells, false);
+      },
+      R"(heatmap_svg(weights, tokens=None, scale="global", title="", max_cells=128) -> bytes
+
+The same picture as heatmap_png, as an SVG document whose labels are text.)",
+      "weights"_a, "tokens"_a = py::none(), "scale"_a = "global", "title"_a = "",
+      "max_cells"_a = 128);
+  m.def(
+      "explorer_html",
+      [](const py::handle& weights, const std::vector<std::string>& tokens,
+         const std::string& title, const std::string& subtitle) {
+        const Tensor w = to_tensor(weights, "weights");
+        ExplorerOptions o;
+        o.title = title;
+        o.subtitle = subtitle;
+        return explorer_html(w, tokens, o);
+      },
+      R"(explorer_html(weights, tokens, title="Attention", subtitle="") -> str
+
+The attention explorer: one self-contained HTML page (nothing fetched; it opens from a file://
+URL) for (Tq, Tk), (H, Tq, Tk) or (L, H, Tq, Tk) weights and one token per key.)",
+      "weights"_a, "tokens"_a, "title"_a = "Attention", "subtitle"_a = "");
 }
 
 }  // namespace attn::python

@@ -42,6 +42,24 @@ def test_heatmap_draws_rows_and_labels():
     assert "██" in text and "scale:" in text and text.splitlines()[-2].startswith("b")
 
 
+def test_pictures_and_the_explorer_page():
+    w = np.zeros((2, 3, 4, 4), np.float32)
+    w[..., np.arange(4), np.arange(4)] = 1.0
+    tokens = ["the", "cat", "<sat>", "on"]
+    png = attn.heatmap_png(w, tokens=tokens, title="grid")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    svg = attn.heatmap_svg(w, tokens=tokens, title="grid").decode()
+    assert f'width="{width}" height="{height}"' in svg
+    assert ">layer 1 · head 2</text>" in svg and ">&lt;sat&gt;</text>" in svg
+    page = attn.explorer_html(w, tokens, title="four tokens")
+    assert page.startswith("<!DOCTYPE html>") and "<title>four tokens</title>" in page
+    with pytest.raises(ValueError, match="3 tokens for 4 keys"):
+        attn.explorer_html(w, tokens[:3])
+    with pytest.raises(ValueError, match="scale"):
+        attn.heatmap_png(w, scale="log")
+
+
 @pytest.mark.skipif("ATTN_CLI" not in os.environ, reason="needs the attn CLI (ATTN_CLI)")
 def test_a_trained_checkpoint_generates_the_cli_tokens(tmp_path):
     (tmp_path / "c.txt").write_text(CORPUS * 20)
