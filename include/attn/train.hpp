@@ -158,8 +158,9 @@ struct Checkpoint {
   Tokenizer tokenizer;
   int64_t iteration;
 };
-// Checks the format, version, every tensor's name and shape against the stored config; a
-// broken or foreign file is an attn::Error naming the file and what is wrong.
+// path: a checkpoint file, or a training directory (its DIR/checkpoint.safetensors). Checks the
+// format, version, every tensor's name and shape against the stored config; a broken or
+// foreign file is an attn::Error naming the file and what is wrong.
 Checkpoint load_checkpoint(const std::string& path);
 
 }  // namespace attn

@@ -1,7 +1,6 @@
 // attn.Gpt: a checkpoint of `attn train` — its logits, and generation one token at a time.
 #include <pybind11/stl.h>
 
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,9 +28,7 @@ struct Generation {
 };
 
 PyGpt load(const py::handle& path_like) {
-  std::string path = py::str(path_like);
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) path += "/checkpoint.safetensors";
+  const std::string path = py::str(path_like);
   auto checkpoint = std::make_shared<Checkpoint>(load_checkpoint(path));
   return PyGpt{std::move(checkpoint)};
 }

@@ -1,6 +1,7 @@
 // Checkpoints: one safetensors file holding the parameters, AdamW's moments and, in its
 // metadata, everything else a resumed run needs (format in include/attn/train.hpp).
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -200,7 +201,10 @@ Trainer::Resumed Trainer::resume_on_text(const std::string& path, std::string_vi
   });
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
+Checkpoint load_checkpoint(const std::string& given) {
+  std::error_code ec;
+  const std::string path =
+      std::filesystem::is_directory(given, ec) ? given + "/checkpoint.safetensors" : given;
   return with_path(path, [&] {
     const Safetensors file = open_checkpoint(path);
     const GptConfig config = gpt_config_from_json(metadata(file, "config"));

@@ -51,10 +51,7 @@ Explored explore_model(const ExploreArgs& args) {
     const HfGpt2 gpt2 = load_hf_gpt2(args.model);
     return read_with(gpt2.model, gpt2.tokenizer, text, args.model);
   }
-  std::string path = args.checkpoint;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) path += "/checkpoint.safetensors";
-  const Checkpoint ckpt = load_checkpoint(path);
+  const Checkpoint ckpt = load_checkpoint(args.checkpoint);
   return read_with(ckpt.model, ckpt.tokenizer, text, args.checkpoint);
 }
 

@@ -64,9 +64,7 @@ void run_export(const ExportArgs& args) {
     return save_hf(model, args.hf, tokenizer);
   }
   ATTN_CHECK(args.tokenizer.empty(), "--tokenizer goes with --random; a checkpoint has its own");
-  std::string path = args.checkpoint;
-  if (fs::is_directory(path, ec)) path += "/checkpoint.safetensors";
-  const Checkpoint ckpt = load_checkpoint(path);
+  const Checkpoint ckpt = load_checkpoint(args.checkpoint);
   const Files tokenizer = checkpoint_tokenizer(ckpt.tokenizer, args);
   save_hf(ckpt.model, args.hf, tokenizer);
 }

@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 
 #include "attn/error.hpp"
@@ -86,10 +85,7 @@ void run_generate(GenerateArgs& args) {
     const HfGpt2 gpt2 = load_hf_gpt2(args.model);
     return generate_with(gpt2.model, gpt2.tokenizer, args);
   }
-  std::string path = args.checkpoint;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) path += "/checkpoint.safetensors";
-  const Checkpoint ckpt = load_checkpoint(path);
+  const Checkpoint ckpt = load_checkpoint(args.checkpoint);
   generate_with(ckpt.model, ckpt.tokenizer, args);
 }
 
