@@ -30,15 +30,7 @@ void write_text(const std::string& text) {
       "cannot write to standard output");
 }
 
-// Without a prompt: a newline, or the first token when the vocabulary has no newline (a model
-// trained on one line of text).
-std::vector<int64_t> default_prompt(const Tokenizer& tokenizer) {
-  try {
-    return tokenizer.encode("\n");
-  } catch (const Error&) {
-    return {0};
-  }
-}
+using cli::default_prompt;  // attn train's models (common.hpp), beside GPT-2's below
 // GPT-2 starts a text after <|endoftext|>, as it was trained.
 std::vector<int64_t> default_prompt(const Gpt2Tokenizer& tokenizer) {
   const int64_t eot = tokenizer.special_id("<|endoftext|>");

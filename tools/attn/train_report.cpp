@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "attn/error.hpp"
 #include "attn/gpt.hpp"
+#include "common.hpp"
 
 namespace attn::cli {
 namespace {
@@ -74,14 +74,6 @@ std::vector<std::pair<int64_t, float>> schedule(const Trainer& trainer) {
   return points;
 }
 
-std::vector<int64_t> newline_or_first(const Tokenizer& tokenizer) {
-  try {
-    return tokenizer.encode("\n");
-  } catch (const Error&) {
-    return {0};  // a vocabulary without a newline
-  }
-}
-
 }  // namespace
 
 RunReport::RunReport(std::string title, int64_t sample_tokens) : sample_tokens_(sample_tokens) {
@@ -136,7 +128,7 @@ std::string RunReport::html(const Trainer& trainer, const Tokenizer& tokenizer, 
     g.sampling.temperature = 0.8f;
     g.sampling.top_k = 200;
     g.seed = 1;
-    report_.sample = tokenizer.decode(generate(trainer.model(), newline_or_first(tokenizer), g));
+    report_.sample = tokenizer.decode(generate(trainer.model(), default_prompt(tokenizer), g));
     report_.sample_note = "(" + std::to_string(sample_tokens_) + " tokens at iteration " +
                           std::to_string(trainer.iteration()) +
                           ", from a newline, temperature 0.8, top-k 200, seed 1)";
