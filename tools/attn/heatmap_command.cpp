@@ -83,28 +83,25 @@ void warn_unless_rows_sum_to_one(const Tensor& m, const std::string& path) {
   }
 }
 
-struct Labels {
-  std::vector<std::string> rows, columns;
-};
-
-// --tokens as labels of a (…, Tq, Tk) matrix: one word per key; the Tq queries are the last Tq
-// of the Tk positions (bottom-right alignment, as a KV cache has it).
-Labels token_labels(const std::string& tokens, const Tensor& weights) {
-  if (tokens.empty()) return {};
-  const std::vector<std::string> words = split_words(tokens);
+// What the terminal map and the pictures take alike (HeatmapOptions, HeatmapPictureOptions):
+// the scale, and --tokens as labels of a (…, Tq, Tk) matrix: one word per key; the Tq queries
+// are the last Tq of the Tk positions (bottom-right alignment, as a KV cache has it).
+template <typename Options>
+void apply_scale_and_tokens(const HeatmapArgs& args, const Tensor& weights, Options& options) {
+  options.scale = heatmap_scale_from_string(args.absolute ? "absolute" : args.scale);
+  if (args.tokens.empty()) return;
+  const std::vector<std::string> words = split_words(args.tokens);
   const int64_t tq = weights.dim(-2), tk = weights.dim(-1);
   ATTN_CHECK(static_cast<int64_t>(words.size()) == tk, "--tokens has ", words.size(),
              " words but the weights have ", tk, " keys");
   ATTN_CHECK(tq <= tk, "--tokens labels need Tq <= Tk, got ", weights.shape_string());
-  return {std::vector<std::string>(words.end() - tq, words.end()), words};
+  options.column_labels = words;
+  options.row_labels.assign(words.end() - tq, words.end());
 }
 
 void write_pictures(const HeatmapArgs& args, const Tensor& weights) {
   HeatmapPictureOptions options;
-  options.scale = heatmap_scale_from_string(args.absolute ? "absolute" : args.scale);
-  const Labels labels = token_labels(args.tokens, weights);
-  options.row_labels = labels.rows;
-  options.column_labels = labels.columns;
+  apply_scale_and_tokens(args, weights, options);
   options.max_cells = args.max_cells;
   options.title = args.title;
   // Everything is drawn before anything is written: a refused picture leaves no file behind.
@@ -130,10 +127,7 @@ void run_heatmap(const HeatmapArgs& args) {
     return;
   }
   HeatmapOptions options;
-  options.scale = heatmap_scale_from_string(args.absolute ? "absolute" : args.scale);
-  const Labels labels = token_labels(args.tokens, matrix);
-  options.row_labels = labels.rows;
-  options.column_labels = labels.columns;
+  apply_scale_and_tokens(args, matrix, options);
   options.max_width = args.width < 0 ? terminal_width() : args.width;
   std::fputs(heatmap_ascii(matrix, options).c_str(), stdout);
 }
