@@ -34,6 +34,9 @@ class Canvas {
 std::string render_png(int width, int height, const std::function<void(Canvas&)>& draw);
 std::string render_svg(int width, int height, const std::function<void(Canvas&)>& draw);
 
+// "#rrggbb", as SVG, CSS and the pages' scripts write a colour.
+std::string hex_colour(Rgb c);
+
 // s with each byte that is not part of well-formed UTF-8, and each control character,
 // replaced by U+FFFD.
 std::string valid_utf8(const std::string& s);

@@ -2,8 +2,8 @@
 // their float32 bytes (exact values, 5⅓ characters each, decoded by the page with atob), the
 // tokens and the colour map as JSON.
 #include <cmath>
-#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "attn/error.hpp"
 #include "attn/viz.hpp"
@@ -33,15 +33,11 @@ std::string base64(const unsigned char* bytes, size_t n) {
   return out;
 }
 
+// w4: contiguous (L, H, Tq, Tk).
 std::string page_data(const Tensor& w4, const std::vector<std::string>& tokens,
                       const ExplorerOptions& options) {
-  const Tensor contiguous = w4.contiguous();
   nlohmann::json colormap = nlohmann::json::array();
-  for (const Rgb c : viridis()) {
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "#%02x%02x%02x", c.r, c.g, c.b);
-    colormap.push_back(hex);
-  }
+  for (const Rgb c : viridis()) colormap.push_back(viz::hex_colour(c));
   nlohmann::json shown = nlohmann::json::array();
   for (const std::string& t : tokens) shown.push_back(viz::valid_utf8(t));
   const nlohmann::json data = {
@@ -49,8 +45,8 @@ std::string page_data(const Tensor& w4, const std::vector<std::string>& tokens,
       {"tokens", shown},
       {"layer_name", options.grid_row_name},
       {"colormap", colormap},
-      {"weights", base64(reinterpret_cast<const unsigned char*>(contiguous.data()),
-                         sizeof(float) * static_cast<size_t>(contiguous.numel()))}};
+      {"weights", base64(reinterpret_cast<const unsigned char*>(w4.data()),
+                         sizeof(float) * static_cast<size_t>(w4.numel()))}};
   return viz::script_safe(data.dump());
 }
 
@@ -76,15 +72,15 @@ std::string explorer_html(const Tensor& weights, const std::vector<std::string>&
   ATTN_CHECK(weights.numel() <= kMaxWeights, "explorer: ", weights.numel(),
              " weights are too many for one page (at most ", kMaxWeights,
              "): a shorter text or fewer layers");
-  for (const float v : weights.to_vector()) {
+  const Tensor w4 = as_layers_of_heads(weights);
+  for (const float v : std::span<const float>(w4.data(), static_cast<size_t>(w4.numel()))) {
     ATTN_CHECK(std::isfinite(v), "explorer: the weights hold ", v);
   }
-  return viz::fill_template(viz::kExplorerHtml,
-                            {{"TITLE", viz::escape_markup(options.title)},
-                             {"SUBTITLE", viz::escape_markup(options.subtitle)},
-                             {"CSS", viz::kExplorerCss},
-                             {"JS", viz::kExplorerJs},
-                             {"DATA", page_data(as_layers_of_heads(weights), tokens, options)}});
+  return viz::fill_template(viz::kExplorerHtml, {{"TITLE", viz::escape_markup(options.title)},
+                                                 {"SUBTITLE", viz::escape_markup(options.subtitle)},
+                                                 {"CSS", viz::kExplorerCss},
+                                                 {"JS", viz::kExplorerJs},
+                                                 {"DATA", page_data(w4, tokens, options)}});
 }
 
 }  // namespace attn

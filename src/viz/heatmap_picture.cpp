@@ -233,7 +233,7 @@ void draw_legend(Canvas& canvas, const HeatmapLayout& l, const Scale& scale) {
   canvas.text(x, l.top + l.legend_height, format_value(lo), style);
 }
 
-void draw(Canvas& canvas, const HeatmapLayout& l, const Tensor& weights,
+void draw(Canvas& canvas, const HeatmapLayout& l, const std::vector<float>& all, int rank,
           const HeatmapPictureOptions& o, const Scale& scale) {
   if (!o.title.empty()) {
     TextStyle title;
@@ -241,7 +241,6 @@ void draw(Canvas& canvas, const HeatmapLayout& l, const Tensor& weights,
     title.bold = true;
     canvas.text(kMargin, kMargin + kTitleSize, o.title, title);
   }
-  const std::vector<float> all = weights.to_vector();
   const int64_t panel_size = l.tq * l.tk;
   for (int64_t pr = 0; pr < l.grid_rows; ++pr) {
     for (int64_t pc = 0; pc < l.grid_cols; ++pc) {
@@ -252,10 +251,9 @@ void draw(Canvas& canvas, const HeatmapLayout& l, const Tensor& weights,
         caption.size = kLabelSize;
         caption.colour = kGrey;
         const std::string head = "head " + std::to_string(pc);
-        canvas.text(
-            l.cell_x(pc, 0), l.cell_y(pr, 0) - 5,
-            weights.rank() == 4 ? o.grid_row_name + " " + std::to_string(pr) + " · " + head : head,
-            caption);
+        canvas.text(l.cell_x(pc, 0), l.cell_y(pr, 0) - 5,
+                    rank == 4 ? o.grid_row_name + " " + std::to_string(pr) + " · " + head : head,
+                    caption);
       }
     }
   }
@@ -271,8 +269,7 @@ void draw(Canvas& canvas, const HeatmapLayout& l, const Tensor& weights,
   }
 }
 
-Scale scale_of(const Tensor& weights, const HeatmapPictureOptions& o) {
-  const std::vector<float> all = weights.to_vector();
+Scale scale_of(const std::vector<float>& all, const HeatmapPictureOptions& o) {
   for (const float v : all) ATTN_CHECK(std::isfinite(v), "picture: the weights hold ", v);
   const float largest = *std::max_element(all.begin(), all.end());
   const Scale s{o.scale, o.vmin, o.vmax.value_or(largest)};
@@ -284,8 +281,9 @@ Scale scale_of(const Tensor& weights, const HeatmapPictureOptions& o) {
 std::string render(const Tensor& weights, const HeatmapPictureOptions& o, bool png) {
   ATTN_CHECK(weights.defined(), "picture: the weights are undefined");
   const HeatmapLayout layout = heatmap_layout(weights.shape(), o);
-  const Scale scale = scale_of(weights, o);
-  const auto paint = [&](Canvas& canvas) { draw(canvas, layout, weights, o, scale); };
+  const std::vector<float> all = weights.to_vector();  // row-major, whatever the strides
+  const Scale scale = scale_of(all, o);
+  const auto paint = [&](Canvas& canvas) { draw(canvas, layout, all, weights.rank(), o, scale); };
   return png ? render_png(layout.width, layout.height, paint)
              : render_svg(layout.width, layout.height, paint);
 }

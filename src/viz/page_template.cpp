@@ -27,9 +27,9 @@ std::string fill_template(const std::string& page,
   size_t from = 0;
   for (size_t at = page.find("{{"); at != std::string::npos; at = page.find("{{", from)) {
     const size_t end = page.find("}}", at);
-    ATTN_CHECK(end != std::string::npos, "explorer: the page template has an unclosed {{");
+    ATTN_CHECK(end != std::string::npos, "page template: an unclosed {{");
     const auto value = values.find(page.substr(at + 2, end - at - 2));
-    ATTN_CHECK(value != values.end(), "explorer: the page template names an unknown ",
+    ATTN_CHECK(value != values.end(), "page template: an unknown placeholder ",
                page.substr(at, end + 2 - at));
     out.append(page, from, at - from);
     out += value->second;

@@ -7,12 +7,6 @@
 namespace attn::viz {
 namespace {
 
-std::string hex(Rgb c) {
-  char buffer[8];
-  std::snprintf(buffer, sizeof buffer, "#%02x%02x%02x", c.r, c.g, c.b);
-  return buffer;
-}
-
 // Numbers as SVG wants them: no exponent, no locale, two decimals at most.
 std::string num(double v) {
   char buffer[32];
@@ -28,17 +22,18 @@ class SvgCanvas final : public Canvas {
   explicit SvgCanvas(std::ostringstream& out) : out_(out) {}
   void fill_rect(double x, double y, double w, double h, Rgb colour) override {
     out_ << "<rect x=\"" << num(x) << "\" y=\"" << num(y) << "\" width=\"" << num(w)
-         << "\" height=\"" << num(h) << "\" fill=\"" << hex(colour) << "\"/>\n";
+         << "\" height=\"" << num(h) << "\" fill=\"" << hex_colour(colour) << "\"/>\n";
   }
   void outline_rect(double x, double y, double w, double h, Rgb colour) override {
     out_ << "<rect x=\"" << num(x + 0.5) << "\" y=\"" << num(y + 0.5) << "\" width=\"" << num(w - 1)
-         << "\" height=\"" << num(h - 1) << "\" fill=\"none\" stroke=\"" << hex(colour) << "\"/>\n";
+         << "\" height=\"" << num(h - 1) << "\" fill=\"none\" stroke=\"" << hex_colour(colour)
+         << "\"/>\n";
   }
   void text(double x, double y, const std::string& s, const TextStyle& style) override {
     static const char* const kAnchors[] = {"start", "middle", "end"};
     out_ << "<text x=\"" << num(x) << "\" y=\"" << num(y) << "\" font-size=\"" << num(style.size)
          << "\" text-anchor=\"" << kAnchors[static_cast<int>(style.anchor)] << "\" fill=\""
-         << hex(style.colour) << "\"";
+         << hex_colour(style.colour) << "\"";
     if (style.bold) out_ << " font-weight=\"bold\"";
     if (style.vertical) out_ << " transform=\"rotate(-90 " << num(x) << " " << num(y) << ")\"";
     out_ << " xml:space=\"preserve\">" << escape_markup(s) << "</text>\n";
@@ -49,6 +44,12 @@ class SvgCanvas final : public Canvas {
 };
 
 }  // namespace
+
+std::string hex_colour(Rgb c) {
+  char buffer[8];
+  std::snprintf(buffer, sizeof buffer, "#%02x%02x%02x", c.r, c.g, c.b);
+  return buffer;
+}
 
 std::string render_svg(int width, int height, const std::function<void(Canvas&)>& draw) {
   std::ostringstream out;
