@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPT-2 small (124M parameters, random weights: nothing is downloaded) in attn and in PyTorch
 # 1.13 (bench/gpt2_torch.py, the same file), one run: a 512-token prompt through the KV cache,
-# then 256 greedy tokens one at a time, 2 threads.
+# then 256 greedy tokens one at a time, 2 threads; with float weights, then with bf16 ones.
 #
 #   bench/compare_gpt2.sh [RUNS]     (default 3; needs `make build` and Debian's python3-torch
 #                                      with OpenBLAS: scripts/bootstrap --bench)
@@ -25,28 +25,41 @@ trap 'rm -rf "$work"' EXIT
 "$attn" export --hf "$work/gpt2" --random gpt2 --seed 1
 field() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p"; }
 
-attn_json=$("$attn" bench generate --model "$work/gpt2" --threads 2 --runs "$runs" --json)
-torch_rows=()
-for env_case in "" "OMP_WAIT_POLICY=passive" "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE" \
-                "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive"; do
-  torch_rows+=("$(env $env_case /usr/bin/python3 "$here/gpt2_torch.py" "$work/gpt2" --threads 2 --runs "$runs")")
-done
-names=("PyTorch" "PyTorch, passive wait" "PyTorch, own BLAS kernel" "PyTorch, own kernel, passive")
+# One comparison per weight dtype: attn --weights f32 / bf16 against PyTorch's model in
+# float32 / bfloat16 (bf16: the two OpenMP waits under the environment's OpenBLAS setting).
+compare() {
+  local weights=$1 dtype=$2 attn_json torch_rows=() names=() cases=()
+  attn_json=$("$attn" bench generate --model "$work/gpt2" --threads 2 --runs "$runs" --json --weights "$weights")
+  if [[ $weights == f32 ]]; then
+    cases=("" "OMP_WAIT_POLICY=passive" "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"
+           "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive")
+    names=("PyTorch" "PyTorch, passive wait" "PyTorch, own BLAS kernel" "PyTorch, own kernel, passive")
+  else
+    cases=("" "OMP_WAIT_POLICY=passive")
+    names=("PyTorch bf16" "PyTorch bf16, passive wait")
+  fi
+  for env_case in "${cases[@]}"; do
+    torch_rows+=("$(env $env_case /usr/bin/python3 "$here/gpt2_torch.py" "$work/gpt2" --threads 2 --runs "$runs" --dtype "$dtype")")
+  done
+  echo
+  printf '%-30s %14s %10s %10s\n' "$weights weights" "prompt tok/s" "ms/token" "%limit"
+  printf '%-30s %14s %10s %9.0f%%\n' "attn --weights $weights" "$(field prompt_tokens_per_s <<<"$attn_json")" \
+    "$(field ms_per_token <<<"$attn_json")" "$(awk -v f="$(field fraction_of_limit <<<"$attn_json")" 'BEGIN { print 100 * f }')"
+  local best_prompt=0 best_ms=1e9 p m
+  for i in "${!torch_rows[@]}"; do
+    p=$(field prompt_tokens_per_s <<<"${torch_rows[$i]}") m=$(field ms_per_token <<<"${torch_rows[$i]}")
+    printf '%-30s %14s %10s\n' "${names[$i]}" "$p" "$m"
+    best_prompt=$(awk -v a="$best_prompt" -v b="$p" 'BEGIN { print (b > a ? b : a) }')
+    best_ms=$(awk -v a="$best_ms" -v b="$m" 'BEGIN { print (b < a ? b : a) }')
+  done
+  echo "limit: $(field limit_ms_per_token <<<"$attn_json") ms/token at $(field bandwidth_gbps <<<"$attn_json") GB/s" \
+       "($(awk -v b="$(field bytes_per_token <<<"$attn_json")" 'BEGIN { printf "%.0f", b / 1e6 }') MB a token)"
+  awk -v ap="$(field prompt_tokens_per_s <<<"$attn_json")" -v am="$(field ms_per_token <<<"$attn_json")" \
+      -v tp="$best_prompt" -v tm="$best_ms" \
+      'BEGIN { printf "attn vs PyTorch'"'"'s best: prompt %.2fx, generation %.2fx\n", ap / tp, tm / am }'
+}
 
 echo "GPT-2 small, random weights, prompt 512 tokens then 256 greedy tokens, 2 threads, $runs runs"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
-printf '%-30s %14s %10s %10s\n' "" "prompt tok/s" "ms/token" "%limit"
-printf '%-30s %14s %10s %9.0f%%\n' "attn" "$(field prompt_tokens_per_s <<<"$attn_json")" \
-  "$(field ms_per_token <<<"$attn_json")" "$(awk -v f="$(field fraction_of_limit <<<"$attn_json")" 'BEGIN { print 100 * f }')"
-best_prompt=0 best_ms=1e9
-for i in "${!torch_rows[@]}"; do
-  p=$(field prompt_tokens_per_s <<<"${torch_rows[$i]}") m=$(field ms_per_token <<<"${torch_rows[$i]}")
-  printf '%-30s %14s %10s\n' "${names[$i]}" "$p" "$m"
-  best_prompt=$(awk -v a="$best_prompt" -v b="$p" 'BEGIN { print (b > a ? b : a) }')
-  best_ms=$(awk -v a="$best_ms" -v b="$m" 'BEGIN { print (b < a ? b : a) }')
-done
-echo "limit: $(field limit_ms_per_token <<<"$attn_json") ms/token at $(field bandwidth_gbps <<<"$attn_json") GB/s" \
-     "($(awk -v b="$(field bytes_per_token <<<"$attn_json")" 'BEGIN { printf "%.0f", b / 1e6 }') MB a token)"
-awk -v ap="$(field prompt_tokens_per_s <<<"$attn_json")" -v am="$(field ms_per_token <<<"$attn_json")" \
-    -v tp="$best_prompt" -v tm="$best_ms" \
-    'BEGIN { printf "attn vs PyTorch'"'"'s best: prompt %.2fx, generation %.2fx\n", ap / tp, tm / am }'
+compare f32 float32
+compare bf16 bfloat16

@@ -8,7 +8,10 @@ no `transformers` package here, so the forward is written out: pre-LayerNorm blo
 Conv1D weights (in, out), gelu_new (tanh), scale 1/sqrt(d_head), causal, the head tied to wte.
 
     /usr/bin/python3 bench/gpt2_torch.py DIR [--prompt-tokens 512] [--new-tokens 256]
-        [--threads 2] [--runs 3]
+        [--threads 2] [--runs 3] [--dtype float32|bfloat16]
+
+--dtype bfloat16 converts every weight to bfloat16 and runs the whole forward in it, as
+`model.to(torch.bfloat16)` would (PyTorch has no float-activations-with-bf16-weights mode).
 
 Prints one JSON line: prompt tokens/s and ms per generated token (medians over the runs).
 """
@@ -44,10 +47,11 @@ def read_safetensors(path):
 
 
 class Gpt2:
-    def __init__(self, directory):
+    def __init__(self, directory, dtype):
         with open(f"{directory}/config.json") as f:
             self.config = json.load(f)
-        self.w = read_safetensors(f"{directory}/model.safetensors")
+        self.w = {name: w.to(dtype) for name, w in
+                  read_safetensors(f"{directory}/model.safetensors").items()}
         self.heads = self.config["n_head"]
 
     def layer_norm(self, x, name):
@@ -105,9 +109,10 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = Gpt2(args.model)
+    model = Gpt2(args.model, getattr(torch, args.dtype))
     generator = torch.Generator().manual_seed(7)
     prompt = torch.randint(0, model.config["vocab_size"], (1, args.prompt_tokens),
                            generator=generator)
@@ -116,7 +121,7 @@ def main():
         runs = [time_once(model, prompt, args.new_tokens) for _ in range(args.runs)]
     prompt_s = statistics.median(r[0] for r in runs)
     token_s = statistics.median(r[1] for r in runs)
-    print(json.dumps({"torch": torch.__version__, "threads": args.threads,
+    print(json.dumps({"torch": torch.__version__, "threads": args.threads, "dtype": args.dtype,
                       "prompt_tokens_per_s": round(args.prompt_tokens / prompt_s, 1),
                       "ms_per_token": round(1e3 * token_s, 3)}))
 

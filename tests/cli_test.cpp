@@ -520,6 +520,17 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
                           " --prompt 'Hello world' --max-new-tokens 6 --temperature 0");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "Hello world" + loaded.tokenizer.decode(ids) + "\n");
+  // --weights bf16: the library's text with the matrices in bf16.
+  HfGpt2 half = load_hf_gpt2(dir.string());
+  half.model.set_weights_dtype(WeightsDtype::kBFloat16);
+  const std::vector<int64_t> half_ids =
+      generate(half.model, half.tokenizer.encode("Hello world"), options);
+  const CliResult h =
+      run("generate --model " + dir.string() +
+          " --prompt 'Hello world' --max-new-tokens 6 --temperature 0 --weights bf16");
+  EXPECT_EQ(h.status, 0) << h.err;
+  EXPECT_EQ(h.out, "Hello world" + half.tokenizer.decode(half_ids) + "\n");
+  expect_error("generate --model " + dir.string() + " --weights f16", "--weights: f16 not in");
   expect_error("generate --model " + dir.string() + " --checkpoint x",
                "--checkpoint excludes --model");
   expect_error("generate --max-new-tokens 3", "give one of --checkpoint");

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "attn/gemm.hpp"
@@ -18,6 +19,7 @@
 #include "attn/reference_matmul.hpp"
 #include "attn/threads.hpp"
 #include "gemm_cases.hpp"
+#include "simd_targets.hpp"
 #include "src/kernels/bfloat16.hpp"
 #include "test_util.hpp"
 
@@ -146,6 +148,57 @@ TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {
   set_num_threads(0);
   EXPECT_TRUE(testing::BitwiseEqual(runs[0][0], runs[1][0]));
   EXPECT_TRUE(testing::BitwiseEqual(runs[0][1], runs[1][1]));
+}
+
+// Weights kept in bfloat16 (gemm_bf16_weights): for B's bf16 values, one row gives the bits
+// attn::gemm gives on their floats (the same gemv kernels, the same order) on every SIMD
+// target, and more rows those of MatmulPrecision::kBFloat16 (A rounded the same way, the same
+// blocks and oneDNN primitive); the bias variant is the product into rows of the bias.
+TEST(GemmBf16Weights, EqualsTheFloatProductsOfTheSameValues) {
+  testing::for_each_simd_target([](const char* target) {
+    for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                                  {1, 17, 127},
+                                  {1, 64, 129},
+                                  {1, 1100, 260},  // three slabs over the threads
+                                  {1, 4100, 70},   // past one column piece
+                                  {37, 300, 64},
+                                  {130, 70, 33}}) {
+      for (bool tb : {false, true}) {
+        for (int threads : {1, 2}) {
+          set_num_threads(threads);
+          const int64_t ldb = (tb ? k : n) + 3;
+          const Tensor a = rand_normal({m, k}, 1);
+          const Tensor b = rounded(rand_normal(tb ? Shape{n, ldb} : Shape{k, ldb}, 2));
+          std::vector<uint16_t> bits(static_cast<size_t>(b.numel()));
+          kernels::round_to_bfloat16(b.data(), 1, b.numel(), b.numel(), bits.data());
+          const Tensor bias = rand_normal({n}, 4);
+          const MatmulPrecision precision =
+              m == 1 ? MatmulPrecision::kFloat32 : MatmulPrecision::kBFloat16;
+          const std::string what = std::string(target) + " " + std::to_string(m) + "x" +
+                                   std::to_string(n) + "x" + std::to_string(k) +
+                                   " tb=" + std::to_string(tb) +
+                                   " threads=" + std::to_string(threads);
+          Tensor expected = rand_normal({m, n}, 3), got = expected.clone();
+          gemm(false, tb, m, n, k, 0.5f, a.data(), k, b.data(), ldb, 2.0f, expected.data(), n,
+               precision);
+          detail::gemm_bf16_weights(tb, m, n, k, 0.5f, a.data(), k, bits.data(), ldb, 2.0f,
+                                    got.data(), n);
+          EXPECT_TRUE(testing::BitwiseEqual(got, expected)) << what;
+          gemm_bias(false, tb, m, n, k, a.data(), k, b.data(), ldb, bias.data(), expected.data(), n,
+                    precision);
+          detail::gemm_bias_bf16_weights(tb, m, n, k, a.data(), k, bits.data(), ldb, bias.data(),
+                                         got.data(), n);
+          EXPECT_TRUE(testing::BitwiseEqual(got, expected)) << what << " bias";
+        }
+      }
+    }
+  });
+  set_num_threads(0);
+  uint16_t w = 0;
+  float x = 0;
+  EXPECT_TRUE(testing::ThrowsWith(
+      [&] { detail::gemm_bf16_weights(false, 2, 3, 4, 1.0f, &x, 4, &w, 2, 0.0f, &x, 3); },
+      "leading dimensions too small: lda=4 ldb=2"));
 }
 
 }  // namespace

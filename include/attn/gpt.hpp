@@ -85,6 +85,12 @@ struct GptParameter {
   ParameterRole role;
 };
 
+// How a model holds its matrices: float, or bfloat16 (the top 16 bits of a float: half the
+// memory, and half the bytes a generated token reads).
+enum class WeightsDtype { kFloat32, kBFloat16 };
+std::string to_string(WeightsDtype dtype);  // "f32", "bf16"
+WeightsDtype weights_dtype_from_string(std::string_view name);
+
 class GptCache;
 namespace nn {
 struct Activations;  // src/nn/gpt_internal.hpp
@@ -107,14 +113,33 @@ class Gpt {
 
   const GptConfig& config() const { return config_; }
   int64_t num_parameters() const { return parameters_.numel(); }
-  Tensor& parameters() { return parameters_; }
-  const Tensor& parameters() const { return parameters_; }
+  // The float parameters; attn::Error once the matrices are bf16 (their floats are gone).
+  Tensor& parameters();
+  const Tensor& parameters() const;
   Tensor& gradients() { return gradient_buffer(); }
   const Tensor& gradients() const { return gradient_buffer(); }
   const std::vector<GptParameter>& parameter_table() const { return table_; }
-  // A view of one parameter (or its gradient) by name; attn::Error for an unknown name.
+  // A view of one parameter (or its gradient) by name; attn::Error for an unknown name, and
+  // for a matrix whose floats a switch to bf16 released.
   Tensor parameter(const std::string& name) const;
   Tensor gradient(const std::string& name) const;
+
+  // Inference with bf16 weights: set_weights_dtype(kBFloat16) rounds the matrices — wte and
+  // every block's Wqkv, Wo, Wfc and Wproj — to bfloat16 (to nearest, ties to even) and returns
+  // their float pages to the system, one matrix at a time, so memory about halves (LayerNorms,
+  // biases and wpe stay float). From then on logits(), loss(), attention_weights() and decode()
+  // read the bf16 matrices: a generated token's one-row products sum the widened weights in
+  // float (the same bits as float weights holding those values), products of more rows run
+  // oneDNN's bf16 kernel (the activations rounded too). It is one way: training, saving and
+  // parameters() are attn::Error after it (load the model again for them), and views of
+  // parameters() taken before it read zeros where the matrices were. kFloat32 keeps a float
+  // model as it is.
+  void set_weights_dtype(WeightsDtype dtype);
+  WeightsDtype weights_dtype() const {
+    return bf16_ ? WeightsDtype::kBFloat16 : WeightsDtype::kFloat32;
+  }
+  // Bytes of the weights as held: 4 a parameter, 2 for each matrix parameter once bf16.
+  int64_t weight_bytes() const;
 
   // Training step, first half: ids and targets are (batch, T) row-major, 1 ≤ T ≤ block_size.
   // Returns the mean cross-entropy and keeps the activations for backward(). Dropout (when
@@ -167,6 +192,10 @@ class Gpt {
              float* x) const;
   void forward_logits(std::span<const int64_t> ids, nn::Activations& a) const;
   nn::Activations& inference_activations(int64_t batch, int64_t t) const;
+  // logits (rows, vocab) = ln (rows, C)·wteᵀ, on the float or the bf16 wte.
+  void head_logits(const float* ln, int64_t rows, MatmulPrecision precision, float* logits) const;
+  bool is_matrix(const GptParameter& p) const;
+  void check_float_weights(const char* what) const;
 
   GptConfig config_;
   Tensor parameters_;
@@ -174,6 +203,9 @@ class Gpt {
   std::vector<GptParameter> table_;
   std::vector<Layer> layers_;
   Tensor sinusoids_;  // (block_size, C) when positions are sinusoidal
+  // bf16 weights: the matrices' bfloat16 copies at their own offsets in the parameter layout
+  // (the slots of the other parameters unused); null while the matrices are float.
+  std::shared_ptr<uint16_t> bf16_;
   Offsets global_;
   // Training buffers (forward() → backward()); loss() and logits() reuse them when the shape
   // matches, else inference_acts_.

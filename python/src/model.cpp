@@ -27,9 +27,11 @@ struct Generation {
   int64_t remaining;
 };
 
-PyGpt load(const py::handle& path_like) {
+PyGpt load(const py::handle& path_like, const std::string& weights) {
   const std::string path = py::str(path_like);
+  const WeightsDtype dtype = weights_dtype_from_string(weights);
   auto checkpoint = std::make_shared<Checkpoint>(load_checkpoint(path));
+  checkpoint->model.set_weights_dtype(dtype);
   return PyGpt{std::move(checkpoint)};
 }
 
@@ -52,10 +54,13 @@ void add_model(py::module_& m) {
 
   py::class_<PyGpt>(m, "Gpt", R"(A GPT trained by `attn train`.
 
-Gpt.load(checkpoint_dir) reads DIR/checkpoint.safetensors (or the file itself); logits(ids)
+Gpt.load(checkpoint_dir, weights="f32") reads DIR/checkpoint.safetensors (or the file itself;
+weights="bf16" keeps the matrices in bfloat16: half the memory); logits(ids)
 runs the model; attention_weights(ids) returns what every head attends to; generate(prompt, …)
 yields the continuation's text piece by piece.)")
-      .def_static("load", &load, "checkpoint"_a)
+      .def_static("load", &load, "checkpoint"_a, "weights"_a = "f32")
+      .def_property_readonly(
+          "weights", [](const PyGpt& g) { return to_string(g.checkpoint->model.weights_dtype()); })
       .def(
           "encode",
           [](const PyGpt& g, const std::string& text) {

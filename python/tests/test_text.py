@@ -82,3 +82,14 @@ def test_a_trained_checkpoint_generates_the_cli_tokens(tmp_path):
     assert np.all(np.triu(weights, k=1) == 0)
     with pytest.raises(ValueError, match="temperature"):
         next(model.generate("the", temperature=-1))
+    # bf16 weights: the same model within bf16's rounding, and its own tokens as the CLI's.
+    half = attn.Gpt.load(tmp_path / "run", weights="bf16")
+    assert (model.weights, half.weights) == ("f32", "bf16")
+    np.testing.assert_allclose(half.logits(model.encode("the fox")), logits, atol=0.05 * np.abs(logits).max())
+    half_text = "".join(half.generate("the ", max_new_tokens=40, seed=5))
+    cli_half = subprocess.run([cli, "generate", "--checkpoint", str(tmp_path / "run"), "--prompt",
+                               "the ", "--max-new-tokens", "40", "--seed", "5", "--weights", "bf16"],
+                              check=True, capture_output=True, text=True).stdout
+    assert "the " + half_text + "\n" == cli_half
+    with pytest.raises(ValueError, match="weights must be"):
+        attn.Gpt.load(tmp_path / "run", weights="f16")

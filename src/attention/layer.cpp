@@ -46,9 +46,10 @@ void project_qkv(const AttentionLayerShape& s, const AttentionLayerWeights& w, c
                  int64_t rows, MatmulPrecision precision, float* qkv) {
   const int64_t width = s.qkv_width();
   if (is_one_matrix(s, w)) {
-    linear_forward(x, w.wq, w.bq, rows, s.d_model, width, qkv, precision);
+    linear_forward(x, w.wq, w.wqkv_bf16, w.bq, rows, s.d_model, width, qkv, precision);
     return;
   }
+  ATTN_CHECK(!w.wqkv_bf16, "attention layer: bf16 weights need the packed [Wq | Wk | Wv] form");
   const float* weights[] = {w.wq, w.wk, w.wv};
   const float* biases[] = {w.bq, w.bk, w.bv};
   const int64_t strides[] = {w.ld_q, w.ld_k, w.ld_v};
@@ -124,7 +125,7 @@ void attention_layer_forward(const AttentionLayerShape& s, const AttentionLayerW
             state.attended.permute({0, 2, 1, 3}), state.logsumexp);
   if (w.wo) {
     const int64_t rows = state.qkv.dim(0) * state.qkv.dim(1);
-    linear_forward(state.attended.data(), w.wo, w.bo, rows, s.merged_width(), s.d_out, y,
+    linear_forward(state.attended.data(), w.wo, w.wo_bf16, w.bo, rows, s.merged_width(), s.d_out, y,
                    precision);
   }
 }
@@ -143,6 +144,8 @@ void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayer
   ATTN_CHECK(is_one_matrix(s, w) && w.wo,
              "attention layer backward: needs [Wq | Wk | Wv] as one "
              "matrix and an output projection");
+  ATTN_CHECK(!w.wqkv_bf16 && !w.wo_bf16,
+             "attention layer backward: needs float weights, not the bf16 copies");
   const int64_t rows = state.qkv.dim(0) * state.qkv.dim(1);
   // Y = A·Wo + bo.
   linear_backward(d_y, state.attended.data(), w.wo, rows, s.merged_width(), s.d_out,
@@ -178,7 +181,8 @@ void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWe
   cache.append(h.k, h.v);
   const Tensor attended = attend_cached(h.q, cache, options).output;  // (B, H, T, d_head)
   const Tensor merged = attended.permute({0, 2, 1, 3}).contiguous();  // (B, T, H, d_head)
-  linear_forward(merged.data(), w.wo, w.bo, b * t, s.merged_width(), s.d_out, y, precision);
+  linear_forward(merged.data(), w.wo, w.wo_bf16, w.bo, b * t, s.merged_width(), s.d_out, y,
+                 precision);
 }
 
 KVCache make_layer_cache(const AttentionLayerShape& s, int64_t batch, int64_t capacity,

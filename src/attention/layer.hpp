@@ -51,6 +51,11 @@ struct AttentionLayerWeights {
   const float* bv = nullptr;
   const float* wo = nullptr;
   const float* bo = nullptr;
+  // A model that keeps its matrices in bfloat16 (Gpt's bf16 weights): the forward and decode
+  // products read these instead of wq…wv (the packed form: one (d_model, width) matrix) and wo,
+  // whose float pointers then only describe the layout. The backward refuses them.
+  const uint16_t* wqkv_bf16 = nullptr;
+  const uint16_t* wo_bf16 = nullptr;
 
   // The single-matrix form: wqkv (d_model, width), bqkv (width) or null.
   static AttentionLayerWeights packed(const AttentionLayerShape& shape, const float* wqkv,

@@ -13,13 +13,16 @@
 //     one thread, and bimodal: each call's fresh huge pages cost more than the heap's reuse,
 //     and without the colours every tensor started on the same cache sets.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "attn/tensor.hpp"
+#include "src/core/release_pages.hpp"
 
 namespace attn::detail {
 namespace {
@@ -48,6 +51,16 @@ void* allocate_storage(size_t bytes) {
   char* block = base + offset;
   std::memcpy(block - sizeof(base), &base, sizeof(base));
   return block;
+}
+
+size_t release_pages(void* begin, size_t bytes) noexcept {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = round_up(reinterpret_cast<uintptr_t>(begin), page);
+  const auto last = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  if (last <= first) return 0;
+  // Private anonymous memory: the pages go back to the system, and read as zeros after.
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
 }
 
 void free_storage(void* block) noexcept {

@@ -6,10 +6,8 @@
 // Threads: Debian's oneDNN uses OpenMP, whose default spin-wait collapses when the other core
 // is busy. So the rows of C are split over the library's own blocking pool, and each worker
 // calls sgemm with OpenMP limited to one thread (the worker's previous setting is restored).
-// The split depends on the shape and the machine's core count, never on set_num_threads:
-// oneDNN's blocking (and so its rounding) changes with the size of the block it is given
-// (seen on an AVX2 machine), so the same blocks are computed whatever the thread count and
-// the results are bitwise the same for 1 and 2 threads.
+// The split (gemm_split.hpp) depends on the shape and the machine's core count, never on
+// set_num_threads, so the results are bitwise the same for 1 and 2 threads.
 //
 // MatmulPrecision::kBFloat16 runs each block through src/gemm_bf16 instead of sgemm.
 //
@@ -17,24 +15,21 @@
 #include "attn/gemm.hpp"
 
 #include <algorithm>
-#include <thread>
 #include <vector>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
 #include "src/kernels/gemv.hpp"
 #include "src/linalg/gemm_bf16.hpp"
+#include "src/linalg/gemm_split.hpp"
 #include "src/linalg/onednn_library.hpp"
 
 namespace attn {
 namespace {
 
-// Below this many multiply-adds a product runs on the calling thread alone: handing it to
-// the pool would cost more than it saves.
-constexpr int64_t kParallelThreshold = int64_t{1} << 18;
-
-// Row blocks are multiples of this, so each worker's block matches the kernel's tiles.
-constexpr int64_t kRowGrain = 16;
+using detail::Block;
+using detail::for_each_block;
+using detail::gemv_by_slabs;
 
 // One product on this thread, with OpenMP limited to one thread meanwhile (the worker's
 // setting restored after, also when it throws).
@@ -46,18 +41,13 @@ void multiply_one_thread(MatmulPrecision precision, char ta, char tb, int64_t m,
   if (m == 1 && ta == 'N' && tb == 'T' && precision == MatmulPrecision::kFloat32) {
     return kernels::gemv_dots(a, b, k, n, ldb, alpha, beta, c);
   }
-  const detail::OneDnn& dnnl = detail::onednn();
-  struct OneOpenMpThread {
-    const detail::OneDnn& dnnl;
-    const int previous = dnnl.omp_get_max_threads();
-    explicit OneOpenMpThread(const detail::OneDnn& d) : dnnl(d) { dnnl.omp_set_num_threads(1); }
-    ~OneOpenMpThread() { dnnl.omp_set_num_threads(previous); }
-  } one_thread(dnnl);
+  const detail::OneOpenMpThread one_thread;
   if (precision == MatmulPrecision::kBFloat16) {
     detail::gemm_bf16_one_thread(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  const dnnl_status_t status = dnnl.sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const dnnl_status_t status =
+      detail::onednn().sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   ATTN_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ",
              static_cast<int>(status));
 }
@@ -72,35 +62,6 @@ void check_sizes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, in
              " for m=", m, " n=", n, " k=", k);
 }
 
-// One block of C: rows [r0, r0 + rows) and columns [c0, c0 + cols).
-struct Block {
-  int64_t r0, rows, c0, cols;
-};
-
-// Runs block(b) over the blocks of an (m, n) product with inner size k: the whole of C on the
-// calling thread when it is small, else one block per core (splitting the longer of C's dims,
-// so each worker reads half of one operand), in multiples of kRowGrain.
-template <class BlockFn>
-void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block) {
-  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t blocks = std::min<int64_t>(cores, (std::max(m, n) + kRowGrain - 1) / kRowGrain);
-  if (m * n * k < kParallelThreshold || blocks <= 1) {
-    block(Block{0, m, 0, n});
-    return;
-  }
-  if (n > m) {
-    const int64_t cols = (n / blocks + kRowGrain - 1) / kRowGrain * kRowGrain;
-    parallel_for((n + cols - 1) / cols, [&](int64_t i) {
-      block(Block{0, m, i * cols, std::min(cols, n - i * cols)});
-    });
-    return;
-  }
-  const int64_t rows = (m / blocks + kRowGrain - 1) / kRowGrain * kRowGrain;
-  parallel_for((m + rows - 1) / rows, [&](int64_t i) {
-    block(Block{i * rows, std::min(rows, m - i * rows), 0, n});
-  });
-}
-
 // The block's product on this thread: row r0 of op(A) is row r0 of A, or column r0 when A is
 // transposed; column c0 of op(B) likewise.
 void multiply_block(const Block& x, MatmulPrecision precision, char ta, char tb, int64_t k,
@@ -110,36 +71,6 @@ void multiply_block(const Block& x, MatmulPrecision precision, char ta, char tb,
   const float* b_block = tb == 'T' ? b + x.c0 * ldb : b + x.c0;
   multiply_one_thread(precision, ta, tb, x.rows, x.cols, k, alpha, a_block, lda, b_block, ldb, beta,
                       c + x.r0 * ldc + x.c0, ldc);
-}
-
-// Rows of W per slab of x·W for one row x.
-constexpr int64_t kSlabRows = 128;
-
-// y = alpha·x·W + beta·y for one row x and W (k, n) not transposed: the product of a generated
-// token, bound by reading W. Each worker streams whole slabs of W's rows — one run of addresses
-// each — into partial sums, added slab by slab in order: the same bits for every thread count.
-// (Splitting the columns instead, as for_each_block does, reads every row in pieces.)
-void gemv_by_slabs(int64_t n, int64_t k, float alpha, const float* x, const float* w, int64_t ldw,
-                   float beta, float* y) {
-  const int64_t slabs = (k + kSlabRows - 1) / kSlabRows;
-  if (slabs <= 1 || n * k < kParallelThreshold) {
-    kernels::gemv_rows(x, w, k, n, ldw, alpha, beta, y);
-    return;
-  }
-  std::vector<float> partial(static_cast<size_t>(slabs * n));
-  parallel_for(slabs, [&](int64_t s) {
-    const int64_t r0 = s * kSlabRows, rows = std::min(kSlabRows, k - r0);
-    kernels::gemv_rows(x + r0, w + r0 * ldw, rows, n, ldw, 1.0f, 0.0f, partial.data() + s * n);
-  });
-  // Slab by slab into the first, a row at a time (so the loop vectorises); every y[j] adds its
-  // slabs in the same order.
-  float* sum = partial.data();
-  for (int64_t s = 1; s < slabs; ++s) {
-    const float* p = partial.data() + s * n;
-    for (int64_t j = 0; j < n; ++j) sum[j] += p[j];
-  }
-  for (int64_t j = 0; j < n; ++j)
-    y[j] = beta == 0.0f ? alpha * sum[j] : alpha * sum[j] + beta * y[j];
 }
 
 // The one-row case of gemm: a generated token's products.

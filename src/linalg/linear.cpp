@@ -6,6 +6,7 @@
 #include "attn/gemm.hpp"
 #include "src/core/parallel_ranges.hpp"
 #include "src/kernels/reductions.hpp"
+#include "src/linalg/gemm_bf16.hpp"
 
 namespace attn::detail {
 
@@ -21,6 +22,15 @@ void linear_forward(const float* x, const float* w, const float* bias, int64_t r
     gemm_bias(false, false, rows, out, in, x, in, w, out, bias, y, out, precision);
   } else {
     gemm(false, false, rows, out, in, 1.0f, x, in, w, out, 0.0f, y, out, precision);
+  }
+}
+
+void linear_forward(const float* x, const uint16_t* w, const float* bias, int64_t rows, int64_t in,
+                    int64_t out, float* y) {
+  if (bias) {
+    gemm_bias_bf16_weights(false, rows, out, in, x, in, w, out, bias, y, out);
+  } else {
+    gemm_bf16_weights(false, rows, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
   }
 }
 

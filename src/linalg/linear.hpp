@@ -16,6 +16,19 @@ void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums);
 void linear_forward(const float* x, const float* w, const float* bias, int64_t rows, int64_t in,
                     int64_t out, float* y, MatmulPrecision precision = MatmulPrecision::kFloat32);
 
+// The same with W kept in bfloat16 (gemm_bf16_weights: one row reads W as stored, more rows
+// run oneDNN's bf16 product).
+void linear_forward(const float* x, const uint16_t* w, const float* bias, int64_t rows, int64_t in,
+                    int64_t out, float* y);
+
+// W in float, or in bfloat16 when w_bf16 is set (w then only names the layout).
+inline void linear_forward(const float* x, const float* w, const uint16_t* w_bf16,
+                           const float* bias, int64_t rows, int64_t in, int64_t out, float* y,
+                           MatmulPrecision precision) {
+  if (w_bf16) return linear_forward(x, w_bf16, bias, rows, in, out, y);
+  linear_forward(x, w, bias, rows, in, out, y, precision);
+}
+
 // dx = dy·Wᵀ (overwritten, or added to when accumulate_dx; dx may be null to skip it),
 // dw += xᵀ·dy, d_bias += Σ_rows dy (d_bias may be null; always summed in float).
 void linear_backward(const float* dy, const float* x, const float* w, int64_t rows, int64_t in,

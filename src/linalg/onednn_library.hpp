@@ -55,4 +55,20 @@ struct OneDnn {
 // naming the library and dlopen's reason if it is missing or lacks a symbol.
 const OneDnn& onednn();
 
+// OpenMP limited to one thread on this thread while it lives (the previous setting restored
+// after, also when the product throws): each of attn's pool workers runs its own block.
+class OneOpenMpThread {
+ public:
+  OneOpenMpThread() : dnnl_(onednn()), previous_(dnnl_.omp_get_max_threads()) {
+    dnnl_.omp_set_num_threads(1);
+  }
+  ~OneOpenMpThread() { dnnl_.omp_set_num_threads(previous_); }
+  OneOpenMpThread(const OneOpenMpThread&) = delete;
+  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
+
+ private:
+  const OneDnn& dnnl_;
+  const int previous_;
+};
+
 }  // namespace attn::detail

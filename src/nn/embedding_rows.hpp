@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
 namespace attn::nn {
@@ -11,6 +12,15 @@ namespace attn::nn {
 inline void gather_rows(const float* table, const int64_t* ids, int64_t n, int64_t d, float* out) {
   for (int64_t i = 0; i < n; ++i)
     std::copy(table + ids[i] * d, table + (ids[i] + 1) * d, out + i * d);
+}
+
+// The same from a bfloat16 table, each value widened to the float it stands for.
+inline void gather_rows(const uint16_t* table, const int64_t* ids, int64_t n, int64_t d,
+                        float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t* row = table + ids[i] * d;
+    for (int64_t e = 0; e < d; ++e) out[i * d + e] = std::bit_cast<float>(uint32_t{row[e]} << 16);
+  }
 }
 
 // grad row ids[i] += d_out row i, the rows in order (so a repeated id sums in a fixed order).

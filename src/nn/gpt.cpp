@@ -134,7 +134,23 @@ Tensor Gpt::named_view(const Tensor& buffer, const std::string& name) const {
   throw Error("Gpt: no parameter named \"" + name + "\"");
 }
 
-Tensor Gpt::parameter(const std::string& name) const { return named_view(parameters_, name); }
+Tensor& Gpt::parameters() {
+  check_float_weights("parameters");
+  return parameters_;
+}
+
+const Tensor& Gpt::parameters() const {
+  check_float_weights("parameters");
+  return parameters_;
+}
+
+Tensor Gpt::parameter(const std::string& name) const {
+  Tensor view = named_view(parameters_, name);
+  for (const GptParameter& p : table_) {
+    if (p.name == name && bf16_ && is_matrix(p)) check_float_weights(name.c_str());
+  }
+  return view;
+}
 Tensor& Gpt::gradient_buffer() const {
   if (!gradients_.defined()) gradients_ = Tensor({parameters_.numel()});
   return gradients_;
@@ -163,12 +179,15 @@ void Gpt::check_ids(std::span<const int64_t> ids, int64_t batch, const char* wha
 void Gpt::embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t position,
                 float* x) const {
   const int64_t c = config_.n_embd;
-  const float* wte = parameters_.data() + global_.wte;
   const float* table = config_.positions == PositionKind::kLearned
                            ? parameters_.data() + global_.wpe
                        : config_.positions == PositionKind::kSinusoidal ? sinusoids_.data()
                                                                         : nullptr;
-  nn::gather_rows(wte, ids.data(), batch * t, c, x);
+  if (bf16_) {
+    nn::gather_rows(bf16_.get() + global_.wte, ids.data(), batch * t, c, x);
+  } else {
+    nn::gather_rows(parameters_.data() + global_.wte, ids.data(), batch * t, c, x);
+  }
   if (!table) return;
   for (int64_t row = 0; row < batch * t; ++row) {
     const float* position_row = table + (position + row % t) * c;
@@ -179,6 +198,7 @@ void Gpt::embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t 
 
 // Embeddings, blocks, final LayerNorm and the tied head into a.probs (the logits, for now).
 void Gpt::forward_logits(std::span<const int64_t> ids, nn::Activations& a) const {
+  a.bf16 = bf16_.get();
   embed(ids, a.batch, a.t, 0, a.encoded.data());
   a.dropout.apply(a.encoded.data(), a.rows * config_.n_embd, nn::DropoutSite::kEmbedding, 0);
   const float* params = parameters_.data();
@@ -187,11 +207,10 @@ void Gpt::forward_logits(std::span<const int64_t> ids, nn::Activations& a) const
     nn::block_forward(config_, layers_[l].at, params, x, a.layers[l], a, static_cast<int64_t>(l));
     x = a.layers[l].residual3.data();
   }
-  const int64_t c = config_.n_embd, v = config_.vocab_size;
+  const int64_t c = config_.n_embd;
   nn::layer_norm_forward(x, params + global_.lnf_w, at_or_null(params, global_.lnf_b), a.rows, c,
                          a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data());
-  gemm(false, true, a.rows, v, c, 1.0f, a.lnf.data(), c, params + global_.wte, c, 0.0f,
-       a.probs.data(), v, a.precision);
+  head_logits(a.lnf.data(), a.rows, a.precision, a.probs.data());
 }
 
 void Gpt::check_ids_and_targets(std::span<const int64_t> ids, std::span<const int64_t> targets,
@@ -211,6 +230,7 @@ float Gpt::mean_cross_entropy(Activations& a, const int64_t* targets) const {
 
 float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch,
                    uint64_t dropout_seed) {
+  check_float_weights("forward");
   check_ids_and_targets(ids, targets, batch, "forward");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
   if (!acts_ || acts_->batch != batch || acts_->t != t) {

@@ -90,13 +90,13 @@ Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_)
 
 void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                  const float* ln, int64_t rows, float* hidden, float* activated, float* out,
-                 MatmulPrecision precision) {
+                 MatmulPrecision precision, const uint16_t* bf16) {
   const int64_t c = config.n_embd;
-  detail::linear_forward(ln, params + at.wfc, at_or_null(params, at.bfc), rows, c, 4 * c, hidden,
-                         precision);
+  detail::linear_forward(ln, params + at.wfc, bf16_at(bf16, at.wfc), at_or_null(params, at.bfc),
+                         rows, c, 4 * c, hidden, precision);
   gelu_forward(hidden, rows * 4 * c, activated);
-  detail::linear_forward(activated, params + at.wproj, at_or_null(params, at.bproj), rows, 4 * c, c,
-                         out, precision);
+  detail::linear_forward(activated, params + at.wproj, bf16_at(bf16, at.wproj),
+                         at_or_null(params, at.bproj), rows, 4 * c, c, out, precision);
 }
 
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
@@ -106,16 +106,16 @@ void block_forward(const GptConfig& config, const LayerOffsets& at, const float*
                      la.ln1_mean.data(), la.ln1_rstd.data());
   float* branch = a.scratch.data();
   detail::AttentionLayerState state{la.qkv, la.att, la.lse.data()};
-  detail::attention_layer_forward(attention_shape(config), attention_weights(config, at, params),
-                                  la.ln1.data(), block_attention_options(), a.precision, state,
-                                  branch);
+  detail::attention_layer_forward(attention_shape(config),
+                                  attention_weights(config, at, params, a.bf16), la.ln1.data(),
+                                  block_attention_options(), a.precision, state, branch);
   a.dropout.apply(branch, rows * c, DropoutSite::kAttention, layer);
   add_into(x, branch, rows * c, la.residual2.data());
 
   layer_norm_forward(la.residual2.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,
                      la.ln2.data(), la.ln2_mean.data(), la.ln2_rstd.data());
   mlp_forward(config, at, params, la.ln2.data(), rows, la.fch.data(), la.fch_gelu.data(), branch,
-              a.precision);
+              a.precision, a.bf16);
   a.dropout.apply(branch, rows * c, DropoutSite::kMlp, layer);
   add_into(la.residual2.data(), branch, rows * c, la.residual3.data());
 }

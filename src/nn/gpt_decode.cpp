@@ -40,24 +40,23 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache)
     const nn::LayerOffsets& at = layers_[l].at;
     nn::layer_norm_forward(x.data(), params + at.ln1_w, at_or_null(params, at.ln1_b), rows, c,
                            ln.data(), mean.data(), rstd.data());
-    detail::attention_layer_decode(nn::attention_shape(config_),
-                                   nn::attention_weights(config_, at, params), ln, cache.layers[l],
-                                   SdpaOptions{}, MatmulPrecision::kFloat32, branch.data());
+    detail::attention_layer_decode(
+        nn::attention_shape(config_), nn::attention_weights(config_, at, params, bf16_.get()), ln,
+        cache.layers[l], SdpaOptions{}, MatmulPrecision::kFloat32, branch.data());
     const float* a = branch.data();
     float* xs = x.data();
     for (int64_t i = 0; i < rows * c; ++i) xs[i] += a[i];
     nn::layer_norm_forward(x.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,
                            ln.data(), mean.data(), rstd.data());
     nn::mlp_forward(config_, at, params, ln.data(), rows, hidden.data(), activated.data(),
-                    branch.data());
+                    branch.data(), MatmulPrecision::kFloat32, bf16_.get());
     const float* m = branch.data();
     for (int64_t i = 0; i < rows * c; ++i) xs[i] += m[i];
   }
   nn::layer_norm_forward(x.data(), params + global_.lnf_w, at_or_null(params, global_.lnf_b), rows,
                          c, ln.data(), mean.data(), rstd.data());
   Tensor logits({batch, t, config_.vocab_size});
-  gemm(false, true, rows, config_.vocab_size, c, 1.0f, ln.data(), c, params + global_.wte, c, 0.0f,
-       logits.data(), config_.vocab_size);
+  head_logits(ln.data(), rows, MatmulPrecision::kFloat32, logits.data());
   return logits;
 }
 

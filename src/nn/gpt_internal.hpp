@@ -42,12 +42,22 @@ inline SdpaOptions block_attention_options() {
 // Columns of the fused Q, K, V projection: (H + 2·H_kv)·d_head.
 inline int64_t qkv_width(const GptConfig& c) { return attention_shape(c).qkv_width(); }
 
-// The block's attention weights inside the parameter buffer.
+// The matrix at `offset` among the bf16 copies, or null when the matrices are float.
+inline const uint16_t* bf16_at(const uint16_t* bf16, int64_t offset) {
+  return bf16 ? bf16 + offset : nullptr;
+}
+
+// The block's attention weights inside the parameter buffer (and the bf16 copies of its
+// matrices when bf16 is set: Gpt::set_weights_dtype).
 inline detail::AttentionLayerWeights attention_weights(const GptConfig& c, const LayerOffsets& at,
-                                                       const float* params) {
-  return detail::AttentionLayerWeights::packed(attention_shape(c), params + at.wqkv,
-                                               at_or_null(params, at.bqkv), params + at.wo,
-                                               at_or_null(params, at.bo));
+                                                       const float* params,
+                                                       const uint16_t* bf16 = nullptr) {
+  detail::AttentionLayerWeights w = detail::AttentionLayerWeights::packed(
+      attention_shape(c), params + at.wqkv, at_or_null(params, at.bqkv), params + at.wo,
+      at_or_null(params, at.bo));
+  w.wqkv_bf16 = bf16_at(bf16, at.wqkv);
+  w.wo_bf16 = bf16_at(bf16, at.wo);
+  return w;
 }
 
 enum class DropoutSite : uint64_t { kEmbedding = 1, kAttention = 2, kMlp = 3 };
@@ -94,14 +104,17 @@ struct Activations {
   std::vector<int64_t> ids, targets;
   Dropout dropout;
   MatmulPrecision precision = MatmulPrecision::kFloat32;  // of this pass's matrix products
+  const uint16_t* bf16 = nullptr;  // the model's bf16 matrices, when it keeps them so
   bool has_forward = false;
 };
 
 // The MLP of one block on rows of LayerNorm₂ output: hidden = ln·Wfc + bfc,
-// activated = gelu(hidden), out = activated·Wproj + bproj.
+// activated = gelu(hidden), out = activated·Wproj + bproj (Wfc and Wproj read from bf16 when
+// it is set).
 void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                  const float* ln, int64_t rows, float* hidden, float* activated, float* out,
-                 MatmulPrecision precision = MatmulPrecision::kFloat32);
+                 MatmulPrecision precision = MatmulPrecision::kFloat32,
+                 const uint16_t* bf16 = nullptr);
 
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                    const float* x, LayerActivations& la, Activations& a, int64_t layer);

@@ -23,7 +23,7 @@ namespace attn::cli {
 namespace {
 
 struct GenerateBenchArgs {
-  std::string model, shape = "gpt2";
+  std::string model, shape = "gpt2", weights = "f32";
   int64_t prompt_tokens = 512, new_tokens = 256;
   std::vector<int> threads;
   int runs = 3;
@@ -64,12 +64,14 @@ Timing time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t n
   return {prompt_ms, new_tokens > 0 ? ms_since(start) / static_cast<double>(new_tokens) : 0.0};
 }
 
-// Bytes one generated token reads: every weight once (wte twice: a row for the embedding, all
-// of it for the logits; wpe one row), and K and V of every cached position in every layer.
+// Bytes one generated token reads: every weight once, as held (wte twice: a row for the
+// embedding, all of it for the logits; wpe, always float, one row), and K and V of every cached
+// position in every layer.
 double bytes_per_token(const Gpt& model, int64_t prompt_tokens, int64_t new_tokens) {
   const GptConfig& c = model.config();
+  const double wpe = static_cast<double>(c.block_size * c.n_embd);
   const double weights =
-      4.0 * static_cast<double>(model.num_parameters() - model.parameter("wpe").numel() + c.n_embd);
+      static_cast<double>(model.weight_bytes()) - 4.0 * wpe + 4.0 * static_cast<double>(c.n_embd);
   const double mean_cached = static_cast<double>(prompt_tokens) + (new_tokens - 1) / 2.0;
   const double kv = 2.0 * 4.0 * static_cast<double>(c.n_layer * c.n_embd) * mean_cached;
   return weights + kv;
@@ -86,7 +88,8 @@ void run_generate_bench(const GenerateBenchArgs& a) {
              a.prompt_tokens + a.new_tokens, ") exceed the model's ", c.block_size, " positions");
   check_memory(a.model.empty() ? "--shape " + a.shape : a.model,
                8.0 * static_cast<double>(parameter_count(c)));  // parameters and the mapped file
-  const Gpt model = a.model.empty() ? Gpt(c, 1) : gpt_from_hf(a.model);
+  Gpt model = a.model.empty() ? Gpt(c, 1) : gpt_from_hf(a.model);
+  model.set_weights_dtype(weights_dtype_from_string(a.weights));
   std::mt19937_64 rng(7);
   std::vector<int64_t> prompt(static_cast<size_t>(a.prompt_tokens));
   for (int64_t& id : prompt) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.vocab_size));
@@ -98,9 +101,9 @@ void run_generate_bench(const GenerateBenchArgs& a) {
                 static_cast<long long>(model.num_parameters()),
                 static_cast<long long>(a.prompt_tokens), static_cast<long long>(a.new_tokens));
     std::printf(
-        "a generated token reads %.1f MB (f32 weights + K/V); the read bandwidth is\n"
+        "a generated token reads %.1f MB (%s weights + f32 K/V); the read bandwidth is\n"
         "measured before each run, and %%limit is the median of the runs' limit / time\n",
-        bytes / 1e6);
+        bytes / 1e6, a.weights.c_str());
     std::printf("\n%7s %14s %10s %10s %12s %8s\n", "threads", "prompt tok/s", "ms/token", "GB/s",
                 "limit ms/tok", "%limit");
   }
@@ -124,11 +127,12 @@ void run_generate_bench(const GenerateBenchArgs& a) {
     const double prompt_rate = 1e3 * static_cast<double>(a.prompt_tokens) / p_ms;
     if (a.json) {
       std::printf(
-          "{\"model\": \"%s\", \"parameters\": %lld, \"prompt_tokens\": %lld, \"new_tokens\": "
+          "{\"model\": \"%s\", \"weights\": \"%s\", \"parameters\": %lld, \"prompt_tokens\": %lld, "
+          "\"new_tokens\": "
           "%lld, \"threads\": %d, \"prompt_tokens_per_s\": %.1f, \"ms_per_token\": %.3f, "
           "\"bytes_per_token\": %.0f, \"bandwidth_gbps\": %.2f, \"limit_ms_per_token\": %.3f, "
           "\"fraction_of_limit\": %.3f}\n",
-          a.model.empty() ? a.shape.c_str() : a.model.c_str(),
+          a.model.empty() ? a.shape.c_str() : a.model.c_str(), a.weights.c_str(),
           static_cast<long long>(model.num_parameters()), static_cast<long long>(a.prompt_tokens),
           static_cast<long long>(a.new_tokens), threads, prompt_rate, t_ms, bytes, bandwidth,
           limit_ms, median(fraction));
@@ -161,6 +165,10 @@ void add_bench_generate_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--new-tokens", a->new_tokens, "tokens generated after the prompt")
       ->check(non_negative())
+      ->capture_default_str();
+  cmd->add_option("--weights", a->weights,
+                  "f32, or bf16: the matrices kept in bfloat16 (half the bytes per token)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "thread counts, e.g. --threads 1,2 (default: 1 and all)")
       ->delimiter(',')

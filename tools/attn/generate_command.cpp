@@ -17,7 +17,7 @@ namespace attn::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, model, prompt, prompt_file;
+  std::string checkpoint, model, prompt, prompt_file, weights = "f32";
   GenerateOptions options;
   int64_t num_samples = 1;
   bool no_cache = false, stats = false;
@@ -73,11 +73,14 @@ void run_generate(GenerateArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
   ATTN_CHECK(args.checkpoint.empty() != args.model.empty(),
              "give one of --checkpoint (a model of attn train) or --model (GPT-2's files)");
+  const WeightsDtype weights = weights_dtype_from_string(args.weights);
   if (!args.model.empty()) {
-    const HfGpt2 gpt2 = load_hf_gpt2(args.model);
+    HfGpt2 gpt2 = load_hf_gpt2(args.model);
+    gpt2.model.set_weights_dtype(weights);
     return generate_with(gpt2.model, gpt2.tokenizer, args);
   }
-  const Checkpoint ckpt = load_checkpoint(args.checkpoint);
+  Checkpoint ckpt = load_checkpoint(args.checkpoint);
+  ckpt.model.set_weights_dtype(weights);
   generate_with(ckpt.model, ckpt.tokenizer, args);
 }
 
@@ -128,6 +131,11 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", a.options.seed, "sampling seed: the same seed gives the same text")
       ->check(unsigned_integer())
+      ->capture_default_str();
+  cmd->add_option("--weights", a.weights,
+                  "f32, or bf16: the matrices kept in bfloat16 — half the memory and half the\n"
+                  "bytes read per token, at bf16's 8-bit precision")
+      ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--no-cache", a.no_cache,
                 "re-run the whole window for every token (slow; for comparison)");

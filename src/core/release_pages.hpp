@@ -1,0 +1,14 @@
+// Handing memory inside a live block back to the system (storage.cpp). Internal.
+#pragma once
+
+#include <cstddef>
+
+namespace attn::detail {
+
+// Returns the whole pages inside [begin, begin + bytes) to the system (madvise DONTNEED): they
+// stop counting in the process's memory and read as zeros if touched again. The block stays
+// allocated; the partial pages at either end keep their contents. Returns the bytes released
+// (0 where the system refuses).
+size_t release_pages(void* begin, size_t bytes) noexcept;
+
+}  // namespace attn::detail

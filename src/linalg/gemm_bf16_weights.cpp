@@ -1,0 +1,72 @@
+// See gemm_bf16.hpp: products with a weight matrix kept in bfloat16, split over the threads as
+// the float products are (gemm_split.hpp).
+#include <algorithm>
+
+#include "attn/error.hpp"
+#include "src/kernels/gemv.hpp"
+#include "src/linalg/gemm_bf16.hpp"
+#include "src/linalg/gemm_split.hpp"
+#include "src/linalg/onednn_library.hpp"
+
+namespace attn::detail {
+namespace {
+
+void check_sizes(bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                 int64_t ldc) {
+  ATTN_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm (bf16 weights): sizes must be >= 0, got m=", m,
+             " n=", n, " k=", k);
+  ATTN_CHECK(lda >= std::max<int64_t>(1, k) && ldb >= std::max<int64_t>(1, trans_b ? k : n) &&
+                 ldc >= std::max<int64_t>(1, n),
+             "gemm (bf16 weights): leading dimensions too small: lda=", lda, " ldb=", ldb,
+             " ldc=", ldc, " for m=", m, " n=", n, " k=", k);
+}
+
+// The block's product on this thread. One row against rows of B (a token's logits against
+// wte) is a run of dot products over whole rows of B; anything else goes to oneDNN.
+void multiply_block(const Block& x, bool trans_b, int64_t k, float alpha, const float* a,
+                    int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) {
+  const float* a_block = a + x.r0 * lda;
+  const uint16_t* b_block = trans_b ? b + x.c0 * ldb : b + x.c0;
+  float* c_block = c + x.r0 * ldc + x.c0;
+  if (x.rows == 1 && trans_b) {
+    kernels::gemv_dots(a_block, b_block, k, x.cols, ldb, alpha, beta, c_block);
+    return;
+  }
+  const OneOpenMpThread one_thread;
+  gemm_bf16_weights_one_thread('N', trans_b ? 'T' : 'N', x.rows, x.cols, k, alpha, a_block, lda,
+                               b_block, ldb, beta, c_block, ldc);
+}
+
+}  // namespace
+
+void gemm_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                       int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
+                       int64_t ldc) {
+  check_sizes(trans_b, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  if (m == 1 && !trans_b) return gemv_by_slabs(n, k, alpha, a, b, ldb, beta, c);
+  for_each_block(m, n, k, [&](const Block& x) {
+    multiply_block(x, trans_b, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  });
+}
+
+void gemm_bias_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                            int64_t lda, const uint16_t* b, int64_t ldb, const float* bias,
+                            float* c, int64_t ldc) {
+  check_sizes(trans_b, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  if (m == 1 && !trans_b) {
+    std::copy(bias, bias + n, c);
+    return gemv_by_slabs(n, k, 1.0f, a, b, ldb, 1.0f, c);
+  }
+  // Each worker writes the bias into its own block just before multiplying into it.
+  for_each_block(m, n, k, [&](const Block& x) {
+    for (int64_t r = x.r0; r < x.r0 + x.rows; ++r) {
+      std::copy(bias + x.c0, bias + x.c0 + x.cols, c + r * ldc + x.c0);
+    }
+    multiply_block(x, trans_b, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+  });
+}
+
+}  // namespace attn::detail
