@@ -531,6 +531,22 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
   EXPECT_EQ(h.status, 0) << h.err;
   EXPECT_EQ(h.out, "Hello world" + half.tokenizer.decode(half_ids) + "\n");
   expect_error("generate --model " + dir.string() + " --weights f16", "--weights: f16 not in");
+  // bench generate counts the bytes a token reads as the model holds them: bf16 matrices, wpe
+  // one row of floats, f32 K/V of 4 + 2.5 cached positions on average.
+  const CliResult bench = run("bench generate --model " + dir.string() +
+                              " --prompt-tokens 4 --new-tokens 4 --threads 1 --runs 1 --json "
+                              "--weights bf16");
+  ASSERT_EQ(bench.status, 0) << bench.err;
+  const auto field = [&](const std::string& key) {
+    const size_t at = bench.out.find("\"" + key + "\": ");
+    return at == std::string::npos ? -1.0 : std::stod(bench.out.substr(at + key.size() + 4));
+  };
+  const double expected_bytes = static_cast<double>(half.model.weight_bytes()) - 4.0 * 16 * 8 +
+                                4.0 * 8 + 2.0 * 4.0 * 1 * 8 * 6.5;
+  EXPECT_NE(bench.out.find("\"weights\": \"bf16\""), std::string::npos) << bench.out;
+  EXPECT_EQ(field("bytes_per_token"), expected_bytes) << bench.out;
+  EXPECT_GT(field("fraction_of_limit"), 0.0) << bench.out;
+  EXPECT_GT(field("bandwidth_gbps"), 0.0) << bench.out;
   expect_error("generate --model " + dir.string() + " --checkpoint x",
                "--checkpoint excludes --model");
   expect_error("generate --max-new-tokens 3", "give one of --checkpoint");

@@ -69,5 +69,34 @@ double measure_read_bandwidth_gbps(int threads) {
   return best;
 }
 
+namespace {
+constexpr int64_t kProbeChunk = int64_t{256} << 10;  // floats: 1 MiB
+}  // namespace
+
+ReadBandwidthProbe::ReadBandwidthProbe(int64_t bytes, int threads)
+    : chunks_per_pass_(std::max<int64_t>(1, (bytes / 4 + kProbeChunk - 1) / kProbeChunk)),
+      threads_(threads) {
+  const int64_t chunks = std::max(2 * chunks_per_pass_, (int64_t{128} << 20) / kProbeChunk);
+  data_.assign(static_cast<size_t>(chunks * kProbeChunk), 1.0f);
+}
+
+double ReadBandwidthProbe::pass_gbps() {
+  const int previous = num_threads();
+  set_num_threads(threads_);
+  const int64_t chunks = static_cast<int64_t>(data_.size()) / kProbeChunk, first = next_chunk_;
+  next_chunk_ = (first + chunks_per_pass_) % chunks;
+  std::vector<float> sums(static_cast<size_t>(chunks_per_pass_));
+  const auto start = std::chrono::steady_clock::now();
+  parallel_for(chunks_per_pass_, [&](int64_t i) {
+    const int64_t chunk = (first + i) % chunks;
+    sums[static_cast<size_t>(i)] =
+        HWY_DYNAMIC_DISPATCH(SumFloats)(data_.data() + chunk * kProbeChunk, kProbeChunk);
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  set_num_threads(previous);
+  return static_cast<double>(chunks_per_pass_ * kProbeChunk) * 4.0 / seconds / 1e9;
+}
+
 }  // namespace attn::cli
 #endif  // HWY_ONCE

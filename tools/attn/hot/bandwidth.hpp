@@ -2,9 +2,30 @@
 // caches.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 namespace attn::cli {
 
 // GB/s (1e9 bytes per second) reading with `threads` threads, best of a few passes.
 double measure_read_bandwidth_gbps(int threads);
+
+// Reads of the given number of bytes, one timed pass per call, from a buffer at least twice as
+// large (and at least 512 MiB), each pass starting where the last ended: a workload that
+// streams that many bytes, timed next to each pass, is set against the bandwidth of the same
+// moment (these VMs' neighbours move it by tens of percent within seconds), and neither finds
+// its bytes in the L3 (260 MiB on the Xeon) — each pass reads what the one before last did,
+// with the workload's bytes and the last pass in between.
+class ReadBandwidthProbe {
+ public:
+  ReadBandwidthProbe(int64_t bytes, int threads);
+  double pass_gbps();  // one timed pass with the threads given
+
+ private:
+  std::vector<float> data_;
+  int64_t chunks_per_pass_;
+  int64_t next_chunk_ = 0;
+  int threads_;
+};
 
 }  // namespace attn::cli
