@@ -1,4 +1,5 @@
-// Handing memory inside a live block back to the system (storage.cpp). Internal.
+// Handing memory back to the system without freeing the blocks around it (storage.cpp).
+// Internal.
 #pragma once
 
 #include <cstddef>
@@ -10,5 +11,9 @@ namespace attn::detail {
 // allocated; the partial pages at either end keep their contents. Returns the bytes released
 // (0 where the system refuses).
 size_t release_pages(void* begin, size_t bytes) noexcept;
+
+// Returns the free memory of the C library's heap to the system (glibc's malloc_trim; nothing
+// elsewhere): for after a large temporary, such as a model file's tensors once copied.
+void release_free_heap() noexcept;
 
 }  // namespace attn::detail

@@ -13,6 +13,9 @@
 //     one thread, and bimodal: each call's fresh huge pages cost more than the heap's reuse,
 //     and without the colours every tensor started on the same cache sets.
 #include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
 #include <atomic>
@@ -61,6 +64,12 @@ size_t release_pages(void* begin, size_t bytes) noexcept {
   // Private anonymous memory: the pages go back to the system, and read as zeros after.
   if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
   return last - first;
+}
+
+void release_free_heap() noexcept {
+#if defined(__GLIBC__)
+  ::malloc_trim(0);
+#endif
 }
 
 void free_storage(void* block) noexcept {
