@@ -150,10 +150,10 @@ TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {
   EXPECT_TRUE(testing::BitwiseEqual(runs[0][1], runs[1][1]));
 }
 
-// Weights kept in bfloat16 (gemm_bf16_weights): for B's bf16 values, one row gives the bits
-// attn::gemm gives on their floats (the same gemv kernels, the same order) on every SIMD
-// target, and more rows those of MatmulPrecision::kBFloat16 (A rounded the same way, the same
-// blocks and oneDNN primitive); the bias variant is the product into rows of the bias.
+// Weights kept in bfloat16 (gemm_bf16_weights): the bits attn::gemm gives on B's values as
+// floats — one row on the same gemv kernels in the same order, on every SIMD target; more rows
+// on sgemm over the same blocks, widened a piece at a time (2100 columns: pieces of 1024 and
+// the rest); the bias variant is the product into rows of the bias.
 TEST(GemmBf16Weights, EqualsTheFloatProductsOfTheSameValues) {
   testing::for_each_simd_target([](const char* target) {
     for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
@@ -162,6 +162,7 @@ TEST(GemmBf16Weights, EqualsTheFloatProductsOfTheSameValues) {
                                   {1, 1100, 260},  // three slabs over the threads
                                   {1, 4100, 70},   // past one column piece
                                   {37, 300, 64},
+                                  {37, 2100, 64},
                                   {130, 70, 33}}) {
       for (bool tb : {false, true}) {
         for (int threads : {1, 2}) {
@@ -172,8 +173,7 @@ TEST(GemmBf16Weights, EqualsTheFloatProductsOfTheSameValues) {
           std::vector<uint16_t> bits(static_cast<size_t>(b.numel()));
           kernels::round_to_bfloat16(b.data(), 1, b.numel(), b.numel(), bits.data());
           const Tensor bias = rand_normal({n}, 4);
-          const MatmulPrecision precision =
-              m == 1 ? MatmulPrecision::kFloat32 : MatmulPrecision::kBFloat16;
+          const MatmulPrecision precision = MatmulPrecision::kFloat32;
           const std::string what = std::string(target) + " " + std::to_string(m) + "x" +
                                    std::to_string(n) + "x" + std::to_string(k) +
                                    " tb=" + std::to_string(tb) +

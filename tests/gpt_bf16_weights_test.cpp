@@ -1,7 +1,6 @@
 // Gpt::set_weights_dtype(kBFloat16): the model with its matrices in bfloat16 against a float
-// model holding the same bf16 values — bit for bit where the products are the same (one row at
-// a time: decoding; more rows: the bf16 mixed-precision forward) — its greedy tokens, its
-// memory, and what it refuses.
+// model holding the same bf16 values — bit for bit, one row at a time (decoding) and many (a
+// prompt, a window) — its greedy tokens, its memory, and what it refuses.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -82,24 +81,27 @@ TEST(GptBf16Weights, DecodesBitForBitAsAFloatModelOfTheSameValues) {
   }
 }
 
-// More rows: oneDNN's bf16 products with the activations rounded, as a float model of the same
-// values computes in training precision bf16 — the same loss to the bit; and the model is still
-// the float model it came from, within bf16's rounding.
-TEST(GptBf16Weights, TheFullWindowIsTheMixedPrecisionForwardOfTheSameValues) {
+// More rows (a prompt, a window's logits): the same bits as the float model of the same values
+// too; and the model is still the float model it came from, within bf16's rounding.
+TEST(GptBf16Weights, TheFullWindowIsTheFloatForwardOfTheSameValues) {
   const GptConfig config = small(PositionKind::kLearned, 0);
   const Gpt original(config, 4);
   Gpt half(config, 4);
-  Gpt same = rounded_copy(half);
+  const Gpt same = rounded_copy(half);
   half.set_weights_dtype(WeightsDtype::kBFloat16);
-  same.set_training_precision(MatmulPrecision::kBFloat16);
   const std::vector<int64_t> ids = random_ids(2 * 20, 61, 6), targets = random_ids(2 * 20, 61, 7);
-  EXPECT_EQ(half.loss(ids, targets, 2), same.forward(ids, targets, 2));
+  EXPECT_EQ(half.loss(ids, targets, 2), same.loss(ids, targets, 2));
+  EXPECT_TRUE(testing::BitwiseEqual(half.logits(ids, 2), same.logits(ids, 2)));
+  GptCache a = half.make_cache(1), b = same.make_cache(1);
+  const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 15);
+  EXPECT_TRUE(testing::BitwiseEqual(half.decode(prompt, 1, a), same.decode(prompt, 1, b)));
   // bf16 keeps 8 bits: each product is off by about 2^-8 of its terms' size; a few layers of
   // them stay within 2 % of the largest logit here (measured: 0.22 %).
   EXPECT_TRUE(testing::RelativelyClose(half.logits(ids, 2), original.logits(ids, 2), 0.02,
                                        "bf16 weights against float"));
   const Tensor weights = half.attention_weights(std::vector<int64_t>(ids.begin(), ids.begin() + 9));
-  EXPECT_EQ(weights.shape(), (Shape{2, 4, 9, 9}));
+  EXPECT_TRUE(testing::BitwiseEqual(
+      weights, same.attention_weights(std::vector<int64_t>(ids.begin(), ids.begin() + 9))));
 }
 
 // /proc/self/statm's resident pages, in bytes.

@@ -4,7 +4,6 @@
 // making one costs far more than a product of a GPT's size.
 #include "src/linalg/gemm_bf16.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <map>
@@ -127,11 +126,20 @@ void widen(const std::vector<uint16_t>& bits, std::vector<float>& out) {
   for (size_t i = 0; i < bits.size(); ++i) out[i] = std::bit_cast<float>(uint32_t{bits[i]} << 16);
 }
 
-// C = alpha·op(A)·op(B) + beta·C for the operands already rounded into t.a and t.b, stored
-// contiguously as given.
-void multiply_rounded(ThreadState& t, char ta, char tb, int64_t m, int64_t n, int64_t k,
-                      float alpha, float beta, float* c, int64_t ldc) {
-  const int64_t a_cols = ta == 'T' ? m : k, b_cols = tb == 'T' ? k : n;
+}  // namespace
+
+void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                          float* c, int64_t ldc) {
+  ThreadState& t = thread_state();
+  // The operands as stored: A is (m, k), or (k, m) when transposed; B (k, n) or (n, k).
+  const int64_t a_rows = ta == 'T' ? k : m, a_cols = ta == 'T' ? m : k;
+  const int64_t b_rows = tb == 'T' ? n : k, b_cols = tb == 'T' ? k : n;
+  t.a.resize(static_cast<size_t>(a_rows * a_cols));
+  t.b.resize(static_cast<size_t>(b_rows * b_cols));
+  kernels::round_to_bfloat16(a, a_rows, a_cols, lda, t.a.data());
+  kernels::round_to_bfloat16(b, b_rows, b_cols, ldb, t.b.data());
+
   const OneDnn& dnnl = onednn();
   const Primitive* p =
       g_force_fallback.load() ? nullptr : &t.primitive_for({m, n, k, ta, tb, ldc, alpha, beta});
@@ -152,40 +160,6 @@ void multiply_rounded(ThreadState& t, char ta, char tb, int64_t m, int64_t n, in
       {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->weights}, {DNNL_ARG_DST, p->dst}};
   check(dnnl.primitive_execute(p->primitive, t.stream, 3, args), "primitive_execute");
   check(dnnl.stream_wait(t.stream), "stream_wait");
-}
-
-// A rounded into t.a: (m, k) as stored, or (k, m) when transposed.
-void round_a(ThreadState& t, char ta, int64_t m, int64_t k, const float* a, int64_t lda) {
-  const int64_t a_rows = ta == 'T' ? k : m, a_cols = ta == 'T' ? m : k;
-  t.a.resize(static_cast<size_t>(a_rows * a_cols));
-  kernels::round_to_bfloat16(a, a_rows, a_cols, lda, t.a.data());
-}
-
-}  // namespace
-
-void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
-                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                          float* c, int64_t ldc) {
-  ThreadState& t = thread_state();
-  round_a(t, ta, m, k, a, lda);
-  // B as stored: (k, n), or (n, k) when transposed.
-  const int64_t b_rows = tb == 'T' ? n : k, b_cols = tb == 'T' ? k : n;
-  t.b.resize(static_cast<size_t>(b_rows * b_cols));
-  kernels::round_to_bfloat16(b, b_rows, b_cols, ldb, t.b.data());
-  multiply_rounded(t, ta, tb, m, n, k, alpha, beta, c, ldc);
-}
-
-void gemm_bf16_weights_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
-                                  const float* a, int64_t lda, const uint16_t* b, int64_t ldb,
-                                  float beta, float* c, int64_t ldc) {
-  ThreadState& t = thread_state();
-  round_a(t, ta, m, k, a, lda);
-  // The block of B, copied contiguous (the primitive is made for contiguous operands).
-  const int64_t b_rows = tb == 'T' ? n : k, b_cols = tb == 'T' ? k : n;
-  t.b.resize(static_cast<size_t>(b_rows * b_cols));
-  for (int64_t r = 0; r < b_rows; ++r)
-    std::copy(b + r * ldb, b + r * ldb + b_cols, t.b.data() + r * b_cols);
-  multiply_rounded(t, ta, tb, m, n, k, alpha, beta, c, ldc);
 }
 
 bool use_bf16_fallback_for_test(bool fallback) {

@@ -1,6 +1,9 @@
 // See gemm_bf16.hpp: products with a weight matrix kept in bfloat16, split over the threads as
-// the float products are (gemm_split.hpp).
+// the float products are (gemm_split.hpp), each block computed as for float weights holding
+// the same values.
 #include <algorithm>
+#include <bit>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "src/kernels/gemv.hpp"
@@ -21,8 +24,21 @@ void check_sizes(bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int
              " ldc=", ldc, " for m=", m, " n=", n, " k=", k);
 }
 
+// Columns of B widened at a time for the float product (at most 4 MiB of floats for k = 1024).
+constexpr int64_t kWidenColumns = 1024;
+
+// bits << 16 for a (rows, cols) block of row-major bf16 with row stride ld, written contiguous.
+void widen_block(const uint16_t* bits, int64_t rows, int64_t cols, int64_t ld, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* row = bits + r * ld;
+    float* o = out + r * cols;
+    for (int64_t j = 0; j < cols; ++j) o[j] = std::bit_cast<float>(uint32_t{row[j]} << 16);
+  }
+}
+
 // The block's product on this thread. One row against rows of B (a token's logits against
-// wte) is a run of dot products over whole rows of B; anything else goes to oneDNN.
+// wte) is a run of dot products over whole rows of B. More rows: B's bf16 values widened to
+// floats, kWidenColumns columns at a time, and oneDNN's sgemm over them, as for float weights.
 void multiply_block(const Block& x, bool trans_b, int64_t k, float alpha, const float* a,
                     int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) {
@@ -33,9 +49,23 @@ void multiply_block(const Block& x, bool trans_b, int64_t k, float alpha, const 
     kernels::gemv_dots(a_block, b_block, k, x.cols, ldb, alpha, beta, c_block);
     return;
   }
+  thread_local std::vector<float> wide;
   const OneOpenMpThread one_thread;
-  gemm_bf16_weights_one_thread('N', trans_b ? 'T' : 'N', x.rows, x.cols, k, alpha, a_block, lda,
-                               b_block, ldb, beta, c_block, ldc);
+  for (int64_t j = 0; j < x.cols; j += kWidenColumns) {
+    const int64_t cols = std::min(kWidenColumns, x.cols - j);
+    wide.resize(static_cast<size_t>(cols * k));
+    // B (n, k) when transposed: the piece is `cols` whole rows; else (k, n): `cols` of each row.
+    if (trans_b) {
+      widen_block(b_block + j * ldb, cols, k, ldb, wide.data());
+    } else {
+      widen_block(b_block + j, k, cols, ldb, wide.data());
+    }
+    const dnnl_status_t status =
+        onednn().sgemm('N', trans_b ? 'T' : 'N', x.rows, cols, k, alpha, a_block, lda, wide.data(),
+                       trans_b ? k : cols, beta, c_block + j, ldc);
+    ATTN_CHECK(status == dnnl_success, "gemm (bf16 weights): oneDNN sgemm failed with status ",
+               static_cast<int>(status));
+  }
 }
 
 }  // namespace
