@@ -128,9 +128,9 @@ class Gpt {
   // every block's Wqkv, Wo, Wfc and Wproj — to bfloat16 (to nearest, ties to even) and returns
   // their float pages to the system, one matrix at a time, so memory about halves (LayerNorms,
   // biases and wpe stay float). From then on logits(), loss(), attention_weights() and decode()
-  // read the bf16 matrices: a generated token's one-row products sum the widened weights in
-  // float (the same bits as float weights holding those values), products of more rows run
-  // oneDNN's bf16 kernel (the activations rounded too). It is one way: training, saving and
+  // read the bf16 matrices, widened to the floats they stand for: the results are the bits a
+  // float model holding those values gives (a token's products read half the bytes; a
+  // prompt's widen a piece at a time for the float product). It is one way: training, saving and
   // parameters() are attn::Error after it (load the model again for them), and views of
   // parameters() taken before it read zeros where the matrices were. kFloat32 keeps a float
   // model as it is.
