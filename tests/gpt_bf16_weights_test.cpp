@@ -132,6 +132,10 @@ TEST(GptBf16Weights, HoldsHalfTheBytesAndReleasesTheFloats) {
   model.set_weights_dtype(WeightsDtype::kBFloat16);
   const double after = resident_bytes();
   EXPECT_EQ(model.weight_bytes(), floats - 2 * matrix_params);
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the resident size: ThreadSanitizer's shadow memory grows with every byte "
+                  "touched (130 -> 162 MB here), so it does not show pages released";
+#endif
   // The matrices' 4 bytes a parameter released, 2 allocated: at least 3/4 of the difference.
   EXPECT_LT(after, before - 0.75 * 2.0 * static_cast<double>(matrix_params))
       << "resident " << before / 1e6 << " MB -> " << after / 1e6 << " MB, matrices "
