@@ -98,8 +98,12 @@ void run_generate_bench(const GenerateBenchArgs& a) {
                           : gpt2_config_from_hf(read_whole_file(config_path, kMaxConfigBytes));
   ATTN_CHECK(a.prompt_tokens + a.new_tokens <= c.block_size, "--prompt-tokens + --new-tokens (",
              a.prompt_tokens + a.new_tokens, ") exceed the model's ", c.block_size, " positions");
+  // The parameters and the file's tensors (4 + 4 bytes a parameter), the KV cache, and the
+  // probe: a token's bytes (float weights and K/V at most) and 512 MiB more.
+  const double kv_bytes = 8.0 * static_cast<double>(c.n_layer * c.n_embd * c.block_size);
   check_memory(a.model.empty() ? "--shape " + a.shape : a.model,
-               8.0 * static_cast<double>(parameter_count(c)));  // parameters and the mapped file
+               12.0 * static_cast<double>(parameter_count(c)) + 2.0 * kv_bytes +
+                   static_cast<double>(kProbeExtraBytes));
   Gpt model = a.model.empty() ? Gpt(c, 1) : gpt_from_hf(a.model);
   model.set_weights_dtype(weights_dtype_from_string(a.weights));
   std::mt19937_64 rng(7);

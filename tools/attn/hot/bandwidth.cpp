@@ -76,7 +76,7 @@ constexpr int64_t kProbeChunk = int64_t{256} << 10;  // floats: 1 MiB
 ReadBandwidthProbe::ReadBandwidthProbe(int64_t bytes, int threads)
     : chunks_per_pass_(std::max<int64_t>(1, (bytes / 4 + kProbeChunk - 1) / kProbeChunk)),
       threads_(threads) {
-  const int64_t chunks = std::max(2 * chunks_per_pass_, (int64_t{128} << 20) / kProbeChunk);
+  const int64_t chunks = chunks_per_pass_ + kProbeExtraBytes / 4 / kProbeChunk;
   data_.assign(static_cast<size_t>(chunks * kProbeChunk), 1.0f);
 }
 
