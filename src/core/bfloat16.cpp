@@ -12,6 +12,4 @@ uint16_t to_bfloat16(float x) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-float from_bfloat16(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
-
 }  // namespace attn

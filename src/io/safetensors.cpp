@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
 #include "attn/files.hpp"
 #include "attn/io.hpp"
@@ -40,8 +41,6 @@ float half_to_float(uint16_t h) {
   return sign ? -magnitude : magnitude;
 }
 
-float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-
 // Bytes per element of a dtype this reader converts, or 0 for one it does not.
 int64_t element_size(const std::string& dtype) {
   if (dtype == "F32") return 4;
@@ -63,7 +62,7 @@ void convert(const char* src, const std::string& dtype, int64_t count, float* ou
     } else {
       uint16_t h;
       std::memcpy(&h, src + 2 * i, 2);
-      out[i] = dtype == "F16" ? half_to_float(h) : bf16_to_float(h);
+      out[i] = dtype == "F16" ? half_to_float(h) : from_bfloat16(h);
     }
   }
 }

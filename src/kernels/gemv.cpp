@@ -2,8 +2,9 @@
 #include "src/kernels/gemv.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
+
+#include "attn/bfloat16.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/gemv.cpp"
@@ -25,7 +26,7 @@ constexpr int64_t kLineBytes = 64;
 // The weights are float or bfloat16 (a float's top 16 bits): loaded as floats either way, so
 // the sums, their order and x are the same for both.
 inline float Widen(float w) { return w; }
-inline float Widen(uint16_t w) { return std::bit_cast<float>(uint32_t{w} << 16); }
+inline float Widen(uint16_t w) { return from_bfloat16(w); }
 
 template <class D>
 HWY_INLINE hn::Vec<D> LoadWeights(D d, const float* HWY_RESTRICT p) {

@@ -5,11 +5,11 @@
 #include "src/linalg/gemm_bf16.hpp"
 
 #include <atomic>
-#include <bit>
 #include <map>
 #include <tuple>
 #include <vector>
 
+#include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
 #include "src/kernels/bfloat16.hpp"
 #include "src/linalg/onednn_library.hpp"
@@ -120,10 +120,10 @@ ThreadState& thread_state() {
   return state;
 }
 
-// bits << 16: the rounded operand back as floats, for the fallback's float product.
+// The rounded operand back as floats, for the fallback's float product.
 void widen(const std::vector<uint16_t>& bits, std::vector<float>& out) {
   out.resize(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) out[i] = std::bit_cast<float>(uint32_t{bits[i]} << 16);
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = from_bfloat16(bits[i]);
 }
 
 }  // namespace

@@ -2,9 +2,9 @@
 // the float products are (gemm_split.hpp), each block computed as for float weights holding
 // the same values.
 #include <algorithm>
-#include <bit>
 #include <vector>
 
+#include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
 #include "src/kernels/gemv.hpp"
 #include "src/linalg/gemm_bf16.hpp"
@@ -27,12 +27,12 @@ void check_sizes(bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int
 // Columns of B widened at a time for the float product (at most 4 MiB of floats for k = 1024).
 constexpr int64_t kWidenColumns = 1024;
 
-// bits << 16 for a (rows, cols) block of row-major bf16 with row stride ld, written contiguous.
+// The floats of a (rows, cols) block of row-major bf16 with row stride ld, written contiguous.
 void widen_block(const uint16_t* bits, int64_t rows, int64_t cols, int64_t ld, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* row = bits + r * ld;
     float* o = out + r * cols;
-    for (int64_t j = 0; j < cols; ++j) o[j] = std::bit_cast<float>(uint32_t{row[j]} << 16);
+    for (int64_t j = 0; j < cols; ++j) o[j] = from_bfloat16(row[j]);
   }
 }
 

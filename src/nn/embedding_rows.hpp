@@ -3,8 +3,9 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
+
+#include "attn/bfloat16.hpp"
 
 namespace attn::nn {
 
@@ -19,7 +20,7 @@ inline void gather_rows(const uint16_t* table, const int64_t* ids, int64_t n, in
                         float* out) {
   for (int64_t i = 0; i < n; ++i) {
     const uint16_t* row = table + ids[i] * d;
-    for (int64_t e = 0; e < d; ++e) out[i * d + e] = std::bit_cast<float>(uint32_t{row[e]} << 16);
+    for (int64_t e = 0; e < d; ++e) out[i * d + e] = from_bfloat16(row[e]);
   }
 }
 
