@@ -52,16 +52,6 @@ void multiply_one_thread(MatmulPrecision precision, char ta, char tb, int64_t m,
              static_cast<int>(status));
 }
 
-// The checks both entry points make.
-void check_sizes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
-                 int64_t ldb, int64_t ldc) {
-  ATTN_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: sizes must be >= 0, got m=", m, " n=", n, " k=", k);
-  ATTN_CHECK(lda >= std::max<int64_t>(1, trans_a ? m : k) &&
-                 ldb >= std::max<int64_t>(1, trans_b ? k : n) && ldc >= std::max<int64_t>(1, n),
-             "gemm: leading dimensions too small: lda=", lda, " ldb=", ldb, " ldc=", ldc,
-             " for m=", m, " n=", n, " k=", k);
-}
-
 // The block's product on this thread: row r0 of op(A) is row r0 of A, or column r0 when A is
 // transposed; column c0 of op(B) likewise.
 void multiply_block(const Block& x, MatmulPrecision precision, char ta, char tb, int64_t k,
@@ -93,7 +83,7 @@ MatmulPrecision matmul_precision_from_string(std::string_view name) {
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
           MatmulPrecision precision) {
-  check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  detail::check_gemm_sizes("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (is_gemv(m, trans_a, trans_b, precision))
     return gemv_by_slabs(n, k, alpha, a, b, ldb, beta, c);
@@ -106,7 +96,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                int64_t lda, const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
                MatmulPrecision precision) {
-  check_sizes(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  detail::check_gemm_sizes("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (is_gemv(m, trans_a, trans_b, precision)) {
     std::copy(bias, bias + n, c);

@@ -14,16 +14,6 @@
 namespace attn::detail {
 namespace {
 
-void check_sizes(bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                 int64_t ldc) {
-  ATTN_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm (bf16 weights): sizes must be >= 0, got m=", m,
-             " n=", n, " k=", k);
-  ATTN_CHECK(lda >= std::max<int64_t>(1, k) && ldb >= std::max<int64_t>(1, trans_b ? k : n) &&
-                 ldc >= std::max<int64_t>(1, n),
-             "gemm (bf16 weights): leading dimensions too small: lda=", lda, " ldb=", ldb,
-             " ldc=", ldc, " for m=", m, " n=", n, " k=", k);
-}
-
 // Columns of B widened at a time for the float product (at most 4 MiB of floats for k = 1024).
 constexpr int64_t kWidenColumns = 1024;
 
@@ -73,7 +63,7 @@ void multiply_block(const Block& x, bool trans_b, int64_t k, float alpha, const 
 void gemm_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                        int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
                        int64_t ldc) {
-  check_sizes(trans_b, m, n, k, lda, ldb, ldc);
+  check_gemm_sizes("gemm (bf16 weights)", false, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (m == 1 && !trans_b) return gemv_by_slabs(n, k, alpha, a, b, ldb, beta, c);
   for_each_block(m, n, k, [&](const Block& x) {
@@ -84,7 +74,7 @@ void gemm_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, float alph
 void gemm_bias_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                             int64_t lda, const uint16_t* b, int64_t ldb, const float* bias,
                             float* c, int64_t ldc) {
-  check_sizes(trans_b, m, n, k, lda, ldb, ldc);
+  check_gemm_sizes("gemm (bf16 weights)", false, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (m == 1 && !trans_b) {
     std::copy(bias, bias + n, c);

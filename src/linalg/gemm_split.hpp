@@ -1,5 +1,6 @@
-// How a matrix product is shared out over the threads, for the float products (gemm.cpp) and
-// the products with bfloat16 weights (gemm_bf16_weights.cpp) alike. Internal to the library.
+// What the float products (gemm.cpp) and the products with bfloat16 weights
+// (gemm_bf16_weights.cpp) share: the argument checks, and how a product is shared out over the
+// threads. Internal to the library.
 //
 // The split depends on the shape and the machine's core count, never on set_num_threads:
 // oneDNN's blocking (and so its rounding) changes with the size of the block it is given
@@ -12,10 +13,23 @@
 #include <thread>
 #include <vector>
 
+#include "attn/error.hpp"
 #include "attn/threads.hpp"
 #include "src/kernels/gemv.hpp"
 
 namespace attn::detail {
+
+// The sizes and leading dimensions of C = alpha·op(A)·op(B) + beta·C, row-major: an
+// attn::Error starting with `what` when one is negative or a leading dimension too small.
+inline void check_gemm_sizes(const char* what, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                             int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
+  ATTN_CHECK(m >= 0 && n >= 0 && k >= 0, what, ": sizes must be >= 0, got m=", m, " n=", n,
+             " k=", k);
+  ATTN_CHECK(lda >= std::max<int64_t>(1, trans_a ? m : k) &&
+                 ldb >= std::max<int64_t>(1, trans_b ? k : n) && ldc >= std::max<int64_t>(1, n),
+             what, ": leading dimensions too small: lda=", lda, " ldb=", ldb, " ldc=", ldc,
+             " for m=", m, " n=", n, " k=", k);
+}
 
 // Below this many multiply-adds a product runs on the calling thread alone: handing it to
 // the pool would cost more than it saves.
