@@ -40,15 +40,16 @@ double ms_since(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-// Bytes a token reads when `cached` positions are in the cache: every weight once, as held
-// (wte twice: a row for the embedding, all of it for the logits; wpe, always float, one row),
-// and K and V of every cached position in every layer (f32).
-double bytes_per_token(const Gpt& model, int64_t cached) {
+// Bytes a token reads when `cached` positions are in the cache (a mean over tokens may be
+// fractional): every weight once, as held (wte twice: a row for the embedding, all of it for
+// the logits; wpe, always float, one row), and K and V of every cached position in every layer
+// (f32).
+double bytes_per_token(const Gpt& model, double cached) {
   const GptConfig& c = model.config();
   const double wpe = static_cast<double>(c.block_size * c.n_embd);
   const double weights =
       static_cast<double>(model.weight_bytes()) - 4.0 * wpe + 4.0 * static_cast<double>(c.n_embd);
-  return weights + 2.0 * 4.0 * static_cast<double>(c.n_layer * c.n_embd * cached);
+  return weights + 2.0 * 4.0 * static_cast<double>(c.n_layer * c.n_embd) * cached;
 }
 
 struct Run {
@@ -64,7 +65,7 @@ struct Run {
 Run time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t new_tokens,
               ReadBandwidthProbe* probe) {
   GptCache cache = model.make_cache(1);
-  const int64_t vocab = model.config().vocab_size, threads = num_threads();
+  const int64_t vocab = model.config().vocab_size;
   std::mt19937_64 rng(0);
   const SamplingOptions greedy{0.0f, 0, 1.0f};
   Run run;
@@ -72,8 +73,7 @@ Run time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t new_
   Tensor logits = model.decode(prompt, 1, cache);
   run.prompt_ms = ms_since(start);
   for (int64_t i = 0; i < new_tokens; ++i) {
-    const double gbps = probe ? probe->pass_gbps() : 0.0;
-    set_num_threads(static_cast<int>(threads));
+    const double gbps = probe ? probe->pass_gbps() : 0.0;  // on this run's threads too
     start = std::chrono::steady_clock::now();
     const std::span<const float> last(logits.data() + (logits.dim(1) - 1) * vocab,
                                       static_cast<size_t>(vocab));
@@ -83,7 +83,8 @@ Run time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t new_
     run.token_ms += ms / static_cast<double>(new_tokens);
     if (probe) {
       run.gbps.push_back(gbps);
-      run.fraction.push_back(bytes_per_token(model, cache.position()) / (gbps * 1e6) / ms);
+      const double bytes = bytes_per_token(model, static_cast<double>(cache.position()));
+      run.fraction.push_back(bytes / (gbps * 1e6) / ms);
     }
   }
   return run;
@@ -110,12 +111,9 @@ void run_generate_bench(const GenerateBenchArgs& a) {
   std::vector<int64_t> prompt(static_cast<size_t>(a.prompt_tokens));
   for (int64_t& id : prompt) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.vocab_size));
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
-  // The mean over the generated tokens (token i sees prompt + i + 1 positions).
-  const double bytes = bytes_per_token(model, a.prompt_tokens) +
-                       (bytes_per_token(model, a.prompt_tokens + a.new_tokens) -
-                        bytes_per_token(model, a.prompt_tokens)) *
-                           (static_cast<double>(a.new_tokens) + 1.0) /
-                           (2.0 * static_cast<double>(a.new_tokens));
+  // The mean over the generated tokens: token i sees prompt + i + 1 positions.
+  const double bytes = bytes_per_token(
+      model, static_cast<double>(a.prompt_tokens) + (static_cast<double>(a.new_tokens) + 1) / 2);
   if (!a.json) {
     std::printf("attn bench generate: %s, %lld parameters, prompt %lld tokens, then %lld\n",
                 a.model.empty() ? ("random " + a.shape).c_str() : a.model.c_str(),

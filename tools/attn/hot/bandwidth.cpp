@@ -47,55 +47,51 @@ namespace attn::cli {
 
 HWY_EXPORT(SumFloats);
 
-double measure_read_bandwidth_gbps(int threads) {
-  constexpr int64_t kFloats = int64_t{128} << 20;               // 512 MiB
-  constexpr int64_t kChunk = int64_t{256} << 10;                // 1 MiB
-  std::vector<float> data(static_cast<size_t>(kFloats), 1.0f);  // touched: no page faults below
+namespace {
+
+constexpr int64_t kChunk = int64_t{256} << 10;  // floats: 1 MiB, a task of the pool
+
+// GB/s of one read of `count` chunks of data, from chunk `first` on, wrapping at its end, with
+// `threads` threads (the previous count restored).
+double timed_pass_gbps(const std::vector<float>& data, int64_t first, int64_t count, int threads) {
   const int previous = num_threads();
   set_num_threads(threads);
-  double best = 0.0;
-  for (int pass = 0; pass < 4; ++pass) {
-    std::vector<float> sums(static_cast<size_t>(kFloats / kChunk));
-    const auto start = std::chrono::steady_clock::now();
-    parallel_for(kFloats / kChunk, [&](int64_t chunk) {
-      sums[static_cast<size_t>(chunk)] =
-          HWY_DYNAMIC_DISPATCH(SumFloats)(data.data() + chunk * kChunk, kChunk);
-    });
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, kFloats * 4.0 / seconds / 1e9);
-  }
-  set_num_threads(previous);
-  return best;
-}
-
-namespace {
-constexpr int64_t kProbeChunk = int64_t{256} << 10;  // floats: 1 MiB
-}  // namespace
-
-ReadBandwidthProbe::ReadBandwidthProbe(int64_t bytes, int threads)
-    : chunks_per_pass_(std::max<int64_t>(1, (bytes / 4 + kProbeChunk - 1) / kProbeChunk)),
-      threads_(threads) {
-  const int64_t chunks = chunks_per_pass_ + kProbeExtraBytes / 4 / kProbeChunk;
-  data_.assign(static_cast<size_t>(chunks * kProbeChunk), 1.0f);
-}
-
-double ReadBandwidthProbe::pass_gbps() {
-  const int previous = num_threads();
-  set_num_threads(threads_);
-  const int64_t chunks = static_cast<int64_t>(data_.size()) / kProbeChunk, first = next_chunk_;
-  next_chunk_ = (first + chunks_per_pass_) % chunks;
-  std::vector<float> sums(static_cast<size_t>(chunks_per_pass_));
+  const int64_t chunks = static_cast<int64_t>(data.size()) / kChunk;
+  std::vector<float> sums(static_cast<size_t>(count));
   const auto start = std::chrono::steady_clock::now();
-  parallel_for(chunks_per_pass_, [&](int64_t i) {
+  parallel_for(count, [&](int64_t i) {
     const int64_t chunk = (first + i) % chunks;
     sums[static_cast<size_t>(i)] =
-        HWY_DYNAMIC_DISPATCH(SumFloats)(data_.data() + chunk * kProbeChunk, kProbeChunk);
+        HWY_DYNAMIC_DISPATCH(SumFloats)(data.data() + chunk * kChunk, kChunk);
   });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   set_num_threads(previous);
-  return static_cast<double>(chunks_per_pass_ * kProbeChunk) * 4.0 / seconds / 1e9;
+  return static_cast<double>(count * kChunk) * 4.0 / seconds / 1e9;
+}
+
+}  // namespace
+
+double measure_read_bandwidth_gbps(int threads) {
+  constexpr int64_t kFloats = int64_t{128} << 20;               // 512 MiB
+  std::vector<float> data(static_cast<size_t>(kFloats), 1.0f);  // touched: no page faults below
+  double best = 0.0;
+  for (int pass = 0; pass < 4; ++pass) {
+    best = std::max(best, timed_pass_gbps(data, 0, kFloats / kChunk, threads));
+  }
+  return best;
+}
+
+ReadBandwidthProbe::ReadBandwidthProbe(int64_t bytes, int threads)
+    : chunks_per_pass_(std::max<int64_t>(1, (bytes / 4 + kChunk - 1) / kChunk)), threads_(threads) {
+  const int64_t chunks = chunks_per_pass_ + kProbeExtraBytes / 4 / kChunk;
+  data_.assign(static_cast<size_t>(chunks * kChunk), 1.0f);
+}
+
+double ReadBandwidthProbe::pass_gbps() {
+  const int64_t first = next_chunk_;
+  next_chunk_ = (first + chunks_per_pass_) % (static_cast<int64_t>(data_.size()) / kChunk);
+  return timed_pass_gbps(data_, first, chunks_per_pass_, threads_);
 }
 
 }  // namespace attn::cli
