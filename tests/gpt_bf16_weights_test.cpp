@@ -30,14 +30,19 @@ GptConfig small(PositionKind positions, int64_t kv_heads) {
   return c;
 }
 
+// The parameters bf16 weights hold in bf16, as the header names them: wte and the blocks'
+// four matrices.
+bool kept_in_bf16(const GptParameter& p) {
+  return p.name == "wte" || p.role == ParameterRole::kWeight ||
+         p.role == ParameterRole::kResidualProjection;
+}
+
 // A float model whose matrices hold what set_weights_dtype(kBFloat16) keeps of `model`'s.
 Gpt rounded_copy(const Gpt& model) {
   Gpt copy = Gpt::zeros(model.config());
   copy.parameters().copy_from(model.parameters());
   for (const GptParameter& p : copy.parameter_table()) {
-    const bool matrix = p.name == "wte" || p.role == ParameterRole::kWeight ||
-                        p.role == ParameterRole::kResidualProjection;
-    if (!matrix) continue;
+    if (!kept_in_bf16(p)) continue;
     Tensor view = copy.parameter(p.name);
     for (int64_t i = 0; i < view.numel(); ++i)
       view.data()[i] = from_bfloat16(to_bfloat16(view.data()[i]));
@@ -124,9 +129,7 @@ TEST(GptBf16Weights, HoldsHalfTheBytesAndReleasesTheFloats) {
   EXPECT_EQ(floats, 4 * model.num_parameters());
   int64_t matrix_params = 0;
   for (const GptParameter& p : model.parameter_table()) {
-    if (p.name == "wte" || p.role == ParameterRole::kWeight ||
-        p.role == ParameterRole::kResidualProjection)
-      matrix_params += p.shape[0] * p.shape[1];
+    if (kept_in_bf16(p)) matrix_params += p.shape[0] * p.shape[1];
   }
   const double before = resident_bytes();
   model.set_weights_dtype(WeightsDtype::kBFloat16);

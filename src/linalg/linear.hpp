@@ -17,7 +17,7 @@ void linear_forward(const float* x, const float* w, const float* bias, int64_t r
                     int64_t out, float* y, MatmulPrecision precision = MatmulPrecision::kFloat32);
 
 // The same with W kept in bfloat16 (gemm_bf16_weights: one row reads W as stored, more rows
-// run oneDNN's bf16 product).
+// widen it a piece at a time for the float product; the bits of float weights either way).
 void linear_forward(const float* x, const uint16_t* w, const float* bias, int64_t rows, int64_t in,
                     int64_t out, float* y);
 

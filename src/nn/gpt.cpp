@@ -145,11 +145,12 @@ const Tensor& Gpt::parameters() const {
 }
 
 Tensor Gpt::parameter(const std::string& name) const {
-  Tensor view = named_view(parameters_, name);
-  for (const GptParameter& p : table_) {
-    if (p.name == name && bf16_ && is_matrix(p)) check_float_weights(name.c_str());
+  if (bf16_) {  // a matrix's floats are released
+    for (const GptParameter& p : table_) {
+      if (p.name == name && is_matrix(p)) check_float_weights(name.c_str());
+    }
   }
-  return view;
+  return named_view(parameters_, name);
 }
 Tensor& Gpt::gradient_buffer() const {
   if (!gradients_.defined()) gradients_ = Tensor({parameters_.numel()});
