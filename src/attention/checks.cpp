@@ -64,8 +64,9 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const SdpaOptions& options) {
   check_shapes(q, k, v);
   const Tensor q4 = as_rank4(q), k4 = as_rank4(k);
-  AttentionDims dims{q4.dim(0), q4.dim(1), k4.dim(1), q.dim(-2),
-                     k.dim(-2), q.dim(-1), v.dim(-1), 0.0f};
+  AttentionDims dims{q4.dim(0), q4.dim(1), k4.dim(1), q.dim(-2), k.dim(-2),
+                     q.dim(-1), v.dim(-1), 0.0f,      0};
+  dims.query_position0 = causal_position(0, dims.tq, dims.tk, options.causal_align);
   dims.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(dims.d)));
   ATTN_CHECK(std::isfinite(dims.scale), "sdpa: scale must be finite, got ", dims.scale);
   ATTN_CHECK(options.window >= 0, "sdpa: window must be >= 0, got ", options.window);

@@ -13,6 +13,10 @@ namespace attn::detail {
 struct AttentionDims {
   int64_t batch, heads, kv_heads, tq, tk, d, dv;
   float scale;  // resolved: options.scale or 1/√d
+  // Causal and window: the position of query 0 counted from key 0, from options.causal_align
+  // (Tk − Tq or 0). Ring attention (src/distributed/) sets it for a piece of the sequence
+  // against a piece of keys that starts elsewhere; the fused kernels read it from here.
+  int64_t query_position0;
 };
 
 // A rank-2..4 tensor viewed as rank 4 by prepending size-1 dims (no copy).

@@ -33,7 +33,7 @@ kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4,
   p.scale = dims.scale;
   p.causal = options.causal;
   p.window = options.window;
-  p.query_position0 = causal_position(0, dims.tq, dims.tk, options.causal_align);
+  p.query_position0 = dims.query_position0;
   if (mask4.defined()) {
     p.mask = mask4.data();
     for (int i = 0; i < 4; ++i) p.mask_stride[i] = mask4.strides()[i];

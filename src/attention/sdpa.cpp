@@ -75,7 +75,7 @@ namespace {
 bool row_sees_keys(const detail::AttentionDims& dims, const SdpaOptions& options, int64_t i) {
   if (!options.mask.empty() || !options.key_lengths.empty()) return false;  // not known here
   if (!options.causal && options.window == 0) return true;
-  const int64_t p = causal_position(i, dims.tq, dims.tk, options.causal_align);
+  const int64_t p = dims.query_position0 + i;
   const int64_t last = std::min(p, dims.tk - 1);
   const int64_t first = options.window > 0 ? std::max<int64_t>(0, p - options.window + 1) : 0;
   return first <= last;
