@@ -146,13 +146,18 @@ class Gpt {
   // configured) draws its masks from dropout_seed. The matrix products of forward() and
   // backward() run in training_precision() (bf16: mixed precision, the parameters and every
   // sum stay float); logits(), loss() and decoding always run in float.
+  // first_window: the index of ids' first window in a larger batch whose rows this forward
+  // runs a slice of (data parallel), so that dropout draws the masks the whole batch would.
   float forward(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch,
-                uint64_t dropout_seed = 0);
+                uint64_t dropout_seed = 0, int64_t first_window = 0);
   void set_training_precision(MatmulPrecision precision) { training_precision_ = precision; }
   MatmulPrecision training_precision() const { return training_precision_; }
   // Second half: gradients() += loss_scale · dLoss/dθ for the last forward (loss_scale < 1
-  // averages accumulated micro-batches).
-  void backward(float loss_scale = 1.0f);
+  // averages accumulated micro-batches). final_from(o), when given, is called each time the
+  // gradients [o, num_parameters()) are final — after ln_f, after each block (the buffer holds
+  // the blocks in order, the last block's gradients are done first), and with 0 at the end —
+  // so that a data-parallel group can start summing them while the rest is computed.
+  void backward(float loss_scale = 1.0f, const std::function<void(int64_t)>& final_from = {});
   void zero_grad();
 
   // Inference (no dropout): logits (batch, T, vocab) for ids (batch, T).

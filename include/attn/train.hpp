@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +96,27 @@ struct EvalResult {
 
 struct Safetensors;  // attn/io.hpp
 
+// The processes a Trainer shares its steps with (data parallel; attn::distributed::DataParallel
+// is the MPI one). Every rank holds the same parameters and draws the same batches; rank r runs
+// windows [r·B/N, (r+1)·B/N) of each batch of B, and the group sums what the ranks computed.
+// Every call is collective: each rank makes it, in the same order.
+class TrainingGroup {
+ public:
+  virtual ~TrainingGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Element-wise sums over the ranks, in place; every rank gets the same bits.
+  virtual void sum(std::span<double> values) = 0;
+  // One backward pass's gradients, summed over the ranks in place: start_gradients, then
+  // gradients_final_from(o) as the backward pass finishes gradients [o, end) (o falls to 0),
+  // then finish_gradients, after which every element is the sum (the same bits everywhere).
+  virtual void start_gradients(std::span<float> gradients) = 0;
+  virtual void gradients_final_from(int64_t offset) = 0;
+  virtual void finish_gradients() = 0;
+  // Whether values holds the same bits on every rank (a check that the replicas agree).
+  virtual bool same_on_every_rank(std::span<const float> values) = 0;
+};
+
 class Trainer {
  public:
   // tokens: the whole corpus as ids; the first 1 − val_fraction is for training. Throws
@@ -115,6 +138,15 @@ class Trainer {
   void set_max_iters(int64_t n);
   // Batches per loss estimate; changes what evaluate() measures, never the training itself.
   void set_eval_iters(int64_t n);
+  // Shares the steps and evaluations with a group of processes (data parallel): step() runs
+  // this rank's windows of each batch and sums the gradients and the loss over the group, so
+  // every rank takes the same step, and the loss curve is a single process's up to the order
+  // of sums; evaluate() gives each rank every N-th batch. Null: a single process. attn::Error
+  // when the group is larger than batch_size (a rank would have no window).
+  void set_group(std::shared_ptr<TrainingGroup> group);
+  TrainingGroup* group() const { return group_.get(); }
+  // Whether the parameters hold the same bits on every rank of the group (true without one).
+  bool replicas_agree() const;
 
   // One safetensors file: the parameters under their names, AdamW's moments under
   // "optimizer.m.<name>" / "optimizer.v.<name>", and in the metadata the format and version,
@@ -145,6 +177,7 @@ class Trainer {
   AdamW optimizer_;
   std::mt19937_64 data_rng_;
   int64_t iteration_ = 0;
+  std::shared_ptr<TrainingGroup> group_;
 };
 
 struct Trainer::Resumed {

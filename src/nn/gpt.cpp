@@ -230,7 +230,8 @@ float Gpt::mean_cross_entropy(Activations& a, const int64_t* targets) const {
 }
 
 float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch,
-                   uint64_t dropout_seed) {
+                   uint64_t dropout_seed, int64_t first_window) {
+  ATTN_CHECK(first_window >= 0, "Gpt::forward: first_window must be >= 0, got ", first_window);
   check_float_weights("forward");
   check_ids_and_targets(ids, targets, batch, "forward");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
@@ -241,7 +242,7 @@ float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> target
   a.has_forward = false;  // until the loss is known: a failed forward leaves nothing to backward
   a.targets.assign(targets.begin(), targets.end());
   a.ids.assign(ids.begin(), ids.end());
-  a.dropout.seed(config_.dropout, dropout_seed);
+  a.dropout.seed(config_.dropout, dropout_seed, first_window * t * config_.n_embd);
   a.precision = training_precision_;
   forward_logits(ids, a);
   const float loss = mean_cross_entropy(a, a.targets.data());
@@ -296,7 +297,7 @@ Tensor Gpt::attention_weights(std::span<const int64_t> ids) const {
   return weights;
 }
 
-void Gpt::backward(float loss_scale) {
+void Gpt::backward(float loss_scale, const std::function<void(int64_t)>& final_from) {
   ATTN_CHECK(acts_ && acts_->has_forward, "Gpt::backward: call forward(ids, targets) first");
   Activations& a = *acts_;
   a.has_forward = false;  // the probabilities become dlogits below
@@ -316,11 +317,14 @@ void Gpt::backward(float loss_scale) {
   nn::layer_norm_backward(a.d_ln.data(), x_final, params + global_.lnf_w, a.lnf_mean.data(),
                           a.lnf_rstd.data(), a.rows, c, a.d_residual.data(), grads + global_.lnf_w,
                           at_or_null(grads, global_.lnf_b));
+  // The buffer's order is wte, wpe, the blocks, ln_f: what is final grows from the end.
+  if (final_from) final_from(global_.lnf_w);
   for (int64_t l = static_cast<int64_t>(layers_.size()) - 1; l >= 0; --l) {
     const float* x =
         l == 0 ? a.encoded.data() : a.layers[static_cast<size_t>(l) - 1].residual3.data();
     nn::block_backward(config_, layers_[static_cast<size_t>(l)].at, params, grads, x,
                        a.layers[static_cast<size_t>(l)], a, l);
+    if (final_from) final_from(layers_[static_cast<size_t>(l)].at.ln1_w);
   }
   // Embeddings: the dropout mask, then the rows back to the tables, in row order.
   float* d_x = a.d_residual.data();
@@ -333,6 +337,7 @@ void Gpt::backward(float loss_scale) {
       for (int64_t e = 0; e < c; ++e) row[e] += d_x[r * c + e];
     }
   }
+  if (final_from) final_from(0);
 }
 
 }  // namespace attn

@@ -48,7 +48,8 @@ void Dropout::apply(float* x, int64_t n, DropoutSite site, int64_t layer) const 
                                      (static_cast<uint64_t>(layer) << 40));
   detail::parallel_ranges(n, 16384, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
-      const bool drop = (splitmix64(stream + static_cast<uint64_t>(i)) >> 40) < threshold;
+      const uint64_t element = static_cast<uint64_t>(first_element_ + i);
+      const bool drop = (splitmix64(stream + element) >> 40) < threshold;
       x[i] = drop ? 0.0f : x[i] * keep_scale;
     }
   });

@@ -67,16 +67,20 @@ enum class DropoutSite : uint64_t { kEmbedding = 1, kAttention = 2, kMlp = 3 };
 // thread count. Kept elements are scaled by 1/(1 − p).
 class Dropout {
  public:
-  void seed(float p, uint64_t seed) {
+  // first_element: the hash index of x[0] (a data-parallel rank that runs windows from the
+  // middle of a batch draws the masks the whole batch's forward would).
+  void seed(float p, uint64_t seed, int64_t first_element = 0) {
     p_ = p;
     seed_ = seed;
+    first_element_ = first_element;
   }
-  // x[i] *= mask[i] for i in [0, n); nothing when p = 0.
+  // x[i] *= mask[first_element + i] for i in [0, n); nothing when p = 0.
   void apply(float* x, int64_t n, DropoutSite site, int64_t layer) const;
 
  private:
   float p_ = 0.0f;
   uint64_t seed_ = 0;
+  int64_t first_element_ = 0;
 };
 
 // One block's activations, all (rows = B·T, ·) row-major.

@@ -99,35 +99,77 @@ float Trainer::learning_rate_at(int64_t iter) const {
   return learning_rate(iter, o.lr, o.min_lr, o.warmup_iters, decay);
 }
 
+void Trainer::set_group(std::shared_ptr<TrainingGroup> group) {
+  ATTN_CHECK(!group || group->size() <= options_.batch_size, "train: ", group ? group->size() : 0,
+             " processes need a batch_size of at least as many windows, got ", options_.batch_size);
+  group_ = std::move(group);
+}
+
+bool Trainer::replicas_agree() const {
+  if (!group_) return true;
+  const Tensor& p = model_.parameters();
+  return group_->same_on_every_rank({p.data(), static_cast<size_t>(p.numel())});
+}
+
 StepResult Trainer::step() {
   const TrainOptions& o = options_;
   StepResult r{iteration_, 0.0f, learning_rate_at(iteration_), 0.0f};
+  // This rank's windows of each batch: all of them in a single process.
+  const int64_t ranks = group_ ? group_->size() : 1, rank = group_ ? group_->rank() : 0;
+  const int64_t first = rank * o.batch_size / ranks;
+  const int64_t count = (rank + 1) * o.batch_size / ranks - first;
+  const int64_t t = config_.block_size;
+  // The mean over the whole batch is the rows' share of it: count/B of this rank's mean.
+  const double share = static_cast<double>(count) / static_cast<double>(o.batch_size);
   model_.zero_grad();
-  double loss = 0.0;
+  double loss = 0.0;  // this rank's share of the batches' mean losses
   for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
     const Windows w = sample(train_, o.batch_size, data_rng_);
     const uint64_t dropout_seed =
         o.seed * 1000003 + static_cast<uint64_t>(iteration_ * o.grad_accum + micro);
-    const float l = model_.forward(w.ids, w.targets, o.batch_size, dropout_seed);
-    ATTN_CHECK(std::isfinite(l), "training diverged: the loss is ", l, " at iteration ",
-               iteration_);
-    loss += l;
-    model_.backward(1.0f / static_cast<float>(o.grad_accum));
+    const std::span<const int64_t> ids(w.ids.data() + first * t, static_cast<size_t>(count * t));
+    const std::span<const int64_t> targets(w.targets.data() + first * t,
+                                           static_cast<size_t>(count * t));
+    const float l = model_.forward(ids, targets, count, dropout_seed, first);
+    // A non-finite loss is checked once it is summed, so that every rank stops together; its
+    // backward pass only spreads the NaN into gradients that are never applied.
+    loss += share * static_cast<double>(l);
+    const bool last = micro + 1 == o.grad_accum;
+    const float scale = static_cast<float>(share / static_cast<double>(o.grad_accum));
+    if (group_ && last) {
+      Tensor& g = model_.gradients();
+      group_->start_gradients({g.data(), static_cast<size_t>(g.numel())});
+      model_.backward(scale, [&](int64_t offset) { group_->gradients_final_from(offset); });
+      group_->finish_gradients();
+    } else {
+      model_.backward(scale);
+    }
   }
+  if (group_) group_->sum({&loss, 1});
   r.loss = static_cast<float>(loss / static_cast<double>(o.grad_accum));
+  ATTN_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at iteration ",
+             iteration_);
   r.grad_norm = grad_norm(model_);
   optimizer_.step(model_, r.lr, clip_scale(r.grad_norm, o.grad_clip));
   ++iteration_;
   return r;
 }
 
+// With a group, rank r computes batches r, r + N, …; each batch's loss is then summed with
+// zeros from the other ranks (exact), and the total runs in batch order: the value a single
+// process gives, to the bit.
 float Trainer::mean_loss(const std::vector<int64_t>& split, uint64_t seed) const {
+  const int64_t ranks = group_ ? group_->size() : 1, rank = group_ ? group_->rank() : 0;
   std::mt19937_64 rng(seed);  // a fresh generator: the same batches at every evaluation
-  double total = 0.0;
+  std::vector<double> losses(static_cast<size_t>(options_.eval_iters), 0.0);
   for (int64_t i = 0; i < options_.eval_iters; ++i) {
-    const Windows w = sample(split, options_.batch_size, rng);
-    total += model_.loss(w.ids, w.targets, options_.batch_size);
+    const Windows w = sample(split, options_.batch_size, rng);  // every rank draws every batch
+    if (i % ranks != rank) continue;
+    losses[static_cast<size_t>(i)] = model_.loss(w.ids, w.targets, options_.batch_size);
   }
+  if (group_) group_->sum(losses);
+  double total = 0.0;
+  for (double l : losses) total += l;
   return static_cast<float>(total / static_cast<double>(options_.eval_iters));
 }
 
