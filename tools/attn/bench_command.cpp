@@ -20,6 +20,7 @@
 #include "common.hpp"
 #include "hot/bandwidth.hpp"
 #include "hot/fma_peak.hpp"
+#include "mpi_run.hpp"
 
 namespace attn::cli {
 namespace {
@@ -196,6 +197,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_backward_command(*bench);
   add_bench_generate_command(*bench);
   add_bench_tokenizer_command(*bench);
+  add_bench_ring_command(*bench);
 
   auto dec = std::make_shared<DecodeArgs>();
   CLI::App* decode = bench->add_subcommand(

@@ -14,13 +14,16 @@
 #include "attn/version.hpp"
 #include "commands.hpp"
 #include "config_file.hpp"
+#include "mpi_run.hpp"
 
 namespace {
 
 // One readable line, whatever bytes the message quotes: a newline becomes a space, other
 // control bytes (a NUL would cut the line short) are written as \xNN.
 void print_error(const std::string& message) {
-  std::string line = "attn: error: ";
+  // In an MPI job the line names the rank (once: a library error may have named it already).
+  const std::string rank = attn::cli::error_prefix();
+  std::string line = "attn: error: " + (message.starts_with(rank) ? "" : rank);
   for (const char c : message) {
     const auto byte = static_cast<unsigned char>(c);
     if (c == '\n') {
@@ -132,8 +135,17 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);   // and the heap is not trimmed below 1 GiB of free space
 }
 
+// A command's failure: one line, and in an MPI job of several processes the job ends (the
+// others may be waiting for this one).
+int failed(const std::string& message) {
+  print_error(message);
+  attn::cli::end_job_after_error(1);
+  return 1;
+}
+
 int main(int argc, char** argv) {
   keep_freed_memory();
+  const attn::cli::MpiScope mpi(&argc, &argv);  // MPI, when mpirun started this process
   CLI::App app{
       "attn: causal multi-head attention, from the textbook formulas to the tools.\n"
       "Run 'attn demo' for the walk-through, 'attn COMMAND --help' for each command.",
@@ -183,12 +195,8 @@ int main(int argc, char** argv) {
     const std::string what = unknown.empty() ? std::string(e.what()) : "unknown option " + unknown;
     print_error(what + " (run '" + reached_command(app) + " --help')");
     return 2;
-  } catch (const attn::Error& e) {
-    print_error(e.what());
-    return 1;
   } catch (const std::exception& e) {
-    print_error(e.what());
-    return 1;
+    return failed(e.what());
   }
   return 0;
 }

@@ -19,6 +19,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "loss_plot.hpp"
+#include "mpi_run.hpp"
 #include "progress_bar.hpp"
 #include "train_report.hpp"
 
@@ -40,6 +41,8 @@ struct TrainArgs {
   bool no_bias = false, resume = false, force = false;
   std::string config;  // expanded into the arguments before parsing (config_file.hpp)
   int threads = 0;
+  DataParallelOptions parallel;  // under mpirun
+  double bucket_mb = 1.0;
 };
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
@@ -139,6 +142,27 @@ class Metrics {
   std::ofstream out_;
 };
 
+// An evaluation; in a data-parallel run also the check that every rank still holds the same
+// parameters (the gradient sums give every rank the same bits, so they cannot drift apart
+// unless something is wrong — a rank on a different CPU or library, say).
+EvalResult evaluate(const Trainer& trainer) {
+  const EvalResult e = trainer.evaluate();
+  ATTN_CHECK(trainer.replicas_agree(), "the processes' parameters differ after iteration ",
+             trainer.iteration(), "; data-parallel training needs the same attn build and CPU ",
+             "kind on every rank");
+  return e;
+}
+
+// A rank other than 0: the same steps and evaluations, nothing written or printed.
+void train_as_follower(Trainer& trainer, const TrainArgs& args) {
+  while (true) {
+    const int64_t iter = trainer.iteration();
+    if (iter % args.eval_interval == 0 || trainer.done()) evaluate(trainer);
+    if (trainer.done()) return;
+    trainer.step();
+  }
+}
+
 std::string eta(double seconds) {
   char buffer[32];
   const long s = static_cast<long>(seconds);
@@ -147,12 +171,24 @@ std::string eta(double seconds) {
 }
 
 void run_train(TrainArgs& args, const std::string& config_text) {
+  // Under mpirun: one data-parallel group of every process. Rank 0 alone checks the output
+  // directory, writes and prints (an error there ends the whole job); every rank reads the
+  // corpus (and, resuming, the checkpoint) itself.
+  args.parallel.bucket_bytes = static_cast<int64_t>(args.bucket_mb * 1048576.0);
+  const std::shared_ptr<TrainingGroup> group = training_group(args.parallel);
+  const bool lead = !group || group->rank() == 0;
   // From the start, so that a Ctrl-C while the corpus is read still ends with a checkpoint.
+  // Not under mpirun, which ends the whole job on Ctrl-C itself (resume from the last
+  // evaluation's checkpoint).
   g_interrupted = false;
-  std::signal(SIGINT, on_interrupt);
-  if (args.threads > 0) set_num_threads(args.threads);
+  if (!group) std::signal(SIGINT, on_interrupt);
+  if (args.threads > 0) {
+    set_num_threads(args.threads);
+  } else if (group) {
+    set_num_threads(threads_per_process());
+  }
   if (!args.resume) check_model_flags(args);
-  check_out_dir(args);
+  if (lead) check_out_dir(args);
   const std::string corpus = read_input(args.corpus, kMaxCorpusBytes);
   ATTN_CHECK(!corpus.empty(), "--corpus ", args.corpus, ": the corpus is empty");
   const std::string ckpt = checkpoint_path(args.out);
@@ -176,6 +212,8 @@ void run_train(TrainArgs& args, const std::string& config_text) {
     std::vector<int64_t> tokens = tokenizer->encode(corpus);
     trainer.emplace(args.model, args.train, std::move(tokens), args.train.seed);
   }
+  trainer->set_group(group);
+  if (!lead) return train_as_follower(*trainer, args);
   // Only now, with everything checked, does the run get a directory: a refused run leaves none.
   std::filesystem::create_directories(args.out);
   // Temporaries of a run killed mid-write (a checkpoint is 8 MB) go before this one writes.
@@ -190,11 +228,12 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   const bool terminal = bar.shown();
   std::printf(
       "attn train: %lld parameters (%lld layers, %lld heads, n_embd %lld, block %lld), "
-      "vocabulary %lld (%s), %zu tokens, %d threads%s%s\n",
+      "vocabulary %lld (%s), %zu tokens, %s%d threads%s%s\n",
       static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.n_layer),
       static_cast<long long>(c.n_head), static_cast<long long>(c.n_embd),
       static_cast<long long>(c.block_size), static_cast<long long>(c.vocab_size),
-      tokenizer->kind().c_str(), trainer->token_count(), num_threads(),
+      tokenizer->kind().c_str(), trainer->token_count(),
+      group ? (std::to_string(group->size()) + " processes x ").c_str() : "", num_threads(),
       o.precision == MatmulPrecision::kBFloat16 ? ", bf16 products" : "",
       args.resume ? (", resumed at iteration " + std::to_string(trainer->iteration())).c_str()
                   : "");
@@ -220,7 +259,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   while (true) {
     const int64_t iter = trainer->iteration();
     if (iter % args.eval_interval == 0 || trainer->done()) {
-      const EvalResult e = trainer->evaluate();
+      const EvalResult e = evaluate(*trainer);
       metrics.evaluation(iter, e, trainer->learning_rate_at(iter));
       report.evaluation(iter, e);
       bar.clear();
@@ -268,6 +307,12 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   std::printf("done: %lld iterations, %s; wrote %s, %s/metrics.csv, %s/loss.svg, %s/report.html\n",
               static_cast<long long>(trainer->iteration()), pace, ckpt.c_str(), args.out.c_str(),
               args.out.c_str(), args.out.c_str());
+  if (group && timed_steps > 0) {
+    std::printf("gradient sums: %lld buckets; the steps waited %.1f ms/iter for them (%.1f %%)\n",
+                static_cast<long long>(gradient_buckets()),
+                1e3 * gradient_wait_seconds() / static_cast<double>(timed_steps),
+                100.0 * gradient_wait_seconds() / train_seconds);
+  }
 }
 
 }  // namespace
@@ -388,6 +433,15 @@ void add_train_command(CLI::App& app) {
       ->check(unsigned_integer())
       ->capture_default_str();
   add_threads_option(*cmd, a.threads);
+  cmd->add_option("--mpi-timeout", a.parallel.timeout_seconds,
+                  "under mpirun: seconds a rank waits for the others before it ends the job (a "
+                  "rank died or hangs)")
+      ->check(positive())
+      ->capture_default_str();
+  cmd->add_option("--bucket-mb", a.bucket_mb,
+                  "under mpirun: MiB of gradients summed per bucket while the backward pass runs")
+      ->check(in_range(0.001, 1024))
+      ->capture_default_str();
   cmd->callback([args, cmd] { run_train(*args, cmd->config_to_str(true, false)); });
 }
 

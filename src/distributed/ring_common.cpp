@@ -1,0 +1,155 @@
+// The checks, run layout and buffers of ring attention (ring_common.hpp).
+#include "src/distributed/ring_common.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <climits>
+#include <cstring>
+#include <limits>
+
+#include "attn/error.hpp"
+#include "attn/threads.hpp"
+
+namespace attn::distributed::detail {
+namespace {
+
+// What every rank must agree on, folded into one number (FNV-1a over the values).
+int64_t signature(const Tensor& q, const Tensor& k, const Tensor& v, const RingOptions& o) {
+  std::vector<int64_t> values = {q.rank(),           q.dim(-1),
+                                 v.dim(-1),          o.attention.causal ? 1 : 0,
+                                 o.attention.window, static_cast<int64_t>(o.layout)};
+  for (const Tensor* t : {&q, &k}) {
+    for (int i = 0; i + 2 < t->rank(); ++i) values.push_back(t->dim(i));
+  }
+  const float scale = o.attention.scale.value_or(0.0f);
+  values.push_back(std::bit_cast<int32_t>(scale));
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int64_t x : values) {
+    h ^= static_cast<uint64_t>(x);
+    h *= 0x100000001b3ull;
+  }
+  return static_cast<int64_t>(h);
+}
+
+// The checks of this rank's own arguments; "" when they pass.
+std::string local_problem(const Tensor& q, const Tensor& k, const Tensor& v, const RingOptions& o) {
+  try {
+    ATTN_CHECK(o.attention.mask.empty() && o.attention.key_lengths.empty(),
+               "ring_sdpa: an explicit mask or key_lengths cannot be used (no rank holds the ",
+               "whole score matrix); causal and window can");
+    attn::detail::check_attention(q, k, v, o.attention);
+    ATTN_CHECK(q.dim(-2) == k.dim(-2), "ring_sdpa: q and k must hold the same rows of one ",
+               "sequence, got q ", q.shape_string(), " and k ", k.shape_string());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+RingLayout check_ring(const Communicator& comm, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const RingOptions& options) {
+  // A rank whose own arguments fail must not leave the others waiting in a collective: every
+  // rank learns whether any failed, and all throw.
+  const std::string problem = local_problem(q, k, v, options);
+  if (comm.any(!problem.empty())) {
+    if (!problem.empty()) throw Error(problem);
+    throw Error("ring_sdpa: another rank's arguments are wrong (its error names them)");
+  }
+  const std::vector<int64_t> signatures = comm.gather_all(signature(q, k, v, options));
+  for (size_t r = 1; r < signatures.size(); ++r) {
+    ATTN_CHECK(signatures[r] == signatures[0], "ring_sdpa: rank ", r, " and rank 0 differ in ",
+               "the leading dims, widths or options of q, k, v (only the rows may differ)");
+  }
+  RingLayout layout;
+  layout.rows = comm.gather_all(q.dim(-2));
+  for (int64_t rows : layout.rows) layout.t += rows;
+  const int n = comm.size();
+  for (int r = 0; r < n; ++r) {
+    layout.runs.push_back(sequence_runs(layout.t, n, r, options.layout));
+    int64_t expected = 0;
+    for (const SequenceRun& run : layout.runs.back()) expected += run.length();
+    ATTN_CHECK(layout.rows[static_cast<size_t>(r)] == expected, "ring_sdpa: rank ", r, " holds ",
+               layout.rows[static_cast<size_t>(r)], " rows; its ", to_string(options.layout),
+               " share of the ", layout.t, " positions is ", expected, " (see shard_sequence)");
+  }
+  layout.next = (comm.rank() + 1) % n;
+  layout.previous = (comm.rank() + n - 1) % n;
+  return layout;
+}
+
+Tensor rows_of(const Tensor& t, int64_t first, int64_t count) {
+  Shape shape = t.shape();
+  shape[shape.size() - 2] = count;
+  return t.as_strided(shape, t.strides(), first * t.strides()[t.strides().size() - 2]);
+}
+
+std::optional<int64_t> query_position0(const SequenceRun& queries, const SequenceRun& keys,
+                                       const SdpaOptions& options) {
+  if (!options.causal && options.window == 0) return 0;
+  // Key j is seen by query p when p − window < j ≤ p: by some query of the run unless every
+  // key comes after the last query or before the first query's window.
+  if (keys.begin > queries.end - 1) return std::nullopt;
+  if (options.window > 0 && keys.end - 1 <= queries.begin - options.window) return std::nullopt;
+  return queries.begin - keys.begin;
+}
+
+namespace {
+
+Shape with_rows(Shape shape, int64_t rows) {
+  shape[shape.size() - 2] = rows;
+  return shape;
+}
+
+}  // namespace
+
+KeysValuesBuffer::KeysValuesBuffer(const Tensor& k, const Tensor& v, const RingLayout& layout)
+    : k_shape_(k.shape()), v_shape_(v.shape()), rows_(layout.rows) {
+  const int64_t most = *std::max_element(rows_.begin(), rows_.end());
+  const int64_t row_floats = k.numel() / k.dim(-2) + v.numel() / v.dim(-2);
+  buffer_ = Tensor({most * row_floats});
+}
+
+Tensor KeysValuesBuffer::keys(int owner) const {
+  const Shape shape = with_rows(k_shape_, rows_[static_cast<size_t>(owner)]);
+  return buffer_.as_strided(shape, contiguous_strides(shape), 0);
+}
+
+Tensor KeysValuesBuffer::values(int owner) const {
+  const Shape shape = with_rows(v_shape_, rows_[static_cast<size_t>(owner)]);
+  return buffer_.as_strided(shape, contiguous_strides(shape), keys(owner).numel());
+}
+
+int64_t KeysValuesBuffer::floats(int owner) const {
+  return keys(owner).numel() + values(owner).numel();
+}
+
+void KeysValuesBuffer::fill(int owner, const Tensor& k, const Tensor& v) {
+  keys(owner).copy_from(k);
+  values(owner).copy_from(v);
+}
+
+// Over the rows of rank-4 views: each (batch, head) pair's rows are one task.
+void add_into(const Tensor& dst, const Tensor& src) {
+  const Tensor d4 = attn::detail::as_rank4(dst), s4 = attn::detail::as_rank4(src);
+  const int64_t heads = d4.dim(1), rows = d4.dim(2), width = d4.dim(3);
+  parallel_for(d4.dim(0) * heads, [&](int64_t bh) {
+    const int64_t b = bh / heads, h = bh % heads;
+    float* to = const_cast<float*>(d4.data()) + b * d4.strides()[0] + h * d4.strides()[1];
+    const float* from = s4.data() + b * s4.strides()[0] + h * s4.strides()[1];
+    for (int64_t i = 0; i < rows; ++i) {
+      float* row = to + i * d4.strides()[2];
+      const float* add = from + i * s4.strides()[2];
+      for (int64_t e = 0; e < width; ++e) row[e] += add[e];
+    }
+  });
+}
+
+int message_count(int64_t n, const char* what) {
+  ATTN_CHECK(n <= INT_MAX, "ring_sdpa: ", what, " of ", n, " floats is more than one MPI ",
+             "message carries (", INT_MAX, "); use more ranks");
+  return static_cast<int>(n);
+}
+
+}  // namespace attn::distributed::detail

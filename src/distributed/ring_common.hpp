@@ -1,0 +1,70 @@
+// What the ring attention forward (ring_sdpa.cpp) and backward (ring_sdpa_backward.cpp)
+// share: the argument checks every rank runs alike, where each rank's rows sit in the
+// sequence, which run of queries sees which run of keys, and the buffers K/V travel in.
+// Internal to attn::distributed.
+//
+// Legend: N ranks, rank r; T the whole sequence, Tr a rank's rows (runs back to back);
+// (…) the leading dims of Q (B, H) or of K/V (B, Hkv); d the query/key width, dv V's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "attn/distributed.hpp"
+#include "src/attention/checks.hpp"
+
+namespace attn::distributed::detail {
+
+// Message tags: K/V on their way round, dK/dV on theirs.
+constexpr int kTagKeysValues = 11;
+constexpr int kTagGradients = 12;
+
+// Every rank's runs of the sequence, from the rows each holds.
+struct RingLayout {
+  int64_t t = 0;                               // the whole sequence
+  std::vector<std::vector<SequenceRun>> runs;  // [rank] → its runs, in row order
+  std::vector<int64_t> rows;                   // [rank] → Tr
+  int next = 0, previous = 0;                  // the ranks K/V go to and come from
+};
+
+// Checks q, k, v and the options as attn::sdpa does, and across the ranks: the same leading
+// dims, widths and options everywhere, q and k of the same rows, every rank's rows what its
+// layout gives it. The same attn::Error on every rank when anything is off.
+RingLayout check_ring(const Communicator& comm, const Tensor& q, const Tensor& k, const Tensor& v,
+                      const RingOptions& options);
+
+// Rows [first, first + count) of t along dim −2, as a view.
+Tensor rows_of(const Tensor& t, int64_t first, int64_t count);
+
+// The attention of a run of queries on a run of keys: nullopt when no query of the run sees
+// any key of the other, else the position of the first query counted from the first key
+// (AttentionDims::query_position0) under options' causal and window (0 when not causal).
+std::optional<int64_t> query_position0(const SequenceRun& queries, const SequenceRun& keys,
+                                       const SdpaOptions& options);
+
+// One rank's K and V packed back to back in one buffer, (…, Tr, d) then (…, Tr, dv), so one
+// message carries both. Sized for the largest rank; views() sees it as rank `owner`'s.
+class KeysValuesBuffer {
+ public:
+  KeysValuesBuffer(const Tensor& k, const Tensor& v, const RingLayout& layout);
+  // The floats rank `owner`'s K and V take.
+  int64_t floats(int owner) const;
+  float* data() { return buffer_.data(); }
+  void fill(int owner, const Tensor& k, const Tensor& v);
+  Tensor keys(int owner) const;
+  Tensor values(int owner) const;
+
+ private:
+  Shape k_shape_, v_shape_;  // with the T dim 1: filled in per owner
+  std::vector<int64_t> rows_;
+  Tensor buffer_;
+};
+
+// dst += src for two views of the same shape (rank 2..4, contiguous rows).
+void add_into(const Tensor& dst, const Tensor& src);
+
+// An MPI count for n floats; attn::Error past what one message can carry.
+int message_count(int64_t n, const char* what);
+
+}  // namespace attn::distributed::detail

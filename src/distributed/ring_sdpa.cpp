@@ -1,0 +1,149 @@
+// Ring attention, forward. Each rank keeps its rows of Q; the K/V rows travel round the ring,
+// one hop a step, so after N steps every query has met every key (Liu et al., "Ring Attention
+// with Blockwise Transformers", 2023). At step s rank r holds the K/V of rank (r − s) mod N,
+// and runs the fused kernel for each of its query runs against each of their key runs that it
+// can see (ring_common.hpp's query_position0: the kernel's causal mask, shifted by where the
+// two runs sit in the sequence). Each such call gives a partial output O_p and logsumexp L_p
+// of the same queries over other keys; two partials merge exactly:
+//   L = max + log(exp(L_a − max) + exp(L_b − max))
+//   O = exp(L_a − L)·O_a + exp(L_b − L)·O_b
+// (the softmax over the union of the keys, from the two normalised halves). The next step's
+// K/V is already on its way (MPI_Isend/MPI_Irecv posted before the kernel runs), and the
+// transfers are polled between the kernel calls, since MPI moves data only inside its calls.
+//
+// Cost per rank and step: the kernel on its share of the visible blocks — with the zigzag
+// layout two of its four run pairs, the same on every rank — plus one message of Tr·(d + dv)
+// floats per K/V head and batch; the merge reads and writes O once per visible pair.
+#include <cmath>
+#include <limits>
+
+#include "attn/distributed.hpp"
+#include "attn/error.hpp"
+#include "attn/threads.hpp"
+#include "src/attention/fused.hpp"
+#include "src/distributed/ring_common.hpp"
+
+namespace attn::distributed {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// (…, Tr) seen as (…, Tr, 1), so that the row views of ring_common apply to it.
+Tensor as_column(const Tensor& lse) {
+  Shape shape = lse.shape(), strides = lse.strides();
+  shape.push_back(1);
+  strides.push_back(1);
+  return lse.as_strided(shape, strides, 0);
+}
+
+// Merges a partial result (out, lse) of some queries into the running one (acc_out,
+// acc_lse) of the same queries: all four rank-4 views, lse (…, rows, 1). A running logsumexp
+// of −inf holds no key yet; a partial one of +inf saw none (attn::sdpa's convention).
+void merge_partial(const Tensor& acc_out, const Tensor& acc_lse, const Tensor& out,
+                   const Tensor& lse) {
+  const Tensor ao = attn::detail::as_rank4(acc_out), al = attn::detail::as_rank4(acc_lse);
+  const Tensor po = attn::detail::as_rank4(out), pl = attn::detail::as_rank4(lse);
+  const int64_t heads = ao.dim(1), rows = ao.dim(2), width = ao.dim(3);
+  parallel_for(ao.dim(0) * heads, [&](int64_t bh) {
+    const int64_t b = bh / heads, h = bh % heads;
+    for (int64_t i = 0; i < rows; ++i) {
+      const float l_b = pl.data()[b * pl.strides()[0] + h * pl.strides()[1] + i * pl.strides()[2]];
+      if (l_b == kInf) continue;  // the partial saw no key
+      float& l_a = const_cast<float*>(
+          al.data())[b * al.strides()[0] + h * al.strides()[1] + i * al.strides()[2]];
+      float* o_a = const_cast<float*>(ao.data()) + b * ao.strides()[0] + h * ao.strides()[1] +
+                   i * ao.strides()[2];
+      const float* o_b =
+          po.data() + b * po.strides()[0] + h * po.strides()[1] + i * po.strides()[2];
+      if (l_a == -kInf) {
+        for (int64_t e = 0; e < width; ++e) o_a[e] = o_b[e];
+        l_a = l_b;
+        continue;
+      }
+      const float top = std::max(l_a, l_b);
+      const float w_a = std::exp(l_a - top), w_b = std::exp(l_b - top);
+      const float total = w_a + w_b;
+      for (int64_t e = 0; e < width; ++e) o_a[e] = (w_a * o_a[e] + w_b * o_b[e]) / total;
+      l_a = top + std::log(total);
+    }
+  });
+}
+
+// Lets MPI move the transfers in flight on (it progresses only inside its calls).
+void poke(std::vector<MPI_Request>& requests) {
+  int done = 0;
+  if (!requests.empty()) {
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+  }
+}
+
+}  // namespace
+
+SdpaResult ring_sdpa(const Communicator& comm, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const RingOptions& options) {
+  const detail::RingLayout layout = detail::check_ring(comm, q, k, v, options);
+  const int n = comm.size(), me = comm.rank();
+  const std::vector<SequenceRun>& my_runs = layout.runs[static_cast<size_t>(me)];
+
+  Shape lse_shape = q.shape();
+  lse_shape.pop_back();
+  SdpaResult result{Tensor(attn::detail::with_last_dim(q, v.dim(-1))), Tensor{},
+                    Tensor::full(lse_shape, -kInf)};
+  const Tensor lse_column = as_column(result.logsumexp);
+
+  // Two buffers: the K/V being used, and the next step's arriving.
+  detail::KeysValuesBuffer held(k, v, layout), arriving(k, v, layout);
+  held.fill(me, k, v);
+  for (int step = 0; step < n; ++step) {
+    const int owner = (me - step + n) % n;  // whose K/V this rank holds now
+    std::vector<MPI_Request> transfers;
+    if (step + 1 < n) {
+      const int incoming = (owner - 1 + n) % n;
+      transfers.resize(2);
+      MPI_Irecv(arriving.data(), detail::message_count(arriving.floats(incoming), "K/V"), MPI_FLOAT,
+                layout.previous, detail::kTagKeysValues, comm.handle(), &transfers[0]);
+      MPI_Isend(held.data(), detail::message_count(held.floats(owner), "K/V"), MPI_FLOAT,
+                layout.next, detail::kTagKeysValues, comm.handle(), &transfers[1]);
+    }
+    const Tensor keys = held.keys(owner), values = held.values(owner);
+    int64_t q_row = 0;
+    for (const SequenceRun& q_run : my_runs) {
+      int64_t k_row = 0;
+      for (const SequenceRun& k_run : layout.runs[static_cast<size_t>(owner)]) {
+        const std::optional<int64_t> position0 =
+            detail::query_position0(q_run, k_run, options.attention);
+        if (position0) {
+          const Tensor qv = detail::rows_of(q, q_row, q_run.length());
+          const Tensor kv = detail::rows_of(keys, k_row, k_run.length());
+          const Tensor vv = detail::rows_of(values, k_row, k_run.length());
+          attn::detail::AttentionDims dims =
+              attn::detail::check_attention(qv, kv, vv, options.attention);
+          dims.query_position0 = *position0;
+          Shape part_lse_shape = qv.shape();
+          part_lse_shape.back() = 1;
+          SdpaResult part{Tensor(attn::detail::with_last_dim(qv, dims.dv)), Tensor{},
+                          Tensor(part_lse_shape)};
+          attn::detail::sdpa_into(dims, qv, kv, vv, options.attention, part.output,
+                                  part.logsumexp.data());
+          poke(transfers);
+          merge_partial(detail::rows_of(result.output, q_row, q_run.length()),
+                        detail::rows_of(lse_column, q_row, q_run.length()), part.output,
+                        part.logsumexp);
+        }
+        k_row += k_run.length();
+      }
+      q_row += q_run.length();
+    }
+    comm.wait(transfers, "ring attention's K/V transfer");
+    std::swap(held, arriving);
+  }
+  // Every query sees at least itself; a logsumexp still −inf or NaN means scores past float's
+  // range or an input that is not finite — on some rank, so all of them say so.
+  bool bad = false;
+  for (const float l : result.logsumexp.to_vector()) bad = bad || !std::isfinite(l);
+  ATTN_CHECK(!comm.any(bad), "ring_sdpa: the scores overflow float32 or an input is not finite ",
+             "(on some rank); scale q or k down");
+  return result;
+}
+
+}  // namespace attn::distributed

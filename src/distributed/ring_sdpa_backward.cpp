@@ -1,0 +1,156 @@
+// Ring attention, backward. The fused backward needs, for a block of queries and keys, the
+// block's weights P = exp(S − L) and D = rowsum(dO ∘ O) (include/attn/sdpa_backward.hpp);
+// with the final O and L of the forward, both are the whole sequence's, so the blocks a rank
+// sees add up to the exact gradients:
+//   dQ_i  = Σ over the K/V runs query run i sees of its block's dQ    (stays on the rank)
+//   dK_j, dV_j = Σ over the query runs that see key run j of their blocks' dK, dV
+// The K/V go round the ring as in the forward, and with them an accumulator of their dK/dV:
+// at step s rank r adds its blocks' share to the accumulator of rank (r − s) mod N's keys and
+// passes it on; after the last step one more hop brings each accumulator home, complete.
+// The next K/V are already on their way while the kernel runs; the accumulator can only go
+// once this rank's share is in it.
+#include "attn/distributed.hpp"
+#include "attn/error.hpp"
+#include "src/attention/fused.hpp"
+#include "src/distributed/ring_common.hpp"
+
+namespace attn::distributed {
+namespace {
+
+// A rank's dK and dV packed back to back, as KeysValuesBuffer packs K and V: the
+// accumulator that travels with them.
+using GradientBuffer = detail::KeysValuesBuffer;
+
+// A contiguous copy of lse's entries for rows [first, first + count): (…, count).
+Tensor lse_rows(const Tensor& lse, int64_t first, int64_t count) {
+  Shape shape = lse.shape();
+  shape.back() = count;
+  return lse.as_strided(shape, lse.strides(), first).clone();
+}
+
+// This rank's blocks against the K/V of `owner`: dq += their dQ, and their dK, dV added to
+// the accumulator of owner's keys.
+void add_blocks(const detail::RingLayout& layout, int me, int owner, const Tensor& q,
+                const Tensor& keys, const Tensor& values, const Tensor& out, const Tensor& lse,
+                const Tensor& d_out, const SdpaOptions& options, const Tensor& dq,
+                const Tensor& dk_sum, const Tensor& dv_sum) {
+  int64_t q_row = 0;
+  for (const SequenceRun& q_run : layout.runs[static_cast<size_t>(me)]) {
+    int64_t k_row = 0;
+    for (const SequenceRun& k_run : layout.runs[static_cast<size_t>(owner)]) {
+      const std::optional<int64_t> position0 = detail::query_position0(q_run, k_run, options);
+      if (position0) {
+        const Tensor qv = detail::rows_of(q, q_row, q_run.length());
+        const Tensor kv = detail::rows_of(keys, k_row, k_run.length());
+        const Tensor vv = detail::rows_of(values, k_row, k_run.length());
+        attn::detail::AttentionDims dims = attn::detail::check_attention(qv, kv, vv, options);
+        dims.query_position0 = *position0;
+        const Tensor block_lse = lse_rows(lse, q_row, q_run.length());
+        const Tensor dq_block(qv.shape()), dk_block(kv.shape()), dv_block(vv.shape());
+        attn::detail::sdpa_backward_into(
+            dims, qv, kv, vv, detail::rows_of(out, q_row, q_run.length()), block_lse.data(),
+            detail::rows_of(d_out, q_row, q_run.length()), options, dq_block, dk_block, dv_block);
+        detail::add_into(detail::rows_of(dq, q_row, q_run.length()), dq_block);
+        detail::add_into(detail::rows_of(dk_sum, k_row, k_run.length()), dk_block);
+        detail::add_into(detail::rows_of(dv_sum, k_row, k_run.length()), dv_block);
+      }
+      k_row += k_run.length();
+    }
+    q_row += q_run.length();
+  }
+}
+
+void check_forward_results(const Tensor& q, const Tensor& v, const Tensor& out,
+                           const Tensor& logsumexp, const Tensor& d_out) {
+  const Shape out_shape = attn::detail::with_last_dim(q, v.dim(-1));
+  Shape lse_shape = q.shape();
+  lse_shape.pop_back();
+  ATTN_CHECK(out.defined() && out.shape() == out_shape, "ring_sdpa_backward: out must be ",
+             attn::to_string(out_shape), " (what ring_sdpa returned)");
+  ATTN_CHECK(d_out.defined() && d_out.shape() == out_shape, "ring_sdpa_backward: d_out must be ",
+             attn::to_string(out_shape), ", out's shape");
+  ATTN_CHECK(logsumexp.defined() && logsumexp.shape() == lse_shape && logsumexp.is_contiguous(),
+             "ring_sdpa_backward: logsumexp must be ", attn::to_string(lse_shape),
+             ", contiguous (what ring_sdpa returned)");
+}
+
+}  // namespace
+
+SdpaGradients ring_sdpa_backward(const Communicator& comm, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& out, const Tensor& logsumexp,
+                                 const Tensor& d_out, const RingOptions& options) {
+  std::string problem;
+  try {
+    check_forward_results(q, v, out, logsumexp, d_out);
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  if (comm.any(!problem.empty())) {
+    throw Error(problem.empty() ? "ring_sdpa_backward: another rank's arguments are wrong (its "
+                                  "error names them)"
+                                : problem);
+  }
+  const detail::RingLayout layout = detail::check_ring(comm, q, k, v, options);
+  const int n = comm.size(), me = comm.rank();
+  const Tensor out_c = out.contiguous(), d_out_c = d_out.contiguous();
+
+  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape())};
+  detail::KeysValuesBuffer held(k, v, layout), arriving(k, v, layout);
+  held.fill(me, k, v);
+  // The accumulators this rank adds to and sends on — two, used in turn, so that a send may
+  // still be under way while the next step computes — and the one it receives.
+  GradientBuffer sum_out[2] = {GradientBuffer(k, v, layout), GradientBuffer(k, v, layout)};
+  GradientBuffer sum_in(k, v, layout);
+  MPI_Request sum_sent[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  for (int step = 0; step < n; ++step) {
+    const int owner = (me - step + n) % n;
+    std::vector<MPI_Request> transfers;
+    if (step + 1 < n) {
+      transfers.resize(2);
+      MPI_Irecv(arriving.data(), detail::message_count(arriving.floats((owner - 1 + n) % n), "K/V"),
+                MPI_FLOAT, layout.previous, detail::kTagKeysValues, comm.handle(), &transfers[0]);
+      MPI_Isend(held.data(), detail::message_count(held.floats(owner), "K/V"), MPI_FLOAT,
+                layout.next, detail::kTagKeysValues, comm.handle(), &transfers[1]);
+    }
+    // The accumulator of owner's keys comes from the previous rank, which had them last step.
+    MPI_Request sum_received = MPI_REQUEST_NULL;
+    if (step > 0) {
+      MPI_Irecv(sum_in.data(), detail::message_count(sum_in.floats(owner), "dK/dV"), MPI_FLOAT,
+                layout.previous, detail::kTagGradients, comm.handle(), &sum_received);
+    }
+    // This step's blocks into a fresh share, once the send from it two steps ago is done.
+    GradientBuffer& share = sum_out[step % 2];
+    comm.wait({&sum_sent[step % 2], 1}, "ring attention's dK/dV transfer");
+    Tensor dk_share = share.keys(owner), dv_share = share.values(owner);
+    std::fill(dk_share.data(), dk_share.data() + dk_share.numel(), 0.0f);
+    std::fill(dv_share.data(), dv_share.data() + dv_share.numel(), 0.0f);
+    add_blocks(layout, me, owner, q, held.keys(owner), held.values(owner), out_c, logsumexp,
+               d_out_c, options.attention, grads.dq, dk_share, dv_share);
+    if (step > 0) {
+      comm.wait({&sum_received, 1}, "ring attention's dK/dV transfer");
+      detail::add_into(dk_share, sum_in.keys(owner));
+      detail::add_into(dv_share, sum_in.values(owner));
+    }
+    if (n > 1) {
+      MPI_Isend(share.data(), detail::message_count(share.floats(owner), "dK/dV"), MPI_FLOAT,
+                layout.next, detail::kTagGradients, comm.handle(), &sum_sent[step % 2]);
+    } else {
+      grads.dk.copy_from(dk_share);
+      grads.dv.copy_from(dv_share);
+    }
+    comm.wait(transfers, "ring attention's K/V transfer");
+    std::swap(held, arriving);
+  }
+  if (n > 1) {  // the last hop: this rank's own accumulator, complete
+    MPI_Request home = MPI_REQUEST_NULL;
+    MPI_Irecv(sum_in.data(), detail::message_count(sum_in.floats(me), "dK/dV"), MPI_FLOAT,
+              layout.previous, detail::kTagGradients, comm.handle(), &home);
+    MPI_Request last[3] = {home, sum_sent[0], sum_sent[1]};
+    comm.wait(last, "ring attention's dK/dV transfer");
+    grads.dk.copy_from(sum_in.keys(me));
+    grads.dv.copy_from(sum_in.values(me));
+  }
+  return grads;
+}
+
+}  // namespace attn::distributed

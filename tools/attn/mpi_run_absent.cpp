@@ -1,0 +1,45 @@
+// The MPI glue of the CLI when attn is built without MPI (mpi_run.hpp).
+#include <cstdlib>
+
+#include "attn/error.hpp"
+#include "mpi_run.hpp"
+
+namespace attn::cli {
+namespace {
+
+bool launched() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+constexpr char kWithout[] =
+    "this attn was built without MPI; install Open MPI (libopenmpi-dev, openmpi-bin: "
+    "scripts/bootstrap does) and build again";
+
+}  // namespace
+
+MpiScope::MpiScope(int*, char***) {}
+MpiScope::~MpiScope() = default;
+int mpi_rank() { return 0; }
+int mpi_size() { return 1; }
+void end_job_after_error(int) {}
+std::string error_prefix() { return ""; }
+
+std::shared_ptr<TrainingGroup> training_group(const DataParallelOptions&) {
+  ATTN_CHECK(!launched(), "started by mpirun, but ", kWithout);
+  return nullptr;
+}
+
+int threads_per_process() { return 0; }  // the library's default
+double gradient_wait_seconds() { return 0.0; }
+int64_t gradient_buckets() { return 0; }
+
+void add_bench_ring_command(CLI::App& bench) {
+  bench.add_subcommand("ring", "ring attention over MPI (not in this build)")->callback([] {
+    throw Error(std::string("attn bench ring: ") + kWithout);
+  });
+}
+
+}  // namespace attn::cli
