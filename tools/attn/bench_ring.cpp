@@ -44,6 +44,11 @@ void run_bench_ring(const RingBenchArgs& a) {
   const distributed::Communicator comm(MPI_COMM_WORLD, a.timeout);
   const int n = comm.size(), me = comm.rank();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The one-process baseline needs every core: a rank mpirun bound to one would time half a
+  // machine (mpirun binds each rank to a core by default for -np 2 or less).
+  ATTN_CHECK(!comm.any(cores_of_this_process() < cores), "attn bench ring: a rank is bound to ",
+             "fewer than the machine's ", cores, " cores, so the one-process baseline would ",
+             "run on part of it; run mpirun with --bind-to none");
   const int ring_threads = a.threads > 0 ? a.threads : threads_per_process();
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads,

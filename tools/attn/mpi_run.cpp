@@ -2,6 +2,7 @@
 #include "mpi_run.hpp"
 
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <memory>
@@ -58,16 +59,26 @@ std::shared_ptr<TrainingGroup> training_group(const DataParallelOptions& options
   return g_group;
 }
 
+int cores_of_this_process() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 int threads_per_process() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!g_session) return cores;
+  // mpirun binds each process to a core by default when there are at most two: then that
+  // core is all this process may use.
+  const int bound = cores_of_this_process();
   // The processes on this machine: those that share its memory.
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
   int here = 1;
   MPI_Comm_size(local, &here);
   MPI_Comm_free(&local);
-  return std::max(1, cores / here);
+  return std::max(1, std::min(bound, cores / here));
 }
 
 double gradient_wait_seconds() { return g_group ? g_group->wait_seconds() : 0.0; }

@@ -39,8 +39,12 @@ struct DataParallelOptions {
 // process (an attn::Error when attn was built without MPI). The threads of each process default
 // to the cores of its machine over the processes on it.
 std::shared_ptr<TrainingGroup> training_group(const DataParallelOptions& options);
-// The cores over the processes on this machine (at least 1); the cores outside a job.
+// The cores over the processes on this machine, and no more than this process is bound to
+// (mpirun binds each process to one core by default when there are two or fewer); at least 1.
+// The cores outside a job.
 int threads_per_process();
+// The cores this process may run on (its affinity mask).
+int cores_of_this_process();
 // Seconds the last group's gradient sums kept the steps waiting, and their bucket count.
 double gradient_wait_seconds();
 int64_t gradient_buckets();
