@@ -95,6 +95,30 @@ std::optional<int64_t> query_position0(const SequenceRun& queries, const Sequenc
   return queries.begin - keys.begin;
 }
 
+std::vector<VisiblePair> visible_pairs(const RingLayout& layout, int me, int owner,
+                                       const SdpaOptions& options) {
+  std::vector<VisiblePair> pairs;
+  int64_t q_row = 0;
+  for (const SequenceRun& q_run : layout.runs[static_cast<size_t>(me)]) {
+    int64_t k_row = 0;
+    for (const SequenceRun& k_run : layout.runs[static_cast<size_t>(owner)]) {
+      if (const std::optional<int64_t> position0 = query_position0(q_run, k_run, options)) {
+        pairs.push_back({q_row, q_run.length(), k_row, k_run.length(), *position0});
+      }
+      k_row += k_run.length();
+    }
+    q_row += q_run.length();
+  }
+  return pairs;
+}
+
+attn::detail::AttentionDims pair_dims(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const SdpaOptions& options, const VisiblePair& pair) {
+  attn::detail::AttentionDims dims = attn::detail::check_attention(q, k, v, options);
+  dims.query_position0 = pair.query_position0;
+  return dims;
+}
+
 namespace {
 
 Shape with_rows(Shape shape, int64_t rows) {

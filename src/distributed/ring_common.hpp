@@ -43,6 +43,20 @@ Tensor rows_of(const Tensor& t, int64_t first, int64_t count);
 std::optional<int64_t> query_position0(const SequenceRun& queries, const SequenceRun& keys,
                                        const SdpaOptions& options);
 
+// A run of queries of this rank against a run of keys it holds, both as row ranges of the
+// local tensors, with the kernel's query_position0 for the pair.
+struct VisiblePair {
+  int64_t q_row, q_rows, k_row, k_rows, query_position0;
+};
+// The pairs of rank me's query runs and rank owner's key runs in which some query sees some
+// key, in row order.
+std::vector<VisiblePair> visible_pairs(const RingLayout& layout, int me, int owner,
+                                       const SdpaOptions& options);
+
+// check_attention of the pair's views, with the pair's query position.
+attn::detail::AttentionDims pair_dims(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const SdpaOptions& options, const VisiblePair& pair);
+
 // One rank's K and V packed back to back in one buffer, (…, Tr, d) then (…, Tr, dv), so one
 // message carries both. Sized for the largest rank; views() sees it as rank `owner`'s.
 class KeysValuesBuffer {

@@ -83,7 +83,6 @@ SdpaResult ring_sdpa(const Communicator& comm, const Tensor& q, const Tensor& k,
                      const RingOptions& options) {
   const detail::RingLayout layout = detail::check_ring(comm, q, k, v, options);
   const int n = comm.size(), me = comm.rank();
-  const std::vector<SequenceRun>& my_runs = layout.runs[static_cast<size_t>(me)];
 
   Shape lse_shape = q.shape();
   lse_shape.pop_back();
@@ -106,33 +105,23 @@ SdpaResult ring_sdpa(const Communicator& comm, const Tensor& q, const Tensor& k,
                 layout.next, detail::kTagKeysValues, comm.handle(), &transfers[1]);
     }
     const Tensor keys = held.keys(owner), values = held.values(owner);
-    int64_t q_row = 0;
-    for (const SequenceRun& q_run : my_runs) {
-      int64_t k_row = 0;
-      for (const SequenceRun& k_run : layout.runs[static_cast<size_t>(owner)]) {
-        const std::optional<int64_t> position0 =
-            detail::query_position0(q_run, k_run, options.attention);
-        if (position0) {
-          const Tensor qv = detail::rows_of(q, q_row, q_run.length());
-          const Tensor kv = detail::rows_of(keys, k_row, k_run.length());
-          const Tensor vv = detail::rows_of(values, k_row, k_run.length());
-          attn::detail::AttentionDims dims =
-              attn::detail::check_attention(qv, kv, vv, options.attention);
-          dims.query_position0 = *position0;
-          Shape part_lse_shape = qv.shape();
-          part_lse_shape.back() = 1;
-          SdpaResult part{Tensor(attn::detail::with_last_dim(qv, dims.dv)), Tensor{},
-                          Tensor(part_lse_shape)};
-          attn::detail::sdpa_into(dims, qv, kv, vv, options.attention, part.output,
-                                  part.logsumexp.data());
-          poke(transfers);
-          merge_partial(detail::rows_of(result.output, q_row, q_run.length()),
-                        detail::rows_of(lse_column, q_row, q_run.length()), part.output,
-                        part.logsumexp);
-        }
-        k_row += k_run.length();
-      }
-      q_row += q_run.length();
+    for (const detail::VisiblePair& pair :
+         detail::visible_pairs(layout, me, owner, options.attention)) {
+      const Tensor qv = detail::rows_of(q, pair.q_row, pair.q_rows);
+      const Tensor kv = detail::rows_of(keys, pair.k_row, pair.k_rows);
+      const Tensor vv = detail::rows_of(values, pair.k_row, pair.k_rows);
+      const attn::detail::AttentionDims dims =
+          detail::pair_dims(qv, kv, vv, options.attention, pair);
+      Shape part_lse_shape = qv.shape();  // (…, rows, 1): the rows of a logsumexp column
+      part_lse_shape.back() = 1;
+      SdpaResult part{Tensor(attn::detail::with_last_dim(qv, dims.dv)), Tensor{},
+                      Tensor(part_lse_shape)};
+      attn::detail::sdpa_into(dims, qv, kv, vv, options.attention, part.output,
+                              part.logsumexp.data());
+      poke(transfers);
+      merge_partial(detail::rows_of(result.output, pair.q_row, pair.q_rows),
+                    detail::rows_of(lse_column, pair.q_row, pair.q_rows), part.output,
+                    part.logsumexp);
     }
     comm.wait(transfers, "ring attention's K/V transfer");
     std::swap(held, arriving);

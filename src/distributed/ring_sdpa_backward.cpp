@@ -34,29 +34,19 @@ void add_blocks(const detail::RingLayout& layout, int me, int owner, const Tenso
                 const Tensor& keys, const Tensor& values, const Tensor& out, const Tensor& lse,
                 const Tensor& d_out, const SdpaOptions& options, const Tensor& dq,
                 const Tensor& dk_sum, const Tensor& dv_sum) {
-  int64_t q_row = 0;
-  for (const SequenceRun& q_run : layout.runs[static_cast<size_t>(me)]) {
-    int64_t k_row = 0;
-    for (const SequenceRun& k_run : layout.runs[static_cast<size_t>(owner)]) {
-      const std::optional<int64_t> position0 = detail::query_position0(q_run, k_run, options);
-      if (position0) {
-        const Tensor qv = detail::rows_of(q, q_row, q_run.length());
-        const Tensor kv = detail::rows_of(keys, k_row, k_run.length());
-        const Tensor vv = detail::rows_of(values, k_row, k_run.length());
-        attn::detail::AttentionDims dims = attn::detail::check_attention(qv, kv, vv, options);
-        dims.query_position0 = *position0;
-        const Tensor block_lse = lse_rows(lse, q_row, q_run.length());
-        const Tensor dq_block(qv.shape()), dk_block(kv.shape()), dv_block(vv.shape());
-        attn::detail::sdpa_backward_into(
-            dims, qv, kv, vv, detail::rows_of(out, q_row, q_run.length()), block_lse.data(),
-            detail::rows_of(d_out, q_row, q_run.length()), options, dq_block, dk_block, dv_block);
-        detail::add_into(detail::rows_of(dq, q_row, q_run.length()), dq_block);
-        detail::add_into(detail::rows_of(dk_sum, k_row, k_run.length()), dk_block);
-        detail::add_into(detail::rows_of(dv_sum, k_row, k_run.length()), dv_block);
-      }
-      k_row += k_run.length();
-    }
-    q_row += q_run.length();
+  for (const detail::VisiblePair& pair : detail::visible_pairs(layout, me, owner, options)) {
+    const Tensor qv = detail::rows_of(q, pair.q_row, pair.q_rows);
+    const Tensor kv = detail::rows_of(keys, pair.k_row, pair.k_rows);
+    const Tensor vv = detail::rows_of(values, pair.k_row, pair.k_rows);
+    const Tensor block_lse = lse_rows(lse, pair.q_row, pair.q_rows);
+    const Tensor dq_block(qv.shape()), dk_block(kv.shape()), dv_block(vv.shape());
+    attn::detail::sdpa_backward_into(
+        detail::pair_dims(qv, kv, vv, options, pair), qv, kv, vv,
+        detail::rows_of(out, pair.q_row, pair.q_rows), block_lse.data(),
+        detail::rows_of(d_out, pair.q_row, pair.q_rows), options, dq_block, dk_block, dv_block);
+    detail::add_into(detail::rows_of(dq, pair.q_row, pair.q_rows), dq_block);
+    detail::add_into(detail::rows_of(dk_sum, pair.k_row, pair.k_rows), dk_block);
+    detail::add_into(detail::rows_of(dv_sum, pair.k_row, pair.k_rows), dv_block);
   }
 }
 
