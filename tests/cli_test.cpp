@@ -79,7 +79,7 @@ class Cli : public testing::TempDirTest {
 
 TEST_F(Cli, HelpOnEveryCommand) {
   for (const char* cmd : {"", "demo", "sdpa", "mha", "heatmap", "bench", "bpe", "train", "generate",
-                          "explore", "export", "bench generate", "bench tokenizer"}) {
+                          "explore", "export", "bench generate", "bench tokenizer", "bench ring"}) {
     const CliResult r = run(std::string(cmd) + " --help");
     EXPECT_EQ(r.status, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
@@ -993,6 +993,9 @@ TEST_F(Cli, BenchTokenizerReportsEachWayOnEachThreadCount) {
                    path("text.txt") + " --copies 0",
                "--copies");
 }
+
+// Outside mpirun the ring bench says how to run it (with MPI built) or how to get MPI.
+TEST_F(Cli, BenchRingOutsideMpirunSaysHow) { expect_error("bench ring --seq 64", "MPI"); }
 
 TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {
   write_npy(path("x.npy"), rand_normal({2, 3, 10}, 6));

@@ -40,7 +40,8 @@ double ring_ms(const distributed::Communicator& comm, int runs, Fn&& fn) {
 }
 
 void run_bench_ring(const RingBenchArgs& a) {
-  ATTN_CHECK(mpi_size() >= 1, "attn bench ring: run it under mpirun");
+  ATTN_CHECK(mpi_running(), "attn bench ring runs under an MPI launcher: mpirun --bind-to none ",
+             "-np N attn bench ring …");
   const distributed::Communicator comm(MPI_COMM_WORLD, a.timeout);
   const int n = comm.size(), me = comm.rank();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -29,6 +29,8 @@ MpiScope::~MpiScope() {
   g_session.reset();
 }
 
+bool mpi_running() { return g_session.has_value(); }
+
 int mpi_rank() {
   if (!g_session) return 0;
   int rank = 0;

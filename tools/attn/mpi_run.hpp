@@ -20,6 +20,8 @@ class MpiScope {
   MpiScope& operator=(const MpiScope&) = delete;
 };
 
+// Whether MPI runs in this process (a launcher started it, and attn has MPI).
+bool mpi_running();
 // This process's rank and the number of processes; 0 and 1 outside a launched job.
 int mpi_rank();
 int mpi_size();

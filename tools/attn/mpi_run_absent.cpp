@@ -22,6 +22,7 @@ constexpr char kWithout[] =
 
 MpiScope::MpiScope(int*, char***) {}
 MpiScope::~MpiScope() = default;
+bool mpi_running() { return false; }
 int mpi_rank() { return 0; }
 int mpi_size() { return 1; }
 void end_job_after_error(int) {}

@@ -328,7 +328,9 @@ void add_train_command(CLI::App& app) {
       "(iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s: one row per step, and one per\n"
       "evaluation with the val columns filled), DIR/loss.svg and DIR/report.html (the curves, the\n"
       "schedule, tokens/s, the configuration and a sample). A progress bar on a terminal,\n"
-      "log lines otherwise. Ctrl-C saves a checkpoint and exits (status 130); --resume continues.");
+      "log lines otherwise. Ctrl-C saves a checkpoint and exits (status 130); --resume continues.\n"
+      "Under mpirun -np N: data-parallel training over N processes, the same loss curve as one\n"
+      "process (--batch-size stays the whole batch; docs/distributed.md).");
   TrainArgs& a = *args;
   cmd->add_option("--corpus", a.corpus, "the text file to learn (UTF-8 for --tokenizer char)")
       ->required();
