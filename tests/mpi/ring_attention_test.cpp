@@ -10,6 +10,10 @@
 // element on failure.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 #include "attn/distributed.hpp"
 #include "attn/random.hpp"
 #include "tests/test_util.hpp"
@@ -45,7 +49,19 @@ Shape shape_of(const Case& c, int64_t heads) {
   return c.rank3 ? Shape{heads, c.t, c.d} : Shape{2, heads, c.t, c.d};
 }
 
-// The ring's results on this rank against the oracle's rows for it.
+// max |a − b| / max |b|: the worst element relative to the largest expected value.
+double worst_relative(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_vector(), y = b.to_vector();
+  double worst = 0.0, largest = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    worst = std::max(worst, std::fabs(double{x[i]} - y[i]));
+    largest = std::max(largest, std::fabs(double{y[i]}));
+  }
+  return worst / std::max(largest, 1e-30);
+}
+
+// The ring's results on this rank against the oracle's rows for it; rank 0 prints the worst
+// element of each result over every rank.
 void check_case(const Case& c) {
   const Communicator comm = world();
   const int n = comm.size(), me = comm.rank();
@@ -84,6 +100,21 @@ void check_case(const Case& c) {
   EXPECT_TRUE(testing::RelativelyClose(grads.dq, mine(whole_grads.dq), kTolerance, "dq, " + what));
   EXPECT_TRUE(testing::RelativelyClose(grads.dk, mine(whole_grads.dk), kTolerance, "dk, " + what));
   EXPECT_TRUE(testing::RelativelyClose(grads.dv, mine(whole_grads.dv), kTolerance, "dv, " + what));
+  std::vector<double> worst = {worst_relative(ring.output, mine(whole.output)),
+                               worst_relative(grads.dq, mine(whole_grads.dq)),
+                               worst_relative(grads.dk, mine(whole_grads.dk)),
+                               worst_relative(grads.dv, mine(whole_grads.dv))};
+  // The largest over the ranks: each rank fills its own slots, the sum gathers them.
+  std::vector<double> all(worst.size() * static_cast<size_t>(n), 0.0);
+  std::copy(worst.begin(), worst.end(), all.begin() + static_cast<int64_t>(worst.size()) * me);
+  comm.sum(all);
+  for (size_t at = 0; at < all.size(); ++at) {
+    worst[at % worst.size()] = std::max(worst[at % worst.size()], all[at]);
+  }
+  if (me == 0) {
+    std::printf("%-40s N=%d worst |ring - one|/max: out %.1e dq %.1e dk %.1e dv %.1e\n",
+                describe(c).c_str(), n, worst[0], worst[1], worst[2], worst[3]);
+  }
 }
 
 // Lengths that do not divide by the ranks (nor by 2N, nor by the kernel's blocks), and one
