@@ -128,16 +128,26 @@ Shape with_rows(Shape shape, int64_t rows) {
 
 }  // namespace
 
+Tensor uninitialized(int64_t n) {
+  std::shared_ptr<void> memory(
+      attn::detail::allocate_storage(static_cast<size_t>(n) * sizeof(float)),
+      attn::detail::free_storage);
+  return Tensor::from_external(static_cast<float*>(memory.get()), n, {n}, {1}, 0, memory);
+}
+
+Tensor rows_view(const Tensor& flat, const Shape& like, int64_t rows) {
+  const Shape shape = with_rows(like, rows);
+  return flat.as_strided(shape, contiguous_strides(shape), 0);
+}
+
 KeysValuesBuffer::KeysValuesBuffer(const Tensor& k, const Tensor& v, const RingLayout& layout)
     : k_shape_(k.shape()), v_shape_(v.shape()), rows_(layout.rows) {
   const int64_t most = *std::max_element(rows_.begin(), rows_.end());
-  const int64_t row_floats = k.numel() / k.dim(-2) + v.numel() / v.dim(-2);
-  buffer_ = Tensor({most * row_floats});
+  buffer_ = uninitialized(most * (k.numel() / k.dim(-2) + v.numel() / v.dim(-2)));
 }
 
 Tensor KeysValuesBuffer::keys(int owner) const {
-  const Shape shape = with_rows(k_shape_, rows_[static_cast<size_t>(owner)]);
-  return buffer_.as_strided(shape, contiguous_strides(shape), 0);
+  return rows_view(buffer_, k_shape_, rows_[static_cast<size_t>(owner)]);
 }
 
 Tensor KeysValuesBuffer::values(int owner) const {
@@ -149,9 +159,49 @@ int64_t KeysValuesBuffer::floats(int owner) const {
   return keys(owner).numel() + values(owner).numel();
 }
 
-void KeysValuesBuffer::fill(int owner, const Tensor& k, const Tensor& v) {
-  keys(owner).copy_from(k);
-  values(owner).copy_from(v);
+KeysValuesRing::KeysValuesRing(const Communicator& comm, const RingLayout& layout, const Tensor& k,
+                               const Tensor& v)
+    : comm_(comm),
+      layout_(layout),
+      owner_(comm.rank()),
+      keys_(k.contiguous()),
+      values_(v.contiguous()) {
+  if (comm.size() > 1) buffers_ = {KeysValuesBuffer(k, v, layout), KeysValuesBuffer(k, v, layout)};
+}
+
+void KeysValuesRing::start_step(int step) {
+  const int n = comm_.size();
+  owner_ = (comm_.rank() - step + n) % n;
+  requests_.clear();
+  if (step + 1 >= n) return;  // the last step: nothing more to pass on
+  incoming_ = (owner_ - 1 + n) % n;
+  KeysValuesBuffer& into = buffers_[static_cast<size_t>(arriving_)];
+  Tensor next_keys = into.keys(incoming_), next_values = into.values(incoming_);
+  requests_.resize(4);
+  MPI_Irecv(next_keys.data(), message_count(next_keys.numel(), "K"), MPI_FLOAT, layout_.previous,
+            kTagKeysValues, comm_.handle(), &requests_[0]);
+  MPI_Irecv(next_values.data(), message_count(next_values.numel(), "V"), MPI_FLOAT,
+            layout_.previous, kTagKeysValues, comm_.handle(), &requests_[1]);
+  MPI_Isend(keys_.data(), message_count(keys_.numel(), "K"), MPI_FLOAT, layout_.next,
+            kTagKeysValues, comm_.handle(), &requests_[2]);
+  MPI_Isend(values_.data(), message_count(values_.numel(), "V"), MPI_FLOAT, layout_.next,
+            kTagKeysValues, comm_.handle(), &requests_[3]);
+}
+
+void KeysValuesRing::poke() {
+  int done = 0;
+  if (!requests_.empty()) {
+    MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
+  }
+}
+
+void KeysValuesRing::finish_step() {
+  if (requests_.empty()) return;
+  comm_.wait(requests_, "ring attention's K/V transfer");
+  const KeysValuesBuffer& held = buffers_[static_cast<size_t>(arriving_)];
+  keys_ = held.keys(incoming_);
+  values_ = held.values(incoming_);
+  arriving_ = 1 - arriving_;  // the buffer just sent from takes the next step's
 }
 
 // Over the rows of rank-4 views: each (batch, head) pair's rows are one task.

@@ -57,22 +57,51 @@ std::vector<VisiblePair> visible_pairs(const RingLayout& layout, int me, int own
 attn::detail::AttentionDims pair_dims(const Tensor& q, const Tensor& k, const Tensor& v,
                                       const SdpaOptions& options, const VisiblePair& pair);
 
-// One rank's K and V packed back to back in one buffer, (…, Tr, d) then (…, Tr, dv), so one
-// message carries both. Sized for the largest rank; views() sees it as rank `owner`'s.
+// Memory for n floats, not zeroed (the ring's buffers are written before they are read; a
+// zero pass over them cost as much as a small step's kernel), as a flat tensor.
+Tensor uninitialized(int64_t n);
+// A contiguous (…, rows, e) view at the start of a flat buffer: `like`'s shape with `rows`.
+Tensor rows_view(const Tensor& flat, const Shape& like, int64_t rows);
+
+// One rank's K and V packed back to back, (…, Tr, d) then (…, Tr, dv), sized for the largest
+// rank; keys(owner) and values(owner) see it as rank `owner`'s. Also the dK/dV accumulators.
 class KeysValuesBuffer {
  public:
   KeysValuesBuffer(const Tensor& k, const Tensor& v, const RingLayout& layout);
-  // The floats rank `owner`'s K and V take.
-  int64_t floats(int owner) const;
+  int64_t floats(int owner) const;  // what rank owner's K and V take
   float* data() { return buffer_.data(); }
-  void fill(int owner, const Tensor& k, const Tensor& v);
   Tensor keys(int owner) const;
   Tensor values(int owner) const;
 
  private:
-  Shape k_shape_, v_shape_;  // with the T dim 1: filled in per owner
+  Shape k_shape_, v_shape_;  // with the T dim filled in per owner
   std::vector<int64_t> rows_;
   Tensor buffer_;
+};
+
+// The K/V going round the ring. At step s this rank holds the K/V of owner() = (r − s) mod N
+// (its own at step 0, read in place); start_step sends them on to the next rank and receives
+// the next step's from the previous one, two messages a hop (K, then V); finish_step waits
+// for both and makes the received ones the held ones.
+class KeysValuesRing {
+ public:
+  KeysValuesRing(const Communicator& comm, const RingLayout& layout, const Tensor& k,
+                 const Tensor& v);
+  void start_step(int step);
+  int owner() const { return owner_; }
+  const Tensor& keys() const { return keys_; }
+  const Tensor& values() const { return values_; }
+  // Lets MPI move the transfers on (it progresses only inside its calls).
+  void poke();
+  void finish_step();
+
+ private:
+  const Communicator& comm_;
+  const RingLayout& layout_;
+  std::vector<KeysValuesBuffer> buffers_;  // two, used in turn; none for one rank
+  int owner_, incoming_ = -1, arriving_ = 0;
+  Tensor keys_, values_;
+  std::vector<MPI_Request> requests_;
 };
 
 // dst += src for two views of the same shape (rank 2..4, contiguous rows).

@@ -14,6 +14,7 @@
 // Cost per rank and step: the kernel on its share of the visible blocks — with the zigzag
 // layout two of its four run pairs, the same on every rank — plus one message of Tr·(d + dv)
 // floats per K/V head and batch; the merge reads and writes O once per visible pair.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -69,14 +70,6 @@ void merge_partial(const Tensor& acc_out, const Tensor& acc_lse, const Tensor& o
   });
 }
 
-// Lets MPI move the transfers in flight on (it progresses only inside its calls).
-void poke(std::vector<MPI_Request>& requests) {
-  int done = 0;
-  if (!requests.empty()) {
-    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-  }
-}
-
 }  // namespace
 
 SdpaResult ring_sdpa(const Communicator& comm, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -90,41 +83,34 @@ SdpaResult ring_sdpa(const Communicator& comm, const Tensor& q, const Tensor& k,
                     Tensor::full(lse_shape, -kInf)};
   const Tensor lse_column = as_column(result.logsumexp);
 
-  // Two buffers: the K/V being used, and the next step's arriving.
-  detail::KeysValuesBuffer held(k, v, layout), arriving(k, v, layout);
-  held.fill(me, k, v);
+  // One buffer for the partial results of every pair (a run has at most max_rows rows).
+  int64_t max_rows = 0;
+  for (const SequenceRun& run : layout.runs[static_cast<size_t>(me)]) {
+    max_rows = std::max(max_rows, run.length());
+  }
+  const Shape out_like = attn::detail::with_last_dim(q, v.dim(-1));
+  Shape lse_like = q.shape();  // (…, rows, 1): the rows of a logsumexp column
+  lse_like.back() = 1;
+  const Tensor part_out = detail::uninitialized(result.output.numel() / q.dim(-2) * max_rows);
+  const Tensor part_lse = detail::uninitialized(result.logsumexp.numel() / q.dim(-2) * max_rows);
+
+  detail::KeysValuesRing ring(comm, layout, k, v);
   for (int step = 0; step < n; ++step) {
-    const int owner = (me - step + n) % n;  // whose K/V this rank holds now
-    std::vector<MPI_Request> transfers;
-    if (step + 1 < n) {
-      const int incoming = (owner - 1 + n) % n;
-      transfers.resize(2);
-      MPI_Irecv(arriving.data(), detail::message_count(arriving.floats(incoming), "K/V"), MPI_FLOAT,
-                layout.previous, detail::kTagKeysValues, comm.handle(), &transfers[0]);
-      MPI_Isend(held.data(), detail::message_count(held.floats(owner), "K/V"), MPI_FLOAT,
-                layout.next, detail::kTagKeysValues, comm.handle(), &transfers[1]);
-    }
-    const Tensor keys = held.keys(owner), values = held.values(owner);
+    ring.start_step(step);
     for (const detail::VisiblePair& pair :
-         detail::visible_pairs(layout, me, owner, options.attention)) {
+         detail::visible_pairs(layout, me, ring.owner(), options.attention)) {
       const Tensor qv = detail::rows_of(q, pair.q_row, pair.q_rows);
-      const Tensor kv = detail::rows_of(keys, pair.k_row, pair.k_rows);
-      const Tensor vv = detail::rows_of(values, pair.k_row, pair.k_rows);
-      const attn::detail::AttentionDims dims =
-          detail::pair_dims(qv, kv, vv, options.attention, pair);
-      Shape part_lse_shape = qv.shape();  // (…, rows, 1): the rows of a logsumexp column
-      part_lse_shape.back() = 1;
-      SdpaResult part{Tensor(attn::detail::with_last_dim(qv, dims.dv)), Tensor{},
-                      Tensor(part_lse_shape)};
-      attn::detail::sdpa_into(dims, qv, kv, vv, options.attention, part.output,
-                              part.logsumexp.data());
-      poke(transfers);
+      const Tensor kv = detail::rows_of(ring.keys(), pair.k_row, pair.k_rows);
+      const Tensor vv = detail::rows_of(ring.values(), pair.k_row, pair.k_rows);
+      const Tensor out = detail::rows_view(part_out, out_like, pair.q_rows);
+      Tensor lse = detail::rows_view(part_lse, lse_like, pair.q_rows);
+      attn::detail::sdpa_into(detail::pair_dims(qv, kv, vv, options.attention, pair), qv, kv, vv,
+                              options.attention, out, lse.data());
+      ring.poke();
       merge_partial(detail::rows_of(result.output, pair.q_row, pair.q_rows),
-                    detail::rows_of(lse_column, pair.q_row, pair.q_rows), part.output,
-                    part.logsumexp);
+                    detail::rows_of(lse_column, pair.q_row, pair.q_rows), out, lse);
     }
-    comm.wait(transfers, "ring attention's K/V transfer");
-    std::swap(held, arriving);
+    ring.finish_step();
   }
   // Every query sees at least itself; a logsumexp still −inf or NaN means scores past float's
   // range or an input that is not finite — on some rank, so all of them say so.

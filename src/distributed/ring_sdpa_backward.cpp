@@ -9,6 +9,8 @@
 // passes it on; after the last step one more hop brings each accumulator home, complete.
 // The next K/V are already on their way while the kernel runs; the accumulator can only go
 // once this rank's share is in it.
+#include <algorithm>
+
 #include "attn/distributed.hpp"
 #include "attn/error.hpp"
 #include "src/attention/fused.hpp"
@@ -28,22 +30,46 @@ Tensor lse_rows(const Tensor& lse, int64_t first, int64_t count) {
   return lse.as_strided(shape, lse.strides(), first).clone();
 }
 
-// This rank's blocks against the K/V of `owner`: dq += their dQ, and their dK, dV added to
-// the accumulator of owner's keys.
-void add_blocks(const detail::RingLayout& layout, int me, int owner, const Tensor& q,
-                const Tensor& keys, const Tensor& values, const Tensor& out, const Tensor& lse,
-                const Tensor& d_out, const SdpaOptions& options, const Tensor& dq,
+// One block's gradients, (…, rows, d) for Q and (…, rows, d), (…, rows, dv) for K and V,
+// in buffers made once for the longest runs (the kernel writes every element).
+struct BlockScratch {
+  BlockScratch(const detail::RingLayout& layout, int me, const Tensor& q, const Tensor& k,
+               const Tensor& v)
+      : q_like(q.shape()), k_like(k.shape()), v_like(v.shape()) {
+    int64_t q_rows = 0, k_rows = 0;
+    for (size_t r = 0; r < layout.runs.size(); ++r) {
+      for (const SequenceRun& run : layout.runs[r]) {
+        k_rows = std::max(k_rows, run.length());
+        if (r == static_cast<size_t>(me)) q_rows = std::max(q_rows, run.length());
+      }
+    }
+    dq = detail::uninitialized(q.numel() / q.dim(-2) * q_rows);
+    dk = detail::uninitialized(k.numel() / k.dim(-2) * k_rows);
+    dv = detail::uninitialized(v.numel() / v.dim(-2) * k_rows);
+  }
+  Shape q_like, k_like, v_like;
+  Tensor dq, dk, dv;
+};
+
+// This rank's blocks against the K/V the ring holds: dq += their dQ, and their dK, dV added
+// to the accumulator of those keys.
+void add_blocks(const detail::RingLayout& layout, int me, detail::KeysValuesRing& ring,
+                const Tensor& q, const Tensor& out, const Tensor& lse, const Tensor& d_out,
+                const SdpaOptions& options, const BlockScratch& scratch, const Tensor& dq,
                 const Tensor& dk_sum, const Tensor& dv_sum) {
-  for (const detail::VisiblePair& pair : detail::visible_pairs(layout, me, owner, options)) {
+  for (const detail::VisiblePair& pair : detail::visible_pairs(layout, me, ring.owner(), options)) {
     const Tensor qv = detail::rows_of(q, pair.q_row, pair.q_rows);
-    const Tensor kv = detail::rows_of(keys, pair.k_row, pair.k_rows);
-    const Tensor vv = detail::rows_of(values, pair.k_row, pair.k_rows);
+    const Tensor kv = detail::rows_of(ring.keys(), pair.k_row, pair.k_rows);
+    const Tensor vv = detail::rows_of(ring.values(), pair.k_row, pair.k_rows);
     const Tensor block_lse = lse_rows(lse, pair.q_row, pair.q_rows);
-    const Tensor dq_block(qv.shape()), dk_block(kv.shape()), dv_block(vv.shape());
+    const Tensor dq_block = detail::rows_view(scratch.dq, scratch.q_like, pair.q_rows);
+    const Tensor dk_block = detail::rows_view(scratch.dk, scratch.k_like, pair.k_rows);
+    const Tensor dv_block = detail::rows_view(scratch.dv, scratch.v_like, pair.k_rows);
     attn::detail::sdpa_backward_into(
         detail::pair_dims(qv, kv, vv, options, pair), qv, kv, vv,
         detail::rows_of(out, pair.q_row, pair.q_rows), block_lse.data(),
         detail::rows_of(d_out, pair.q_row, pair.q_rows), options, dq_block, dk_block, dv_block);
+    ring.poke();
     detail::add_into(detail::rows_of(dq, pair.q_row, pair.q_rows), dq_block);
     detail::add_into(detail::rows_of(dk_sum, pair.k_row, pair.k_rows), dk_block);
     detail::add_into(detail::rows_of(dv_sum, pair.k_row, pair.k_rows), dv_block);
@@ -85,23 +111,16 @@ SdpaGradients ring_sdpa_backward(const Communicator& comm, const Tensor& q, cons
   const Tensor out_c = out.contiguous(), d_out_c = d_out.contiguous();
 
   SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape())};
-  detail::KeysValuesBuffer held(k, v, layout), arriving(k, v, layout);
-  held.fill(me, k, v);
+  detail::KeysValuesRing ring(comm, layout, k, v);
+  BlockScratch scratch(layout, me, q, k, v);
   // The accumulators this rank adds to and sends on — two, used in turn, so that a send may
   // still be under way while the next step computes — and the one it receives.
   GradientBuffer sum_out[2] = {GradientBuffer(k, v, layout), GradientBuffer(k, v, layout)};
   GradientBuffer sum_in(k, v, layout);
   MPI_Request sum_sent[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   for (int step = 0; step < n; ++step) {
-    const int owner = (me - step + n) % n;
-    std::vector<MPI_Request> transfers;
-    if (step + 1 < n) {
-      transfers.resize(2);
-      MPI_Irecv(arriving.data(), detail::message_count(arriving.floats((owner - 1 + n) % n), "K/V"),
-                MPI_FLOAT, layout.previous, detail::kTagKeysValues, comm.handle(), &transfers[0]);
-      MPI_Isend(held.data(), detail::message_count(held.floats(owner), "K/V"), MPI_FLOAT,
-                layout.next, detail::kTagKeysValues, comm.handle(), &transfers[1]);
-    }
+    ring.start_step(step);
+    const int owner = ring.owner();
     // The accumulator of owner's keys comes from the previous rank, which had them last step.
     MPI_Request sum_received = MPI_REQUEST_NULL;
     if (step > 0) {
@@ -114,8 +133,8 @@ SdpaGradients ring_sdpa_backward(const Communicator& comm, const Tensor& q, cons
     Tensor dk_share = share.keys(owner), dv_share = share.values(owner);
     std::fill(dk_share.data(), dk_share.data() + dk_share.numel(), 0.0f);
     std::fill(dv_share.data(), dv_share.data() + dv_share.numel(), 0.0f);
-    add_blocks(layout, me, owner, q, held.keys(owner), held.values(owner), out_c, logsumexp,
-               d_out_c, options.attention, grads.dq, dk_share, dv_share);
+    add_blocks(layout, me, ring, q, out_c, logsumexp, d_out_c, options.attention, scratch, grads.dq,
+               dk_share, dv_share);
     if (step > 0) {
       comm.wait({&sum_received, 1}, "ring attention's dK/dV transfer");
       detail::add_into(dk_share, sum_in.keys(owner));
@@ -128,8 +147,7 @@ SdpaGradients ring_sdpa_backward(const Communicator& comm, const Tensor& q, cons
       grads.dk.copy_from(dk_share);
       grads.dv.copy_from(dv_share);
     }
-    comm.wait(transfers, "ring attention's K/V transfer");
-    std::swap(held, arriving);
+    ring.finish_step();
   }
   if (n > 1) {  // the last hop: this rank's own accumulator, complete
     MPI_Request home = MPI_REQUEST_NULL;
