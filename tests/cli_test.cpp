@@ -85,6 +85,13 @@ TEST_F(Cli, HelpOnEveryCommand) {
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
   }
   EXPECT_NE(run("sdpa --help").out.find("--causal"), std::string::npos);
+  // --weights is a file for sdpa, a dtype for generate.
+  EXPECT_NE(run("sdpa --help").out.find("--weights FILE"), std::string::npos);
+  for (const char* cmd : {"generate", "bench generate"}) {
+    const std::string help = run(std::string(cmd) + " --help").out;
+    EXPECT_EQ(help.find("--weights FILE"), std::string::npos) << help;
+    EXPECT_NE(help.find("{f32,bf16}"), std::string::npos) << help;
+  }
 }
 
 TEST_F(Cli, VersionBareHelpAndUsageAsPeopleExpect) {

@@ -115,8 +115,11 @@ void name_path_options(CLI::App& app) {
       {"--bk", "FILE"},         {"--bv", "FILE"},        {"--bo", "FILE"},
       {"--corpus", "FILE"},     {"--checkpoint", "DIR"}, {"--config", "FILE"},
       {"--prompt-file", "FILE"}};
+  // generate's and bench generate's --weights is a dtype (f32, bf16), not a file.
+  const bool weights_is_dtype = app.get_name() == "generate";
   for (CLI::Option* option : app.get_options()) {
     for (const auto& [name, type] : kPaths) {
+      if (weights_is_dtype && std::string(name) == "--weights") continue;
       if (option->check_lname(std::string(name).substr(2))) option->type_name(type);
     }
     if (app.get_name() == "train" && option->check_lname("out")) option->type_name("DIR");
