@@ -175,6 +175,66 @@ TEST(Gpt, GradientsMatchFiniteDifferencesWithDropout) {
   check_gradients(model, 77);
 }
 
+// The backward pass reports the gradients it has finished as a suffix of the buffer that
+// grows to the whole (data-parallel sums start on it): each reported suffix already holds its
+// final bits, the offsets fall, and the last is 0.
+TEST(Gpt, BackwardReportsFinishedSuffixesThatAreFinal) {
+  Gpt model(tiny(), 3);
+  perturb(model, 4);
+  const Batch b = random_batch(3, 6, 7, 5);
+  model.zero_grad();
+  model.forward(b.ids, b.targets, 3, 9);
+  std::vector<std::pair<int64_t, std::vector<float>>> reported;
+  const float* g = model.gradients().data();
+  const int64_t n = model.num_parameters();
+  model.backward(1.0f, [&](int64_t offset) {
+    reported.emplace_back(offset, std::vector<float>(g + offset, g + n));
+  });
+  ASSERT_EQ(reported.size(), 2u + 2u);  // ln_f, each of the 2 blocks, the embeddings
+  EXPECT_EQ(reported.front().first, model.parameter_table().end()[-2].offset);  // ln_f.weight
+  EXPECT_EQ(reported.back().first, 0);
+  for (size_t i = 0; i < reported.size(); ++i) {
+    if (i > 0) EXPECT_LT(reported[i].first, reported[i - 1].first);
+    const std::vector<float> now(g + reported[i].first, g + n);
+    EXPECT_EQ(reported[i].second, now)
+        << "the suffix from " << reported[i].first << " changed after it was reported final";
+  }
+}
+
+// A data-parallel step in one process: two halves of a batch, each with its first window's
+// index (dropout then draws the whole batch's masks) and half the loss scale, give the loss
+// and gradients of the whole batch up to the order of the sums.
+TEST(Gpt, TwoHalvesOfABatchGiveTheWholeBatchsStep) {
+  GptConfig c = tiny();
+  c.dropout = 0.3f;
+  Gpt model(c, 3);
+  perturb(model, 4);
+  const int64_t t = 6;
+  const Batch b = random_batch(4, t, 7, 5);
+  model.zero_grad();
+  const float whole = model.forward(b.ids, b.targets, 4, 17);
+  model.backward();
+  const std::vector<float> whole_grads = model.gradients().to_vector();
+
+  model.zero_grad();
+  float halves = 0.0f;
+  for (int64_t first : {0, 2}) {
+    const std::span<const int64_t> ids(b.ids.data() + first * t, 2 * t);
+    const std::span<const int64_t> targets(b.targets.data() + first * t, 2 * t);
+    halves += 0.5f * model.forward(ids, targets, 2, 17, first);
+    model.backward(0.5f);
+  }
+  EXPECT_NEAR(halves, whole, 1e-6f * std::fabs(whole));
+  EXPECT_TRUE(testing::AllClose(model.gradients(),
+                                Tensor::from_values({model.num_parameters()}, whole_grads), 1e-6));
+  // Without the window index the second half draws the first half's masks: another step.
+  model.zero_grad();
+  const float wrong =
+      0.5f * model.forward({b.ids.data(), 2 * t}, {b.targets.data(), 2 * t}, 2, 17) +
+      0.5f * model.forward({b.ids.data() + 2 * t, 2 * t}, {b.targets.data() + 2 * t, 2 * t}, 2, 17);
+  EXPECT_GT(std::fabs(wrong - whole), 1e-4f);
+}
+
 // Every tensor's role, and that initialisation follows the role: γ ones, biases and β zeros,
 // the matrices N(0, 0.02²) but the residual projections N(0, (0.02/√(2·n_layer))²).
 TEST(Gpt, InitialisationFollowsEachParameterRole) {

@@ -169,6 +169,66 @@ TEST_F(Training, ASmallModelLearnsAndTheRunIsDeterministic) {
   EXPECT_EQ(losses[0], losses[1]);
 }
 
+// A TrainingGroup of one process that counts what the trainer asks of it.
+class GroupOfOne final : public TrainingGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void sum(std::span<double>) override { ++sums; }
+  void start_gradients(std::span<float> g) override { size_seen = static_cast<int64_t>(g.size()); }
+  void gradients_final_from(int64_t offset) override { last_offset = offset; }
+  void finish_gradients() override { ++finished; }
+  bool same_on_every_rank(std::span<const float>) override { return true; }
+  int sums = 0, finished = 0;
+  int64_t size_seen = -1, last_offset = -1;
+};
+
+// The trainer's data-parallel path with a group of one process is a single process, to the
+// bit: the same losses, evaluations and parameters (the MPI tests run it with 2 to 4).
+TEST_F(Training, AGroupOfOneIsASingleProcessToTheBit) {
+  const CharTokenizer tok = CharTokenizer::train(kText);
+  TrainOptions o = small_options();
+  o.grad_accum = 2;
+  GptConfig c = small_config(tok.vocab_size());
+  c.dropout = 0.1f;
+  Trainer alone(c, o, corpus_tokens(tok, 40));
+  Trainer grouped(c, o, corpus_tokens(tok, 40));
+  auto group = std::make_shared<GroupOfOne>();
+  grouped.set_group(group);
+  while (!alone.done()) {
+    const StepResult a = alone.step(), b = grouped.step();
+    EXPECT_EQ(a.loss, b.loss) << "iteration " << a.iter;
+    EXPECT_EQ(a.grad_norm, b.grad_norm) << "iteration " << a.iter;
+  }
+  const EvalResult ea = alone.evaluate(), eb = grouped.evaluate();
+  EXPECT_EQ(ea.val_loss, eb.val_loss);
+  EXPECT_TRUE(testing::BitwiseEqual(alone.model().parameters(), grouped.model().parameters()));
+  EXPECT_TRUE(grouped.replicas_agree());
+  // One gradient sum per step (the last micro-batch's), the whole buffer, down to offset 0;
+  // the loss summed once a step and each evaluation's batch losses once.
+  EXPECT_EQ(group->finished, o.max_iters);
+  EXPECT_EQ(group->size_seen, grouped.model().num_parameters());
+  EXPECT_EQ(group->last_offset, 0);
+  EXPECT_EQ(group->sums, o.max_iters + 2);
+}
+
+TEST(TrainerGroup, MoreProcessesThanWindowsAreRefused) {
+  class Group final : public TrainingGroup {
+   public:
+    int rank() const override { return 0; }
+    int size() const override { return 5; }
+    void sum(std::span<double>) override {}
+    void start_gradients(std::span<float>) override {}
+    void gradients_final_from(int64_t) override {}
+    void finish_gradients() override {}
+    bool same_on_every_rank(std::span<const float>) override { return true; }
+  };
+  const CharTokenizer tok = CharTokenizer::train(kText);
+  Trainer trainer(small_config(tok.vocab_size()), small_options(), corpus_tokens(tok, 40));
+  EXPECT_TRUE(ThrowsWith([&] { trainer.set_group(std::make_shared<Group>()); },
+                         "5 processes need a batch_size of at least as many windows, got 4"));
+}
+
 TEST_F(Training, ResumingGivesTheLossCurveOfAnUninterruptedRun) {
   const CharTokenizer tok = CharTokenizer::train(kText);
   for (int64_t accum : {1, 2}) {
