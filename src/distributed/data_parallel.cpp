@@ -29,12 +29,10 @@ DataParallel::DataParallel(Communicator comm, int64_t bucket_bytes)
              bucket_bytes);
 }
 
-DataParallel::~DataParallel() {
-  // Sums still in flight when an exception unwound the step: let them go, the job is ending.
-  for (MPI_Request& r : requests_) {
-    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-  }
-}
+// Sums still in flight here mean an exception unwound a step (a Timeout, say): the job is
+// ending (the CLI calls MPI_Abort), and a nonblocking collective can be neither cancelled nor
+// freed, so they are left to MPI.
+DataParallel::~DataParallel() = default;
 
 void DataParallel::start_gradients(std::span<float> gradients) {
   ATTN_CHECK(requests_.empty(), "DataParallel: start_gradients before the last sums finished");
