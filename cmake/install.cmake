@@ -7,8 +7,19 @@ install(TARGETS attn EXPORT attnTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# attn::distributed (MPI), when it was built: find_package(attn COMPONENTS distributed) then
+# attn::distributed; the package config then finds MPI for it.
+if(TARGET attn_distributed)
+  set_target_properties(attn_distributed PROPERTIES EXPORT_NAME distributed)
+  install(TARGETS attn_distributed EXPORT attnTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  set(ATTN_HAS_DISTRIBUTED ON)
+  set(ATTN_HEADERS_LEFT_OUT "")
+else()
+  set(ATTN_HAS_DISTRIBUTED OFF)
+  set(ATTN_HEADERS_LEFT_OUT "distributed.hpp")  # it includes mpi.h
+endif()
 install(DIRECTORY include/attn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.hpp")
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "${ATTN_HEADERS_LEFT_OUT}" EXCLUDE)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/include/attn/version.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attn)
 if(TARGET attn_cli)

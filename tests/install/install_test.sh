@@ -61,6 +61,28 @@ flags=$(PKG_CONFIG_PATH=$pc_dir pkg-config --cflags --libs attn)
 g++ -O1 "$source/tests/install/consumer/main.cpp" -o "$work/pkg_consumer" $flags
 "$work/pkg_consumer"
 
+# attn::distributed through find_package(attn COMPONENTS distributed), when it was built.
+if [[ -f $prefix/include/attn/distributed.hpp ]]; then
+  mkdir -p "$work/dist_src"
+  cat >"$work/dist_src/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(attn_distributed_consumer LANGUAGES CXX)
+find_package(attn 0.1 REQUIRED COMPONENTS distributed)
+add_executable(dist_consumer main.cpp)
+target_link_libraries(dist_consumer PRIVATE attn::distributed)
+CMAKE
+  cat >"$work/dist_src/main.cpp" <<'CPP'
+#include <attn/distributed.hpp>
+int main() {  // no MPI job needed: where rank 1 of 2 sits in a zigzag sequence of 16
+  const auto runs = attn::distributed::sequence_runs(16, 2, 1, attn::distributed::SequenceLayout::kZigzag);
+  return runs.size() == 2 && runs[0].begin == 4 && runs[1].begin == 8 ? 0 : 1;
+}
+CPP
+  cmake -S "$work/dist_src" -B "$work/dist" -DCMAKE_PREFIX_PATH="$prefix"     -DCMAKE_BUILD_TYPE=Release >"$work/dist.log" 2>&1 || { cat "$work/dist.log"; exit 1; }
+  cmake --build "$work/dist" >>"$work/dist.log" 2>&1 || { cat "$work/dist.log"; exit 1; }
+  "$work/dist/dist_consumer" || { echo "attn::distributed consumer: wrong runs"; exit 1; }
+fi
+
 # A subproject: configure only (building the library again would take minutes).
 cmake -S "$source/tests/install/superproject" -B "$work/super" -DATTN_SOURCE_DIR="$source" \
   >"$work/super.log" 2>&1 || { cat "$work/super.log"; exit 1; }
