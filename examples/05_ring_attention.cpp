@@ -40,8 +40,7 @@ int main(int argc, char** argv) {
   auto mine = [&](const attn::Tensor& t) {
     return attn::distributed::shard_sequence(t, comm.size(), comm.rank(), options.layout);
   };
-  const attn::SdpaResult r =
-      attn::distributed::ring_sdpa(comm, mine(q), mine(k), mine(v), options);
+  const attn::SdpaResult r = attn::distributed::ring_sdpa(comm, mine(q), mine(k), mine(v), options);
   const attn::SdpaGradients g = attn::distributed::ring_sdpa_backward(
       comm, mine(q), mine(k), mine(v), r.output, r.logsumexp, mine(d_out), options);
 
@@ -49,12 +48,12 @@ int main(int argc, char** argv) {
   const attn::SdpaResult one = attn::sdpa(q, k, v, options.attention);
   const attn::SdpaGradients one_g =
       attn::sdpa_backward(q, k, v, one.output, one.logsumexp, d_out, options.attention);
-  const double worst = std::max({worst_relative(r.output, mine(one.output)),
-                                 worst_relative(g.dq, mine(one_g.dq)),
-                                 worst_relative(g.dk, mine(one_g.dk)),
-                                 worst_relative(g.dv, mine(one_g.dv))});
-  std::printf("rank %d of %d: %lld of the 1000 positions; output, dQ, dK, dV within %.1e of "
-              "one process\n",
-              comm.rank(), comm.size(), static_cast<long long>(r.output.dim(2)), worst);
+  const double worst =
+      std::max({worst_relative(r.output, mine(one.output)), worst_relative(g.dq, mine(one_g.dq)),
+                worst_relative(g.dk, mine(one_g.dk)), worst_relative(g.dv, mine(one_g.dv))});
+  std::printf(
+      "rank %d of %d: %lld of the 1000 positions; output, dQ, dK, dV within %.1e of "
+      "one process\n",
+      comm.rank(), comm.size(), static_cast<long long>(r.output.dim(2)), worst);
   return worst <= 1e-5 ? 0 : 1;
 }
