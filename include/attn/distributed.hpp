@@ -55,8 +55,14 @@ class Communicator {
   // Seconds > 0; attn::Error otherwise.
   void set_timeout(double seconds);
 
+  // One poll of the requests: lets MPI move them on (it progresses only inside its calls);
+  // true when every one is done.
+  bool poll(std::span<MPI_Request> requests) const;
   // Waits for every request (MPI_REQUEST_NULL entries are done); `what` names them in Timeout.
   void wait(std::span<MPI_Request> requests, const std::string& what) const;
+  // Starts the element-wise sum over the ranks of values, in place (MPI_Iallreduce, in pieces
+  // of at most 2³⁰ elements), appending its requests; wait for them before reading values.
+  void start_sum(std::span<float> values, std::vector<MPI_Request>& requests) const;
   // Element-wise sums over the ranks, in place; every rank gets the same bits.
   void sum(std::span<double> values) const;
   void sum(std::span<float> values) const;
@@ -148,7 +154,6 @@ class DataParallel final : public TrainingGroup {
 
  private:
   void start_bucket(int64_t begin, int64_t end);
-  void progress();
 
   Communicator comm_;
   int64_t bucket_floats_;

@@ -36,16 +36,15 @@ void check_mpi(int code, const char* call) {
 constexpr int64_t kMaxCount = int64_t{1} << 30;
 
 template <class T>
-void sum_in_place(const Communicator& comm, std::span<T> values, MPI_Datatype type) {
-  std::vector<MPI_Request> requests;
+void start_sums(MPI_Comm comm, std::span<T> values, MPI_Datatype type,
+                std::vector<MPI_Request>& requests) {
   for (size_t at = 0; at < values.size(); at += kMaxCount) {
     const int count = static_cast<int>(std::min<size_t>(kMaxCount, values.size() - at));
     requests.emplace_back();
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, values.data() + at, count, type, MPI_SUM, comm.handle(),
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, values.data() + at, count, type, MPI_SUM, comm,
                              &requests.back()),
               "MPI_Iallreduce");
   }
-  comm.wait(requests, "a sum over the ranks");
 }
 
 }  // namespace
@@ -90,11 +89,7 @@ void Communicator::wait(std::span<MPI_Request> requests, const std::string& what
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
   std::chrono::microseconds pause{10};
   while (true) {
-    int done = 0;
-    check_mpi(
-        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
-        "MPI_Testall");
-    if (done) return;
+    if (poll(requests)) return;
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
       throw Timeout(detail::concat("rank ", rank_, " of ", size_, ": ", what,
@@ -110,9 +105,29 @@ void Communicator::wait(std::span<MPI_Request> requests, const std::string& what
   }
 }
 
-void Communicator::sum(std::span<double> values) const { sum_in_place(*this, values, MPI_DOUBLE); }
+bool Communicator::poll(std::span<MPI_Request> requests) const {
+  int done = 0;
+  check_mpi(
+      MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+      "MPI_Testall");
+  return done != 0;
+}
 
-void Communicator::sum(std::span<float> values) const { sum_in_place(*this, values, MPI_FLOAT); }
+void Communicator::start_sum(std::span<float> values, std::vector<MPI_Request>& requests) const {
+  start_sums(comm_, values, MPI_FLOAT, requests);
+}
+
+void Communicator::sum(std::span<double> values) const {
+  std::vector<MPI_Request> requests;
+  start_sums(comm_, values, MPI_DOUBLE, requests);
+  wait(requests, "a sum over the ranks");
+}
+
+void Communicator::sum(std::span<float> values) const {
+  std::vector<MPI_Request> requests;
+  start_sum(values, requests);
+  wait(requests, "a sum over the ranks");
+}
 
 std::vector<int64_t> Communicator::gather_all(int64_t value) const {
   std::vector<int64_t> all(static_cast<size_t>(size_));

@@ -41,20 +41,13 @@ void DataParallel::start_gradients(std::span<float> gradients) {
 }
 
 void DataParallel::start_bucket(int64_t begin, int64_t end) {
-  // One bucket of more than an int's count (a single huge layer) goes in pieces.
+  // A bucket larger than bucket_bytes (a single huge layer) goes in pieces of that size.
   for (int64_t at = begin; at < end; at += bucket_floats_) {
-    const int count = static_cast<int>(std::min(bucket_floats_, end - at));
-    requests_.emplace_back();
-    const int code = MPI_Iallreduce(MPI_IN_PLACE, gradients_.data() + at, count, MPI_FLOAT, MPI_SUM,
-                                    comm_.handle(), &requests_.back());
-    ATTN_CHECK(code == MPI_SUCCESS, "DataParallel: MPI_Iallreduce failed (error ", code, ")");
+    comm_.start_sum(gradients_.subspan(static_cast<size_t>(at),
+                                       static_cast<size_t>(std::min(bucket_floats_, end - at))),
+                    requests_);
     ++buckets_started_;
   }
-}
-
-void DataParallel::progress() {
-  int done = 0;
-  MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
 }
 
 void DataParallel::gradients_final_from(int64_t offset) {
@@ -64,7 +57,7 @@ void DataParallel::gradients_final_from(int64_t offset) {
     start_bucket(offset, pending_end_);
     pending_end_ = offset;
   }
-  progress();
+  comm_.poll(requests_);
 }
 
 void DataParallel::finish_gradients() {
