@@ -188,12 +188,7 @@ void KeysValuesRing::start_step(int step) {
             kTagKeysValues, comm_.handle(), &requests_[3]);
 }
 
-void KeysValuesRing::poke() {
-  int done = 0;
-  if (!requests_.empty()) {
-    MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
-  }
-}
+void KeysValuesRing::poke() { comm_.poll(requests_); }
 
 void KeysValuesRing::finish_step() {
   if (requests_.empty()) return;
