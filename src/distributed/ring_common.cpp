@@ -48,15 +48,15 @@ std::string local_problem(const Tensor& q, const Tensor& k, const Tensor& v, con
 
 }  // namespace
 
+void fail_together(const Communicator& comm, const std::string& problem, const char* what) {
+  if (!comm.any(!problem.empty())) return;
+  if (!problem.empty()) throw Error(problem);
+  throw Error(std::string(what) + ": another rank's arguments are wrong (its error names them)");
+}
+
 RingLayout check_ring(const Communicator& comm, const Tensor& q, const Tensor& k, const Tensor& v,
                       const RingOptions& options) {
-  // A rank whose own arguments fail must not leave the others waiting in a collective: every
-  // rank learns whether any failed, and all throw.
-  const std::string problem = local_problem(q, k, v, options);
-  if (comm.any(!problem.empty())) {
-    if (!problem.empty()) throw Error(problem);
-    throw Error("ring_sdpa: another rank's arguments are wrong (its error names them)");
-  }
+  fail_together(comm, local_problem(q, k, v, options), "ring_sdpa");
   const std::vector<int64_t> signatures = comm.gather_all(signature(q, k, v, options));
   for (size_t r = 1; r < signatures.size(); ++r) {
     ATTN_CHECK(signatures[r] == signatures[0], "ring_sdpa: rank ", r, " and rank 0 differ in ",

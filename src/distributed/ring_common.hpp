@@ -28,6 +28,11 @@ struct RingLayout {
   int next = 0, previous = 0;                  // the ranks K/V go to and come from
 };
 
+// A collective verdict on each rank's own checks (problem: its error, "" when they passed):
+// when any rank failed, every rank throws — its own error, or that another rank's arguments
+// are wrong — so that none is left waiting in a collective. `what` names the call.
+void fail_together(const Communicator& comm, const std::string& problem, const char* what);
+
 // Checks q, k, v and the options as attn::sdpa does, and across the ranks: the same leading
 // dims, widths and options everywhere, q and k of the same rows, every rank's rows what its
 // layout gives it. The same attn::Error on every rank when anything is off.

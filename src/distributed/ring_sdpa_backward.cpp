@@ -101,11 +101,7 @@ SdpaGradients ring_sdpa_backward(const Communicator& comm, const Tensor& q, cons
   } catch (const Error& e) {
     problem = e.what();
   }
-  if (comm.any(!problem.empty())) {
-    throw Error(problem.empty() ? "ring_sdpa_backward: another rank's arguments are wrong (its "
-                                  "error names them)"
-                                : problem);
-  }
+  detail::fail_together(comm, problem, "ring_sdpa_backward");
   const detail::RingLayout layout = detail::check_ring(comm, q, k, v, options);
   const int n = comm.size(), me = comm.rank();
   const Tensor out_c = out.contiguous(), d_out_c = d_out.contiguous();
