@@ -13,6 +13,11 @@
 namespace attn::distributed::detail {
 namespace {
 
+Shape with_rows(Shape shape, int64_t rows) {
+  shape[shape.size() - 2] = rows;
+  return shape;
+}
+
 // What every rank must agree on, folded into one number (FNV-1a over the values).
 int64_t signature(const Tensor& q, const Tensor& k, const Tensor& v, const RingOptions& o) {
   std::vector<int64_t> values = {q.rank(),           q.dim(-1),
@@ -80,9 +85,8 @@ RingLayout check_ring(const Communicator& comm, const Tensor& q, const Tensor& k
 }
 
 Tensor rows_of(const Tensor& t, int64_t first, int64_t count) {
-  Shape shape = t.shape();
-  shape[shape.size() - 2] = count;
-  return t.as_strided(shape, t.strides(), first * t.strides()[t.strides().size() - 2]);
+  return t.as_strided(with_rows(t.shape(), count), t.strides(),
+                      first * t.strides()[t.strides().size() - 2]);
 }
 
 std::optional<int64_t> query_position0(const SequenceRun& queries, const SequenceRun& keys,
@@ -119,15 +123,6 @@ attn::detail::AttentionDims pair_dims(const Tensor& q, const Tensor& k, const Te
   return dims;
 }
 
-namespace {
-
-Shape with_rows(Shape shape, int64_t rows) {
-  shape[shape.size() - 2] = rows;
-  return shape;
-}
-
-}  // namespace
-
 Tensor uninitialized(int64_t n) {
   std::shared_ptr<void> memory(
       attn::detail::allocate_storage(static_cast<size_t>(n) * sizeof(float)),
@@ -135,9 +130,9 @@ Tensor uninitialized(int64_t n) {
   return Tensor::from_external(static_cast<float*>(memory.get()), n, {n}, {1}, 0, memory);
 }
 
-Tensor rows_view(const Tensor& flat, const Shape& like, int64_t rows) {
+Tensor rows_view(const Tensor& flat, const Shape& like, int64_t rows, int64_t offset) {
   const Shape shape = with_rows(like, rows);
-  return flat.as_strided(shape, contiguous_strides(shape), 0);
+  return flat.as_strided(shape, contiguous_strides(shape), offset);
 }
 
 KeysValuesBuffer::KeysValuesBuffer(const Tensor& k, const Tensor& v, const RingLayout& layout)
@@ -150,9 +145,8 @@ Tensor KeysValuesBuffer::keys(int owner) const {
   return rows_view(buffer_, k_shape_, rows_[static_cast<size_t>(owner)]);
 }
 
-Tensor KeysValuesBuffer::values(int owner) const {
-  const Shape shape = with_rows(v_shape_, rows_[static_cast<size_t>(owner)]);
-  return buffer_.as_strided(shape, contiguous_strides(shape), keys(owner).numel());
+Tensor KeysValuesBuffer::values(int owner) const {  // after owner's keys
+  return rows_view(buffer_, v_shape_, rows_[static_cast<size_t>(owner)], keys(owner).numel());
 }
 
 int64_t KeysValuesBuffer::floats(int owner) const {

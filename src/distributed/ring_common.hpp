@@ -65,8 +65,9 @@ attn::detail::AttentionDims pair_dims(const Tensor& q, const Tensor& k, const Te
 // Memory for n floats, not zeroed (the ring's buffers are written before they are read; a
 // zero pass over them cost as much as a small step's kernel), as a flat tensor.
 Tensor uninitialized(int64_t n);
-// A contiguous (…, rows, e) view at the start of a flat buffer: `like`'s shape with `rows`.
-Tensor rows_view(const Tensor& flat, const Shape& like, int64_t rows);
+// A contiguous (…, rows, e) view of a flat buffer from element `offset`: `like`'s shape with
+// `rows`.
+Tensor rows_view(const Tensor& flat, const Shape& like, int64_t rows, int64_t offset = 0);
 
 // One rank's K and V packed back to back, (…, Tr, d) then (…, Tr, dv), sized for the largest
 // rank; keys(owner) and values(owner) see it as rank `owner`'s. Also the dK/dV accumulators.

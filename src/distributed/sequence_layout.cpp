@@ -3,6 +3,7 @@
 
 #include "attn/distributed.hpp"
 #include "attn/error.hpp"
+#include "src/distributed/ring_common.hpp"
 
 namespace attn::distributed {
 namespace {
@@ -39,19 +40,16 @@ std::vector<SequenceRun> sequence_runs(int64_t t, int ranks, int rank, SequenceL
 Tensor shard_sequence(const Tensor& full, int ranks, int rank, SequenceLayout layout) {
   ATTN_CHECK(full.defined() && full.rank() >= 2, "shard_sequence: need a tensor (…, T, e), got ",
              full.defined() ? full.shape_string() : "undefined");
-  const int row_dim = full.rank() - 2;
-  const std::vector<SequenceRun> runs = sequence_runs(full.dim(row_dim), ranks, rank, layout);
+  const std::vector<SequenceRun> runs = sequence_runs(full.dim(-2), ranks, rank, layout);
+  int64_t rows = 0;
+  for (const SequenceRun& run : runs) rows += run.length();
   Shape shape = full.shape();
-  shape[static_cast<size_t>(row_dim)] = 0;
-  for (const SequenceRun& run : runs) shape[static_cast<size_t>(row_dim)] += run.length();
+  shape[shape.size() - 2] = rows;
   Tensor out(shape);
   int64_t at = 0;
   for (const SequenceRun& run : runs) {
-    Shape run_shape = full.shape();
-    run_shape[static_cast<size_t>(row_dim)] = run.length();
-    const int64_t row_stride = full.strides()[static_cast<size_t>(row_dim)];
-    out.as_strided(run_shape, out.strides(), at * out.strides()[static_cast<size_t>(row_dim)])
-        .copy_from(full.as_strided(run_shape, full.strides(), run.begin * row_stride));
+    detail::rows_of(out, at, run.length())
+        .copy_from(detail::rows_of(full, run.begin, run.length()));
     at += run.length();
   }
   return out;
