@@ -15,11 +15,11 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <thread>
 
 #include "attn/distributed.hpp"
 #include "attn/error.hpp"
+#include "attn/mpi_launcher.hpp"
 
 namespace attn::distributed {
 namespace {
@@ -62,13 +62,7 @@ MpiSession::~MpiSession() {
   if (!finalized) MPI_Finalize();
 }
 
-bool MpiSession::launched() {
-  // Open MPI's mpirun, PMIx-based launchers (srun, prterun), and MPICH/Hydra's PMI.
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"}) {
-    if (std::getenv(name) != nullptr) return true;
-  }
-  return false;
-}
+bool MpiSession::launched() { return started_by_mpi_launcher(); }
 
 Communicator::Communicator(MPI_Comm comm, double timeout_seconds) : comm_(comm) {
   set_timeout(timeout_seconds);

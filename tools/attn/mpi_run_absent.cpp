@@ -1,18 +1,10 @@
 // The MPI glue of the CLI when attn is built without MPI (mpi_run.hpp).
-#include <cstdlib>
-
 #include "attn/error.hpp"
+#include "attn/mpi_launcher.hpp"
 #include "mpi_run.hpp"
 
 namespace attn::cli {
 namespace {
-
-bool launched() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"}) {
-    if (std::getenv(name) != nullptr) return true;
-  }
-  return false;
-}
 
 constexpr char kWithout[] =
     "this attn was built without MPI; install Open MPI (libopenmpi-dev, openmpi-bin: "
@@ -29,7 +21,7 @@ void end_job_after_error(int) {}
 std::string error_prefix() { return ""; }
 
 std::shared_ptr<TrainingGroup> training_group(const DataParallelOptions&) {
-  ATTN_CHECK(!launched(), "started by mpirun, but ", kWithout);
+  ATTN_CHECK(!distributed::started_by_mpi_launcher(), "started by mpirun, but ", kWithout);
   return nullptr;
 }
 
