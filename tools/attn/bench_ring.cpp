@@ -5,7 +5,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <thread>
 
@@ -36,17 +35,11 @@ struct RingBenchArgs {
 template <class Fn>
 double ring_ms(const distributed::Communicator& comm, int runs, Fn&& fn) {
   fn();
-  std::vector<double> ms;
-  for (int r = 0; r < runs; ++r) {
+  return timed_median_ms(runs, [&] {
     comm.any(false);
-    const auto start = std::chrono::steady_clock::now();
     fn();
     comm.any(false);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  });
 }
 
 // A table cell: milliseconds, or "-" when not measured (< 0).

@@ -42,6 +42,20 @@ struct AttentionBenchRow {
 // The JSON fields both benches print, comma-separated, without braces: each bench adds its own.
 std::string attention_json_fields(const AttentionBenchArgs& args, const AttentionBenchRow& row);
 
+// Median milliseconds of `runs` calls of fn, timed one by one, without a warm-up.
+template <typename Fn>
+double timed_median_ms(int runs, Fn&& fn) {
+  std::vector<double> ms;
+  for (int r = 0; r < runs; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Median milliseconds of `runs` calls of fn, after warming up: calls for at least 200 ms (at
 // least one) — page faults, pool start, caches, and the clock of a core that was idle: on this
 // VM a fresh process's first ~50 ms ran up to 1.5× slower, which a single warm-up call of a
@@ -52,15 +66,7 @@ double median_ms(int runs, Fn&& fn) {
   do {
     fn();
   } while (std::chrono::steady_clock::now() - warm_up_start < std::chrono::milliseconds(200));
-  std::vector<double> ms;
-  for (int r = 0; r < runs; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return timed_median_ms(runs, fn);
 }
 
 // The process's peak resident memory so far, MiB.
