@@ -142,6 +142,13 @@ class Metrics {
   std::ofstream out_;
 };
 
+// Whether the run evaluates (and rank 0 checkpoints) before its next step: at
+// every --eval-interval and at the end. Every rank of a data-parallel run follows it, since
+// evaluation is collective.
+bool evaluates_now(const Trainer& trainer, const TrainArgs& args) {
+  return trainer.iteration() % args.eval_interval == 0 || trainer.done();
+}
+
 // An evaluation; in a data-parallel run also the check that every rank still holds the same
 // parameters (the gradient sums give every rank the same bits, so they cannot drift apart
 // unless something is wrong — a rank on a different CPU or library, say).
@@ -156,8 +163,7 @@ EvalResult evaluate(const Trainer& trainer) {
 // A rank other than 0: the same steps and evaluations, nothing written or printed.
 void train_as_follower(Trainer& trainer, const TrainArgs& args) {
   while (true) {
-    const int64_t iter = trainer.iteration();
-    if (iter % args.eval_interval == 0 || trainer.done()) evaluate(trainer);
+    if (evaluates_now(trainer, args)) evaluate(trainer);
     if (trainer.done()) return;
     trainer.step();
   }
@@ -240,9 +246,8 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   std::fflush(stdout);
 
   if (args.resume) {
-    const int64_t at = trainer->iteration();
-    truncate_metrics(args.out + "/metrics.csv", at,
-                     at % args.eval_interval == 0 || trainer->done());
+    truncate_metrics(args.out + "/metrics.csv", trainer->iteration(),
+                     evaluates_now(*trainer, args));
   }
   Metrics metrics(args.out + "/metrics.csv", args.resume);
   RunReport report("attn train: " + args.out, args.report_sample_tokens);
@@ -258,7 +263,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   };
   while (true) {
     const int64_t iter = trainer->iteration();
-    if (iter % args.eval_interval == 0 || trainer->done()) {
+    if (evaluates_now(*trainer, args)) {
       const EvalResult e = evaluate(*trainer);
       metrics.evaluation(iter, e, trainer->learning_rate_at(iter));
       report.evaluation(iter, e);
