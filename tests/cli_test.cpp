@@ -129,6 +129,19 @@ TEST_F(Cli, ABadThreadCountInTheEnvironmentIsAnError) {
   EXPECT_EQ(run("--version", "/dev/null", "ATTN_NUM_THREADS=abc").status, 0);  // no work done
 }
 
+TEST_F(Cli, ATTN_SIMDCapsTheKernelsOrIsAnError) {
+  const CliResult bad = run("demo", "/dev/null", "ATTN_SIMD=sse9");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.err_lines(), 1) << bad.err;
+  EXPECT_NE(bad.err.find("ATTN_SIMD: unknown SIMD cap 'sse9'"), std::string::npos) << bad.err;
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "this CPU has no AVX2 to cap at";
+  const std::string bench =
+      "bench forward --seq 8 --heads 1 --head-dim 8 --threads 1 --runs 1 --json";
+  const CliResult capped = run(bench, "/dev/null", "ATTN_SIMD=avx2");
+  EXPECT_EQ(capped.status, 0) << capped.err;
+  EXPECT_NE(capped.out.find("\"simd\": \"AVX2\""), std::string::npos) << capped.out;
+}
+
 TEST_F(Cli, DemoRunsAndPassesItsChecks) {
   const CliResult r = run("demo --threads 2 --html " + path("heads.html"));
   EXPECT_EQ(r.status, 0) << r.err;

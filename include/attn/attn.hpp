@@ -15,6 +15,7 @@
 #include "attn/reference_matmul.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
+#include "attn/simd.hpp"
 #include "attn/tensor.hpp"
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"

@@ -24,6 +24,7 @@ from ._attn import (  # noqa: F401  (the public API)
     heatmap,
     heatmap_png,
     heatmap_svg,
+    limit_simd,
     merge_heads,
     multi_head_attention,
     reference,
@@ -31,6 +32,7 @@ from ._attn import (  # noqa: F401  (the public API)
     sdpa,
     sdpa_backward,
     set_num_threads,
+    simd_target,
     split_heads,
     train_bpe,
 )

@@ -2,9 +2,13 @@
 // numpy arrays, zero-copy where the memory allows (arrays.hpp), the GIL released while a
 // kernel runs. attn::Error becomes attn.Error, a subclass of ValueError.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
 
 #include "arrays.hpp"
 #include "attn/error.hpp"
+#include "attn/simd.hpp"
 #include "attn/threads.hpp"
 #include "attn/version.hpp"
 #include "bindings.hpp"
@@ -18,6 +22,14 @@ PYBIND11_MODULE(_attn, m) {
   m.def("set_num_threads", &attn::set_num_threads,
         "set_num_threads(n): threads for every parallel loop (0 = the default).", py::arg("n"));
   m.def("get_num_threads", &attn::num_threads, "The thread count in use.");
+  attn::limit_simd_from_environment();  // ATTN_SIMD, as the CLI reads it
+  m.def(
+      "limit_simd", [](const std::string& name) { attn::limit_simd(name); },
+      "limit_simd(name): cap the SIMD instruction set at 'avx512', 'avx2' or 'portable' "
+      "('best' lifts it); before the first matrix product.",
+      py::arg("name"));
+  m.def("simd_target", &attn::simd_target,
+        "The SIMD instruction set the kernels run, as Highway names it ('AVX3' is AVX-512).");
   m.def("_conversions", &attn::python::conversions,
         "How many array arguments were converted (copied) so far: for the zero-copy tests.");
   py::module_ reference = m.def_submodule("reference", "The readable reference path.");

@@ -147,3 +147,23 @@ def test_bad_input_raises_naming_the_argument(rng, call, message, error):
 
 def test_errors_are_value_errors():
     assert issubclass(attn.Error, ValueError)
+
+
+def test_simd_cap_from_the_environment_and_by_call():
+    import os
+    import subprocess
+    import sys
+    with pytest.raises(ValueError, match="unknown SIMD cap"):
+        attn.limit_simd("sse9")
+    if "avx2" not in open("/proc/cpuinfo").read():
+        pytest.skip("this CPU has no AVX2 to cap at")
+    script = ("import attn, numpy as np; q = np.ones((1, 3, 4), np.float32); "
+              "print(attn.simd_target(), float(attn.sdpa(q, q, q, causal=True)[0].sum()))")
+    env = dict(os.environ, ATTN_SIMD="avx2")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["AVX2", "12.0"]
+    env["ATTN_SIMD"] = "sse9"
+    failed = subprocess.run([sys.executable, "-c", "import attn"], env=env, capture_output=True,
+                            text=True)
+    assert failed.returncode != 0 and "ATTN_SIMD: unknown SIMD cap 'sse9'" in failed.stderr

@@ -2,6 +2,7 @@
 #include "src/kernels/bfloat16.hpp"
 
 #include "attn/kv_cache.hpp"
+#include "attn/simd.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/bfloat16.cpp"
@@ -74,15 +75,6 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) void RoundWithAvx512Bf16(
 }
 #endif
 
-bool cpu_has_avx512_bf16() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx512bf16");
-  return has;
-#else
-  return false;
-#endif
-}
-
 }  // namespace
 
 void round_to_bfloat16_portable(const float* src, int64_t rows, int64_t cols, int64_t ld,
@@ -92,7 +84,7 @@ void round_to_bfloat16_portable(const float* src, int64_t rows, int64_t cols, in
 
 void round_to_bfloat16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst) {
 #if defined(__x86_64__)
-  if (cpu_has_avx512_bf16()) {
+  if (simd_has_bf16_products()) {
     RoundWithAvx512Bf16(src, rows, cols, ld, dst);
     return;
   }

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include "attn/error.hpp"
+#include "src/core/simd_cap.hpp"
 
 #ifndef ATTN_DNNL_LIBRARY
 #error "ATTN_DNNL_LIBRARY (oneDNN's soname, e.g. libdnnl.so.2) is set by CMakeLists.txt"
@@ -23,6 +24,29 @@ void bind(void* library, const char* name, Function*& out) {
   ATTN_CHECK(symbol != nullptr, "cannot find ", name, " in ", ATTN_DNNL_LIBRARY, ": ",
              last_dl_error());
   out = reinterpret_cast<Function*>(symbol);
+}
+
+// limit_simd's cap (attn/simd.hpp), which oneDNN takes only before its first primitive.
+void cap_instruction_set(void* library) {
+  dnnl_cpu_isa_t isa = dnnl_cpu_isa_all;
+  switch (simd_cap()) {
+    case SimdCap::kBest:
+      break;
+    case SimdCap::kAvx512:
+      isa = dnnl_cpu_isa_avx512_core_bf16;
+      break;
+    case SimdCap::kAvx2:
+      isa = dnnl_cpu_isa_avx2;
+      break;
+    case SimdCap::kPortable:
+      isa = dnnl_cpu_isa_sse41;  // oneDNN's least
+      break;
+  }
+  matrix_library_opened();
+  if (isa == dnnl_cpu_isa_all) return;
+  dnnl_status_t (*set_max_cpu_isa)(dnnl_cpu_isa_t) = nullptr;
+  bind(library, "dnnl_set_max_cpu_isa", set_max_cpu_isa);
+  ATTN_CHECK(set_max_cpu_isa(isa) == dnnl_success, "oneDNN refused the SIMD cap of limit_simd");
 }
 
 OneDnn open_onednn() {
@@ -58,6 +82,7 @@ OneDnn open_onednn() {
   bind(library, "dnnl_memory_destroy", functions.memory_destroy);
   bind(library, "dnnl_primitive_destroy", functions.primitive_destroy);
   bind(library, "dnnl_stream_destroy", functions.stream_destroy);
+  cap_instruction_set(library);
   return functions;  // the library stays loaded until the process ends
 }
 

@@ -11,6 +11,7 @@
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
+#include "attn/simd.hpp"
 #include "attn/threads.hpp"
 #include "bench_util.hpp"
 #include "commands.hpp"
@@ -96,7 +97,8 @@ void print_header(const AttentionBenchArgs& a, int64_t kv_heads,
               a.causal ? "causal" : "non-causal", a.impl.c_str(),
               a.compete ? ", another process keeping one core busy" : "");
   for (const auto& [threads, gflops] : peak) {
-    std::printf("measured FMA peak, %d thread(s): %.0f GFLOP/s\n", threads, gflops);
+    std::printf("measured FMA peak, %d thread(s), %s: %.0f GFLOP/s\n", threads,
+                simd_target().c_str(), gflops);
   }
   std::printf(
       "GFLOP/s counts 10·B·H·T²·d (five T×T×d products, the full square, causal too);\n"

@@ -14,6 +14,7 @@
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
+#include "attn/simd.hpp"
 #include "attn/threads.hpp"
 #include "bench_util.hpp"
 #include "commands.hpp"
@@ -39,7 +40,8 @@ void run_forward(const AttentionBenchArgs& a) {
                 a.causal ? "causal" : "non-causal", a.impl.c_str(),
                 a.compete ? ", another process keeping one core busy" : "");
     for (int t : thread_counts)
-      std::printf("measured FMA peak, %d thread(s): %.0f GFLOP/s\n", t, peak[t]);
+      std::printf("measured FMA peak, %d thread(s), %s: %.0f GFLOP/s\n", t, simd_target().c_str(),
+                  peak[t]);
     std::printf(
         "GFLOP/s counts 4·B·H·T²·d (the full square, causal too); useful counts "
         "2·B·H·T·(T+1)·d when causal\n\n");

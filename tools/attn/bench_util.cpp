@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "attn/error.hpp"
+#include "attn/simd.hpp"
 #include "common.hpp"
 
 namespace attn::cli {
@@ -71,13 +72,13 @@ std::string attention_json_fields(const AttentionBenchArgs& a, const AttentionBe
       "\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
       "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.3f, \"gflops\": %.2f, "
       "\"useful_gflops\": %.2f, \"peak_gflops\": %.2f, \"reference_ms\": %s, "
-      "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f",
+      "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f, \"simd\": \"%s\"",
       static_cast<long long>(r.seq), static_cast<long long>(a.batch),
       static_cast<long long>(a.heads), static_cast<long long>(r.kv_heads),
       static_cast<long long>(a.head_dim), a.causal ? "true" : "false", r.threads, a.impl.c_str(),
       r.ms, r.gflops, r.useful_gflops, r.peak_gflops,
       r.reference_ms < 0 ? "null" : std::to_string(r.reference_ms).c_str(),
-      a.block ? "true" : "false", a.compete ? "true" : "false", r.rss_mib);
+      a.block ? "true" : "false", a.compete ? "true" : "false", r.rss_mib, simd_target().c_str());
   return fields;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attn/error.hpp"
+#include "attn/simd.hpp"
 #include "attn/threads.hpp"
 #include "attn/version.hpp"
 #include "commands.hpp"
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
     // A bad ATTN_NUM_THREADS is an error before any work (the library would report it only at
     // its first parallel loop, possibly after reading the inputs).
     if (!asks_for_help(argc, argv)) attn::num_threads();
+    attn::limit_simd_from_environment();     // ATTN_SIMD=avx2: the AVX2 code on any CPU
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last-first
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,128 @@
+// limit_simd: Highway's DisableTargets for the kernels, a cap oneDNN reads as it opens.
+#include "attn/simd.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+
+#include "attn/error.hpp"
+#include "hwy/targets.h"
+#include "src/core/simd_cap.hpp"
+
+namespace attn {
+namespace {
+
+struct CapState {
+  std::mutex mutex;
+  detail::SimdCap cap = detail::SimdCap::kBest;
+  bool frozen = false;  // oneDNN has opened with `cap`
+};
+
+CapState& state() {
+  static CapState s;
+  return s;
+}
+
+detail::SimdCap cap_from_name(std::string_view name) {
+  if (name == "best") return detail::SimdCap::kBest;
+  if (name == "avx512") return detail::SimdCap::kAvx512;
+  if (name == "avx2") return detail::SimdCap::kAvx2;
+  if (name == "portable") return detail::SimdCap::kPortable;
+  throw Error("unknown SIMD cap '" + std::string(name) + "': use avx512, avx2, portable or best");
+}
+
+// Highway numbers its targets so that a lower bit is a better one: capping at a target
+// disables every bit below it. The target itself must be one this CPU runs.
+int64_t target_of(detail::SimdCap cap) {
+  switch (cap) {
+    case detail::SimdCap::kAvx512:
+      return HWY_AVX3;
+    case detail::SimdCap::kAvx2:
+      return HWY_AVX2;
+    case detail::SimdCap::kPortable:
+      return HWY_STATIC_TARGET;  // the build's baseline: plain C++ on x86-64
+    case detail::SimdCap::kBest:
+      break;
+  }
+  return 0;
+}
+
+// The targets this CPU runs, within DisableTargets, that the build compiled (HWY_TARGETS: the
+// same list in every file, as they share HWY_DISABLED_TARGETS). Highway's SupportedTargets
+// sets the dispatch to every target the CPU has, leaving its caller to narrow it to the
+// result (as its own dispatch does on first use): without that Update, the kernels kept
+// running AVX-512 code under a cap.
+int64_t generated_and_supported() {
+  const int64_t supported = hwy::SupportedTargets();
+  hwy::GetChosenTarget().Update(supported);
+  return supported & HWY_TARGETS;
+}
+
+int64_t disabled_by(detail::SimdCap cap) {
+  const int64_t target = target_of(cap);
+  return target == 0 ? 0 : target - 1;
+}
+
+}  // namespace
+
+void limit_simd(std::string_view name) {
+  const detail::SimdCap cap = cap_from_name(name);
+  CapState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  ATTN_CHECK(!s.frozen || cap == s.cap, "limit_simd(\"", name,
+             "\") comes after the first matrix product, which fixed oneDNN's instruction set: "
+             "call it first (or set ATTN_SIMD)");
+  hwy::DisableTargets(0);
+  const int64_t runnable = generated_and_supported();
+  hwy::DisableTargets(disabled_by(s.cap));  // the old cap stands until the new one is checked
+  generated_and_supported();
+  const int64_t target = target_of(cap);
+  ATTN_CHECK(target == 0 || (runnable & target) != 0, "SIMD cap '", name,
+             "': this CPU (or this build) cannot run ", hwy::TargetName(target), "; it runs ",
+             simd_target());
+  hwy::DisableTargets(disabled_by(cap));
+  generated_and_supported();  // the dispatch follows now
+  s.cap = cap;
+}
+
+void limit_simd_from_environment() {
+  const char* name = std::getenv("ATTN_SIMD");
+  if (name == nullptr || *name == '\0') return;
+  try {
+    limit_simd(name);
+  } catch (const Error& e) {
+    throw Error(std::string("ATTN_SIMD: ") + e.what());
+  }
+}
+
+std::string simd_target() {
+  const int64_t targets = generated_and_supported();
+  return hwy::TargetName(targets & -targets);  // the lowest bit: the best target
+}
+
+bool simd_has_bf16_products() {
+#if defined(__x86_64__)
+  static const bool cpu_has = __builtin_cpu_supports("avx512bf16");
+  return cpu_has && (generated_and_supported() & (HWY_AVX3 | (HWY_AVX3 - 1))) != 0;
+#else
+  return false;
+#endif
+}
+
+namespace detail {
+
+SimdCap simd_cap() {
+  CapState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.cap;
+}
+
+void matrix_library_opened() {
+  CapState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.frozen = true;
+}
+
+}  // namespace detail
+}  // namespace attn
