@@ -324,6 +324,32 @@ TEST_F(Cli, TrainResumeAndGenerate) {
 // Ctrl-C during training saves a checkpoint that --resume continues from.
 // A run's directory is protected, refusals leave nothing behind, the flags' rules name the
 // flags, and --config repeats a run.
+// --profile: a row per phase after the warm-up steps, the products' MFLOP as counted by hand.
+TEST_F(Cli, TrainProfilePrintsEveryPhaseWithTheProductsFlops) {
+  const CliResult r = run(tiny_train() + " --out " + path("run") + " --max-iters 14 --profile");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("profile of 4 steps (after the first 10), 1 thread(s)"), std::string::npos)
+      << r.out;
+  for (const char* phase : {"matmul", "attention", "layer_norm", "gelu", "cross_entropy",
+                            "embedding", "optimizer", "the rest", "step"}) {
+    EXPECT_NE(r.out.find(std::string("\n  ") + phase + " "), std::string::npos) << phase << r.out;
+  }
+  // 1 layer, n_embd 16, 2 windows of 8: 6 · 16 rows · (12 · 16² + 16 · vocab) FLOPs.
+  const size_t at = r.out.find("vocabulary ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const double vocab = std::stod(r.out.substr(at + 11));
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "%9.1f", 6.0 * 16 * (12 * 256 + 16 * vocab) * 1e-6);
+  const size_t row = r.out.find("\n  matmul ");
+  ASSERT_NE(row, std::string::npos);
+  const std::string line = r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1);
+  EXPECT_NE(line.find(expected), std::string::npos) << line << " / " << expected;
+  const CliResult short_run =
+      run(tiny_train() + " --out " + path("short") + " --max-iters 3 --profile");
+  EXPECT_NE(short_run.out.find("profile: no step after the first 10 to time"), std::string::npos)
+      << short_run.out;
+}
+
 TEST_F(Cli, TrainProtectsRunsNamesFlagsAndRepeatsFromAConfig) {
   const std::string base = tiny_train() + " --max-iters 3 --eval-interval 2";
   ASSERT_EQ(run(base + " --out " + path("run")).status, 0);

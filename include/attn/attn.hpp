@@ -11,6 +11,7 @@
 #include "attn/kv_cache.hpp"
 #include "attn/mask.hpp"
 #include "attn/mha.hpp"
+#include "attn/phase_clock.hpp"
 #include "attn/random.hpp"
 #include "attn/reference_matmul.hpp"
 #include "attn/sdpa.hpp"

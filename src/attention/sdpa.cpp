@@ -12,6 +12,7 @@
 #include "attn/threads.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_forward.hpp"
 #include "src/kernels/prefetch.hpp"
 
@@ -21,6 +22,7 @@ namespace detail {
 void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
                const Tensor& v_in, const SdpaOptions& options, const Tensor& out,
                float* logsumexp) {
+  const PhaseScope clock(Phase::kAttention);
   ATTN_CHECK(out.shape() == with_last_dim(q_in, dims.dv) && out.strides().back() == 1,
              "sdpa: the output view ", out.shape_string(), " must be ",
              to_string(with_last_dim(q_in, dims.dv)), " with contiguous rows");

@@ -15,6 +15,7 @@
 #include "attn/threads.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/kernels/prefetch.hpp"
 
@@ -59,6 +60,7 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
                         const Tensor& v_in, const Tensor& out_in, const float* logsumexp,
                         const Tensor& d_out_in, const SdpaOptions& options, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv) {
+  const PhaseScope clock(Phase::kAttention);
   check_gradient_view(dq, q_in, "dq");
   check_gradient_view(dk, k_in, "dk");
   check_gradient_view(dv, v_in, "dv");

@@ -24,6 +24,7 @@
 
 #include "attn/error.hpp"
 #include "share_monitor.hpp"
+#include "src/core/phase_scope.hpp"
 
 namespace attn {
 namespace {
@@ -212,6 +213,10 @@ int num_threads() {
   const int n = g_requested_threads.load();
   return n > 0 ? n : default_threads();
 }
+
+namespace detail {
+bool inside_parallel_body() { return t_inside_pool_job; }
+}  // namespace detail
 
 void set_num_threads(int n) {
   ATTN_CHECK(n >= 0, "set_num_threads: n (", n, ") must be >= 0");

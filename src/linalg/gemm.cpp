@@ -19,6 +19,7 @@
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/core/phase_scope.hpp"
 #include "src/kernels/gemv.hpp"
 #include "src/linalg/gemm_bf16.hpp"
 #include "src/linalg/gemm_split.hpp"
@@ -83,6 +84,7 @@ MatmulPrecision matmul_precision_from_string(std::string_view name) {
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
           MatmulPrecision precision) {
+  const detail::PhaseScope clock(Phase::kMatmul);
   detail::check_gemm_sizes("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (is_gemv(m, trans_a, trans_b, precision))
@@ -96,6 +98,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                int64_t lda, const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
                MatmulPrecision precision) {
+  const detail::PhaseScope clock(Phase::kMatmul);
   detail::check_gemm_sizes("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (is_gemv(m, trans_a, trans_b, precision)) {

@@ -5,6 +5,7 @@
 
 #include "attn/gemm.hpp"
 #include "src/core/parallel_ranges.hpp"
+#include "src/core/phase_scope.hpp"
 #include "src/kernels/reductions.hpp"
 #include "src/linalg/gemm_bf16.hpp"
 
@@ -37,6 +38,7 @@ void linear_forward(const float* x, const uint16_t* w, const float* bias, int64_
 void linear_backward(const float* dy, const float* x, const float* w, int64_t rows, int64_t in,
                      int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias,
                      MatmulPrecision precision) {
+  const PhaseScope clock(Phase::kMatmul);  // the bias's column sums too
   if (dx) {
     gemm(false, true, rows, in, out, 1.0f, dy, out, w, out, accumulate_dx ? 1.0f : 0.0f, dx, in,
          precision);

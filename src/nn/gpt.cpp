@@ -12,6 +12,7 @@
 #include "attn/random.hpp"
 #include "src/attention/checks.hpp"
 #include "src/core/parallel_ranges.hpp"
+#include "src/core/phase_scope.hpp"
 #include "src/linalg/linear.hpp"
 #include "src/nn/cross_entropy.hpp"
 #include "src/nn/embedding_rows.hpp"
@@ -160,6 +161,7 @@ Tensor& Gpt::gradient_buffer() const {
 Tensor Gpt::gradient(const std::string& name) const { return named_view(gradient_buffer(), name); }
 
 void Gpt::zero_grad() {
+  const detail::PhaseScope clock(Phase::kOptimizer);  // the gradients' bookkeeping
   Tensor& gradients = gradient_buffer();
   std::fill(gradients.data(), gradients.data() + gradients.numel(), 0.0f);
 }
@@ -179,6 +181,7 @@ void Gpt::check_ids(std::span<const int64_t> ids, int64_t batch, const char* wha
 // x (batch·t, C) = wte[ids] + the positions position … position + t − 1 (learned or sinusoidal).
 void Gpt::embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t position,
                 float* x) const {
+  const detail::PhaseScope clock(Phase::kEmbedding);
   const int64_t c = config_.n_embd;
   const float* table = config_.positions == PositionKind::kLearned
                            ? parameters_.data() + global_.wpe
@@ -327,6 +330,7 @@ void Gpt::backward(float loss_scale, const std::function<void(int64_t)>& final_f
     if (final_from) final_from(layers_[static_cast<size_t>(l)].at.ln1_w);
   }
   // Embeddings: the dropout mask, then the rows back to the tables, in row order.
+  const detail::PhaseScope clock(Phase::kEmbedding);
   float* d_x = a.d_residual.data();
   a.dropout.apply(d_x, a.rows * c, nn::DropoutSite::kEmbedding, 0);
   nn::scatter_add_rows(d_x, a.ids.data(), a.rows, c, grads + global_.wte);

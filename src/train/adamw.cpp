@@ -8,6 +8,7 @@
 #include "attn/error.hpp"
 #include "attn/train.hpp"
 #include "src/core/parallel_ranges.hpp"
+#include "src/core/phase_scope.hpp"
 #include "src/kernels/reductions.hpp"
 
 namespace attn {
@@ -42,6 +43,7 @@ AdamW::AdamW(const Gpt& model, const AdamWOptions& options)
 }
 
 void AdamW::step(Gpt& model, float lr, float grad_scale) {
+  const detail::PhaseScope clock(Phase::kOptimizer);
   ATTN_CHECK(std::isfinite(lr) && lr >= 0.0f, "AdamW: learning rate must be finite and >= 0, got ",
              lr);
   ++steps;
@@ -67,6 +69,7 @@ void AdamW::step(Gpt& model, float lr, float grad_scale) {
 }
 
 float grad_norm(const Gpt& model) {
+  const detail::PhaseScope clock(Phase::kOptimizer);
   const float* g = model.gradients().data();
   const int64_t n = model.num_parameters();
   // Σ g² in double over fixed chunks, the chunks' sums added in order: the same norm for every
@@ -88,6 +91,7 @@ float clip_scale(float norm, float max_norm) {
 }
 
 float clip_grad_norm(Gpt& model, float max_norm) {
+  const detail::PhaseScope clock(Phase::kOptimizer);
   const float norm = grad_norm(model);
   const float scale = clip_scale(norm, max_norm);
   if (scale < 1.0f) {

@@ -21,6 +21,7 @@
 #include "loss_plot.hpp"
 #include "mpi_run.hpp"
 #include "progress_bar.hpp"
+#include "train_profile.hpp"
 #include "train_report.hpp"
 
 namespace attn::cli {
@@ -38,12 +39,15 @@ struct TrainArgs {
   TrainOptions train;
   int64_t eval_interval = 250, log_interval = 100;
   int64_t report_sample_tokens = 200;
-  bool no_bias = false, resume = false, force = false;
+  bool no_bias = false, resume = false, force = false, profile = false;
   std::string config;  // expanded into the arguments before parsing (config_file.hpp)
   int threads = 0;
   DataParallelOptions parallel;  // under mpirun
   double bucket_mb = 1.0;
 };
+
+// --profile leaves out the first steps, as bench/compare_gpt.sh's medians do.
+constexpr int64_t kProfileWarmUp = 10;
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
 
@@ -183,6 +187,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   args.parallel.bucket_bytes = static_cast<int64_t>(args.bucket_mb * 1048576.0);
   const std::shared_ptr<TrainingGroup> group = training_group(args.parallel);
   const bool lead = !group || group->rank() == 0;
+  ATTN_CHECK(!group || !args.profile, "--profile times one process's step: run it without mpirun");
   // From the start, so that a Ctrl-C while the corpus is read still ends with a checkpoint.
   // Not under mpirun, which ends the whole job on Ctrl-C itself (resume from the last
   // evaluation's checkpoint).
@@ -255,6 +260,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   const int64_t tokens_per_step = o.batch_size * o.grad_accum * c.block_size;
   double train_seconds = 0.0;
   int64_t timed_steps = 0;
+  StepProfile profile(args.profile, kProfileWarmUp);
   auto save = [&] {
     trainer->save(ckpt, *tokenizer);
     write_files_atomically(
@@ -274,9 +280,11 @@ void run_train(TrainArgs& args, const std::string& config_text) {
       save();
     }
     if (trainer->done() || g_interrupted) break;
+    profile.start_step();
     const Clock::time_point start = Clock::now();
     const StepResult r = trainer->step();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    profile.end_step(seconds);
     train_seconds += seconds;
     ++timed_steps;
     metrics.step(r, seconds * 1e3, static_cast<double>(tokens_per_step) / seconds);
@@ -312,6 +320,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   std::printf("done: %lld iterations, %s; wrote %s, %s/metrics.csv, %s/loss.svg, %s/report.html\n",
               static_cast<long long>(trainer->iteration()), pace, ckpt.c_str(), args.out.c_str(),
               args.out.c_str(), args.out.c_str());
+  profile.print(c, o, num_threads());
   if (group && timed_steps > 0) {
     std::printf("gradient sums: %lld buckets; the steps waited %.1f ms/iter for them (%.1f %%)\n",
                 static_cast<long long>(gradient_buckets()),
@@ -418,6 +427,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--grad-clip", a.train.grad_clip, "clip the global gradient norm (0 = off)")
       ->check(finite())
       ->capture_default_str();
+  cmd->add_flag("--profile", a.profile,
+                "after training, print the step's time per phase (matrix products, attention, "
+                "LayerNorm, GELU, …) with GFLOP/s and the share of the FMA peak");
   cmd->add_option("--eval-interval", a.eval_interval, "steps between evaluations and checkpoints")
       ->check(positive())
       ->capture_default_str();
