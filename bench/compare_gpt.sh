@@ -19,6 +19,7 @@
 # training step (forward, backward, clipping, AdamW; data sampling and evaluation excluded);
 # attn's peak resident memory comes from /usr/bin/time.
 set -euo pipefail
+shopt -s inherit_errexit  # a failed run inside $(…) ends the script, not a stale figure
 
 here=$(cd "$(dirname "$0")" && pwd)
 iters=${1:-200}
@@ -35,11 +36,12 @@ attn_median() {
   awk -F, 'NR > 1 && $5 != "" && $1 >= 10 { print $5 }' "$1/metrics.csv" | sort -g |
     awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }'
 }
-run_attn() {  # threads [precision]
-  /usr/bin/time -f "%M" -o "$work/time" "$attn" train --corpus "$corpus" --out "$work/attn$1${2:-}" \
+run_attn() {  # threads [precision] [label]: each run its own directory
+  local dir="$work/attn$1${2:-}${3:-}"
+  /usr/bin/time -f "%M" -o "$work/time" "$attn" train --corpus "$corpus" --out "$dir" \
     --max-iters "$iters" --eval-interval 1000000 --eval-iters 1 --threads "$1" \
     --precision "${2:-f32}" >/dev/null
-  echo "$(attn_median "$work/attn$1${2:-}") $(awk '{ printf "%.0f", $1 / 1024 }' "$work/time")"
+  echo "$(attn_median "$dir") $(awk '{ printf "%.0f", $1 / 1024 }' "$work/time")"
 }
 # The same with another process keeping a core busy (a shell loop), as on a shared machine.
 run_attn_busy() {  # threads
@@ -48,7 +50,7 @@ run_attn_busy() {  # threads
   sh -c 'while :; do :; done' >/dev/null &
   local busy=$! result
   # The loop is killed whether or not the run succeeds (a failed run once left it spinning).
-  result=$(run_attn "$1") || { kill "$busy"; return 1; }
+  result=$(run_attn "$1" f32 busy) || { kill "$busy"; return 1; }
   kill "$busy"
   echo "$result"
 }
@@ -57,11 +59,17 @@ run_torch() {  # threads, extra env, extra options
     sed -n 's/.*median \([0-9.]*\) ms.*/\1/p'
 }
 
-read -r attn2 attn2_mib <<<"$(run_attn 2)"
-read -r attn2_bf16 attn2_bf16_mib <<<"$(run_attn 2 bf16)"
-read -r attn1 attn1_mib <<<"$(run_attn 1)"
-read -r attn2_busy _ <<<"$(run_attn_busy 2)"
-read -r attn1_busy _ <<<"$(run_attn_busy 1)"
+# Each result is assigned before it is split, so that set -e sees a run fail.
+out=$(run_attn 2)
+read -r attn2 attn2_mib <<<"$out"
+out=$(run_attn 2 bf16)
+read -r attn2_bf16 attn2_bf16_mib <<<"$out"
+out=$(run_attn 1)
+read -r attn1 attn1_mib <<<"$out"
+out=$(run_attn_busy 2)
+read -r attn2_busy _ <<<"$out"
+out=$(run_attn_busy 1)
+read -r attn1_busy _ <<<"$out"
 torch2=$(run_torch 2 "")
 torch2p=$(run_torch 2 OMP_WAIT_POLICY=passive)
 torch1=$(run_torch 1 "")
