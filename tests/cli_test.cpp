@@ -324,6 +324,20 @@ TEST_F(Cli, TrainResumeAndGenerate) {
 // Ctrl-C during training saves a checkpoint that --resume continues from.
 // A run's directory is protected, refusals leave nothing behind, the flags' rules name the
 // flags, and --config repeats a run.
+// Without AVX-512 BF16 (here: capped at AVX2), bf16 products would only cost: float, said once.
+TEST_F(Cli, TrainPicksFloatWhereBf16ProductsDoNotPay) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "this CPU has no AVX2 to cap at";
+  const CliResult r =
+      run(tiny_train() + " --out " + path("run") + " --max-iters 2 --precision bf16", "/dev/null",
+          "ATTN_SIMD=avx2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("--precision bf16: this CPU (AVX2) has no AVX-512 BF16, so the products "
+                       "run in float"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("bf16 products"), std::string::npos) << r.out;
+}
+
 // --profile: a row per phase after the warm-up steps, the products' MFLOP as counted by hand.
 TEST_F(Cli, TrainProfilePrintsEveryPhaseWithTheProductsFlops) {
   const CliResult r = run(tiny_train() + " --out " + path("run") + " --max-iters 14 --profile");
