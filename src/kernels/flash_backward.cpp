@@ -4,7 +4,7 @@
 //   Sᵀ   = K_j·(s·Q_i)ᵀ (+ mask)      the forward's scores, bit for bit (same tiles, same order)
 //   Pᵀ   = exp(Sᵀ − L_i)              L = logsumexp: already normalised, no running max
 //   dPᵀ  = V_j·dO_iᵀ
-//   dSᵀ  = s·Pᵀ ∘ (dPᵀ − D_i)         D_i = Σ_e dO_ie·O_ie, once per query block
+//   dSᵀ  = s·Pᵀ ∘ (dPᵀ − D_i)         D_i = Σ_e dO_ie·O_ie, once per query block and chunk
 //   dV_j += Pᵀ·dO_i,   dK_j += dSᵀ·Q_i,   dQ_i += dS·K_j
 // Five products per block pair where the forward has two, all one register-tiled product
 // (tile_product-inl.h) with different strides. In a pair that crosses the causal diagonal,
@@ -14,14 +14,18 @@
 // D_i are then one vector per lane group and the element-wise steps need no horizontal work;
 // dS is read down its columns for dQ.
 //
-// Memory: Q_i, dO_i (rows and transposed), the two score tiles, dQ_i, one block's dK/dV
-// contribution and the two-pass order's 512-key dK/dV accumulators live in a fixed scratch
-// (about 0.45 MiB at d = 64), independent of T. dK and dV are accumulated in the output rows,
-// which this task alone owns; dQ_i in scratch, then written once. Loop order: query blocks
-// outer inside one task per K/V head (the per-head order of docs/design.md), so Q_i, dO_i and
-// dQ_i are packed and written once and only dK_j, dV_j are revisited. With fewer K/V heads
+// Memory: Q_i, dO_i (rows and transposed), the two score tiles, dQ_i, and dK/dV accumulators
+// for one chunk of kKeyChunk = 512 keys live in a fixed scratch (about 0.45 MiB at d = 64),
+// independent of T. Loop order: one task per K/V head (the per-head order of docs/design.md),
+// which owns its dK, dV and dQ rows; inside it the key chunks in order, and for each chunk every
+// query block that sees it, packed once per chunk (4 key blocks). The chunk's K, V, dK and dV
+// stay in L2 while the query blocks pass; dQ_i is taken from and put back into its output rows
+// between chunks, so it still sums its key blocks in key order. Query blocks outer over the
+// whole of T (the order before) streamed K, V, dK and dV from L3 once per query block: at
+// T = 16384 with two threads, 2 × 16 MiB, more than a Zen 4's 32 MiB L3, and the backward fell
+// from 84 % of the peak to 76 % (2.60× the forward; now 84 %, 2.37×). With fewer K/V heads
 // than cores that leaves cores idle (MQA with B = 1 has one task), so there is also the
-// two-pass order: one pass of (K/V head, 512-key chunk) tasks for dK, dV and one of (head,
+// two-pass order: one pass of (K/V head, chunk) tasks for dK and dV alone, and one of (head,
 // query block) tasks for dQ, recomputing S, P and dP in each.
 #include "src/kernels/flash_backward.hpp"
 
@@ -58,32 +62,23 @@ void Probabilities(const DiagonalCut& cut, float* st, size_t ldq, const float* l
   }
 }
 
-// dSᵀ = scale·Pᵀ ∘ (dPᵀ − D), in place of dPᵀ. Where P = 0 (masked) dS is set to 0: dPᵀ
-// tiles above the diagonal are not computed, and what the scratch held there is not to be
-// multiplied by 0 (inf·0).
+// s·dSᵀ = Pᵀ ∘ (s·dPᵀ − s·D), in place of dPᵀ: dOᵀ was packed times s, so dPᵀ and D arrive
+// scaled (one multiply per score less). Where P = 0 (masked) dS is set to 0: dPᵀ tiles above
+// the diagonal are not computed, and what the scratch held there is not to be multiplied by 0
+// (inf·0).
 void ScoreGradient(const DiagonalCut& cut, const float* pt, float* dpt, size_t ldq,
-                   const float* delta, float scale) {
+                   const float* scaled_delta) {
   const DF df;
   const size_t N = hn::Lanes(df);
-  const VF s = hn::Set(df, scale);
   const VF zero = hn::Zero(df);
   for (size_t r = 0; r < ldq; r += N) {
-    const VF d = hn::LoadU(df, delta + r);
+    const VF d = hn::LoadU(df, scaled_delta + r);
     const size_t cols = KeysForQueryVector(cut, r);
     for (size_t c = 0; c < cols; ++c) {
       const VF pr = hn::LoadU(df, pt + c * ldq + r);
-      const VF ds = hn::Mul(hn::Mul(s, pr), hn::Sub(hn::LoadU(df, dpt + c * ldq + r), d));
+      const VF ds = hn::Mul(pr, hn::Sub(hn::LoadU(df, dpt + c * ldq + r), d));
       hn::StoreU(hn::IfThenZeroElse(hn::Eq(pr, zero), ds), df, dpt + c * ldq + r);
     }
-  }
-}
-
-// out rows (stride apart) += the first `width` floats of each tile row (ld apart).
-void AddRows(const float* tile, size_t ld, size_t rows, size_t width, float* out, int64_t stride) {
-  for (size_t r = 0; r < rows; ++r) {
-    float* row = out + static_cast<int64_t>(r) * stride;
-    const float* t = tile + r * ld;
-    for (size_t e = 0; e < width; ++e) row[e] += t[e];
   }
 }
 
@@ -113,7 +108,7 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
       bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2];
   const float* o = p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
   PackTransposed(q, p.q_stride[2], rows, d, p.scale, s.qt, ldq);
-  PackTransposed(d_o, bp.d_out_stride[2], rows, dv, 1.0f, s.dot, ldq);
+  PackTransposed(d_o, bp.d_out_stride[2], rows, dv, p.scale, s.dot, ldq);  // s·dOᵀ
   PackRows(q, p.q_stride[2], rows, d, s.q_rows, ldd);
   PackRows(d_o, bp.d_out_stride[2], rows, dv, s.do_rows, ldv);
   const float* lse = p.logsumexp + (b * p.heads + h) * p.tq + q0;
@@ -121,7 +116,7 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
     // Padding lanes: L = +inf makes their P, and so every gradient they touch, 0.
     s.lse[r] = r < rows ? lse[r] : std::numeric_limits<float>::infinity();
   }
-  // D = Σ_e dO∘O per query, with the queries in the lanes: Oᵀ goes through the tile buffer
+  // s·D = Σ_e (s·dO)∘O per query, with the queries in the lanes: Oᵀ goes through the tile buffer
   // (free until the first pair), and the sums need no horizontal additions (one chain of
   // scalar additions per query was half of this function at d = 32). Padding lanes: dOᵀ is 0.
   PackTransposed(o, p.out_stride[2], rows, dv, 1.0f, s.tile, ldq);
@@ -171,7 +166,7 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
   Probabilities(cut, s.pt, z.ldq, s.lse);  // Pᵀ
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
                                s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ
-  ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta, p.scale);  // s·dSᵀ
+  ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta);           // s·dSᵀ
 }
 
 // out (+)= Aᵀ·X for the pair's keys: dV_j from (Pᵀ, dO_i), dK_j from (s·dSᵀ, Q_i), out and X
@@ -210,61 +205,46 @@ void StoreQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, in
   }
 }
 
-// All key blocks for query block [q0, q0 + rows) of head h: writes the block's dQ rows and,
-// when key_gradients, adds the pairs' dK and dV into the output rows.
+// All key blocks for query block [q0, q0 + rows) of head h: writes the block's dQ rows (the
+// two-pass order's second pass).
 void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0, size_t rows,
-                bool key_gradients, const Buffers& s) {
+                const Buffers& s) {
   const FlashProblem& p = bp.forward;
   LoadQueryBlock(bp, b, h, q0, rows, s);
-  const int64_t kv_h = h / (p.heads / p.kv_heads);
-  float* dk = bp.dk + b * bp.dk_stride[0] + kv_h * bp.dk_stride[1];
-  float* dv = bp.dv + b * bp.dv_stride[0] + kv_h * bp.dv_stride[1];
-
   const KeyRange keys_seen = visible_keys(p, b, q0, static_cast<int64_t>(rows));
   for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
     const PairShape z =
         ShapeOf(p, rows, static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0)));
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, z.cols);
     PairScores(p, b, h, q0, j0, z, cut, s);
-    if (key_gradients) {
-      KeyGradient<false>(cut, z, s.pt, s.do_rows, z.ldv, s.tile);
-      AddRows(s.tile, z.ldv, z.cols, z.dv, dv + j0 * bp.dv_stride[2], bp.dv_stride[2]);  // dV_j
-      KeyGradient<false>(cut, z, s.dpt, s.q_rows, z.ldd, s.tile);
-      AddRows(s.tile, z.ldd, z.cols, z.d, dk + j0 * bp.dk_stride[2], bp.dk_stride[2]);  // dK_j
-    }
     AccumulateQueryGradient(p, b, h, j0, z, cut, s);
   }
   StoreQueryGradient(bp, b, h, q0, ShapeOf(p, rows, 0), s);
 }
 
-// Zeroes `rows` rows of `width` floats, stride apart.
-void ZeroRows(float* rows_begin, int64_t stride, int64_t rows, int64_t width) {
-  for (int64_t r = 0; r < rows; ++r)
-    std::fill(rows_begin + r * stride, rows_begin + r * stride + width, 0.0f);
-}
-
-// Loop order (a): one task per K/V head, query blocks outer.
-void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, float* scratch) {
-  const FlashProblem& p = bp.forward;
-  ZeroRows(bp.dk + b * bp.dk_stride[0] + kv_h * bp.dk_stride[1], bp.dk_stride[2], p.tk, p.d);
-  ZeroRows(bp.dv + b * bp.dv_stride[0] + kv_h * bp.dv_stride[1], bp.dv_stride[2], p.tk, p.dv);
-  const Buffers buffers = CarveScratch(p, scratch);
-  const int64_t group = p.heads / p.kv_heads;
-  for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
-    for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
-      QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), true,
-                 buffers);
-    }
+// dQ rows [q0, q0 + rows) of head h as far as the key chunks before this one took them, back
+// into the query block's accumulator: the one-pass order keeps them in the output rows
+// between chunks, so each dQ element still sums its key blocks in key order.
+void ResumeQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
+                         const PairShape& z, const Buffers& s) {
+  const float* dq = bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
+  for (size_t r = 0; r < z.rows; ++r) {
+    const float* row = dq + static_cast<int64_t>(r) * bp.dq_stride[2];
+    std::copy(row, row + z.d, s.dq + r * z.ldd);
   }
 }
 
-// Loop order (c), first pass: the dK and dV rows of keys [j_begin, j_begin + kKeyChunk) of one
-// K/V head, from every query block of its query heads that sees them, accumulated in scratch.
-// A chunk of several key blocks, so that each query block is packed once per chunk.
-void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j_begin,
-                           float* scratch) {
+// The dK and dV rows of keys [j_begin, j_begin + kKeyChunk) of one K/V head, from every query
+// block of its query heads that sees them, accumulated in scratch; with query_gradients, the
+// same pairs also add to those query blocks' dQ rows (taken from and put back into the output
+// rows). A chunk of several key blocks, so that each query block is packed once per chunk.
+// Per head in chunk order (query_gradients), this is the one-pass order: a chunk's K, V, dK
+// and dV rows (4 × 128 KiB at d = 64) stay in L2 while every query block that sees them
+// passes — query blocks outer over the whole of T streamed them from L3 once per query block,
+// and with two threads at T = 16384 (2 × 16 MiB) that fell out of a 32 MiB L3.
+void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j_begin,
+              bool query_gradients, const Buffers& s) {
   const FlashProblem& p = bp.forward;
-  const Buffers s = CarveScratch(p, scratch);
   const int64_t j_end = std::min(j_begin + kKeyChunk, p.tk);
   const PairShape chunk = ShapeOf(p, 0, static_cast<size_t>(j_end - j_begin));
   std::fill(s.dk_block, s.dk_block + chunk.cols * chunk.ldd, 0.0f);
@@ -278,6 +258,8 @@ void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv
                     last = std::min(j_end, keys_seen.end);
       if (first >= last) continue;  // no query of this block sees the chunk
       LoadQueryBlock(bp, b, h, q0, static_cast<size_t>(rows), s);
+      const PairShape block = ShapeOf(p, static_cast<size_t>(rows), 0);
+      if (query_gradients && keys_seen.begin < j_begin) ResumeQueryGradient(bp, b, h, q0, block, s);
       for (int64_t j0 = first; j0 < last; j0 += kKeyBlock) {
         const PairShape z = ShapeOf(p, static_cast<size_t>(rows),
                                     static_cast<size_t>(std::min(kKeyBlock, last - j0)));
@@ -286,7 +268,9 @@ void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv
         const auto at = static_cast<size_t>(j0 - j_begin);
         KeyGradient<true>(cut, z, s.pt, s.do_rows, z.ldv, s.dv_block + at * z.ldv);  // dV_j
         KeyGradient<true>(cut, z, s.dpt, s.q_rows, z.ldd, s.dk_block + at * z.ldd);  // dK_j
+        if (query_gradients) AccumulateQueryGradient(p, b, h, j0, z, cut, s);
       }
+      if (query_gradients) StoreQueryGradient(bp, b, h, q0, block, s);
     }
   }
   float* dk = bp.dk + b * bp.dk_stride[0] + kv_h * bp.dk_stride[1] + j_begin * bp.dk_stride[2];
@@ -299,11 +283,24 @@ void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv
   }
 }
 
+// The per-head order: one task per K/V head, its key chunks in order, one pass each.
+void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, float* scratch) {
+  const Buffers buffers = CarveScratch(bp.forward, scratch);
+  for (int64_t j_begin = 0; j_begin < bp.forward.tk; j_begin += kKeyChunk)
+    KeyChunk(bp, b, kv_h, j_begin, true, buffers);
+}
+
+// Loop order (c), first pass: a chunk's dK and dV rows alone.
+void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j_begin,
+                           float* scratch) {
+  KeyChunk(bp, b, kv_h, j_begin, false, CarveScratch(bp.forward, scratch));
+}
+
 // Loop order (c), second pass: the dQ rows of query block [q0, q0 + kQueryBlock) of head h.
 void FlashBackwardQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
                              float* scratch) {
   const FlashProblem& p = bp.forward;
-  QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), false,
+  QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)),
              CarveScratch(p, scratch));
 }
 
