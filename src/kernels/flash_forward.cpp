@@ -102,6 +102,41 @@ void RescaleOutput(const float* alpha, size_t rows, float* o, size_t ldo) {
   }
 }
 
+// O = o / l and logsumexp = m + log l, once at the end: the reciprocals (a division per
+// element cost as much as a whole key block's softmax for short sequences) and the logs a
+// vector of queries at a time, into `inverse` (ldq floats of scratch) and the logsumexp row
+// (one std::log per query was a sixth of a task at T = 64, d = 32). l = 0 (a query that saw no
+// key): O = 0, logsumexp = +inf.
+void FinishRows(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows,
+                const float* o, size_t ldo, const float* m, const float* l, float* inverse) {
+  const DF df;
+  const size_t N = hn::Lanes(df), dv = static_cast<size_t>(p.dv);
+  float* lse = p.logsumexp == nullptr ? nullptr : p.logsumexp + (b * p.heads + h) * p.tq + q0;
+  for (size_t r = 0; r < rows; r += N) {
+    const VF lv = hn::LoadU(df, l + r);
+    const auto empty = hn::Eq(lv, hn::Zero(df));
+    hn::StoreU(hn::IfThenZeroElse(empty, hn::Div(hn::Set(df, 1.0f), lv)), df, inverse + r);
+    if (lse == nullptr) continue;
+    const VF log_sum = hn::Add(hn::LoadU(df, m + r), hn::Log(df, lv));
+    const VF value =
+        hn::IfThenElse(empty, hn::Set(df, std::numeric_limits<float>::infinity()), log_sum);
+    if (rows - r >= N) {
+      hn::StoreU(value, df, lse + r);
+    } else {  // the block's last queries: the lanes past them are another block's
+      hn::BlendedStore(value, hn::FirstN(df, rows - r), df, lse + r);
+    }
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    float* out = p.out + b * p.out_stride[0] + h * p.out_stride[1] +
+                 (q0 + static_cast<int64_t>(r)) * p.out_stride[2];
+    const VF scale = hn::Set(df, inverse[r]);
+    size_t e = 0;
+    for (; e + N <= dv; e += N)
+      hn::StoreU(hn::Mul(hn::LoadU(df, o + r * ldo + e), scale), df, out + e);
+    for (; e < dv; ++e) out[e] = o[r * ldo + e] * inverse[r];
+  }
+}
+
 void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows_in,
                        float* scratch) {
   const DF df;
@@ -158,19 +193,7 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
     TileProductToTerm<true>(cut, rows, ldo / N, st, 1, ldq, vrows, ldv, o, ldo);
   }
 
-  // Normalise once at the end (one reciprocal per row: a division per element cost as much as
-  // a whole key block's softmax for short sequences).
-  for (size_t r = 0; r < rows; ++r) {
-    float* out = p.out + b * p.out_stride[0] + h * p.out_stride[1] +
-                 (q0 + static_cast<int64_t>(r)) * p.out_stride[2];
-    const bool empty = l[r] == 0.0f;
-    const float inverse = empty ? 0.0f : 1.0f / l[r];
-    for (size_t e = 0; e < dv; ++e) out[e] = o[r * ldo + e] * inverse;
-    if (p.logsumexp != nullptr) {
-      p.logsumexp[(b * p.heads + h) * p.tq + q0 + static_cast<int64_t>(r)] =
-          empty ? std::numeric_limits<float>::infinity() : m[r] + std::log(l[r]);
-    }
-  }
+  FinishRows(p, b, h, q0, rows, o, ldo, m, l, alpha);
 }
 
 }  // namespace HWY_NAMESPACE
