@@ -172,7 +172,8 @@ void add_bench_backward_command(CLI::App& bench) {
       "median ms of --runs after a warm-up, the fused forward of the same shape in the same run\n"
       "and the ratio, GFLOP/s (10·B·H·T²·d; useful: 5·B·H·T·(T+1)·d when causal), the fraction\n"
       "of the FMA peak measured in the same run, the speed-up over the reference backward (up to\n"
-      "--reference-max-seq), peak resident memory and the MiB of the tensors themselves.");
+      "--reference-max-seq), peak resident memory and the MiB of the tensors themselves.\n"
+      "ATTN_SIMD=avx2 times the AVX2 code (the peak too).");
   add_attention_bench_options(*bwd, *a);
   bwd->footer(
       "Example: attn bench backward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads "

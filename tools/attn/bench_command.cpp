@@ -189,7 +189,8 @@ void add_bench_command(CLI::App& app) {
       "GFLOP/s (4·B·H·T²·d, the full square even when causal), useful GFLOP/s\n"
       "(2·B·H·T·(T+1)·d when causal), the fraction of the FMA peak measured in the same run\n"
       "with the same thread count, the speed-up over the reference path (same run, up to\n"
-      "--reference-max-seq) and the process's peak resident memory.");
+      "--reference-max-seq) and the process's peak resident memory. The kernels run the\n"
+      "widest SIMD set the CPU has; ATTN_SIMD=avx2 times the AVX2 code (the peak too).");
   add_attention_bench_options(*fwd, *a);
   fwd->footer(
       "Example: attn bench forward --seq 1024,4096 --heads 16 --head-dim 64 --causal --threads "
