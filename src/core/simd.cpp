@@ -17,6 +17,10 @@ struct CapState {
   std::mutex mutex;
   detail::SimdCap cap = detail::SimdCap::kBest;
   bool frozen = false;  // oneDNN has opened with `cap`
+  // The targets the kernels may run, within the cap; 0 until first asked. Kept here because
+  // asking Highway runs CPUID (a trap to the hypervisor in a VM) and, for a moment, widens
+  // the dispatch past the cap (generated_and_supported): not for every bf16 rounding call.
+  std::atomic<int64_t> targets{0};
 };
 
 CapState& state() {
@@ -79,12 +83,28 @@ void limit_simd(std::string_view name) {
   generated_and_supported();
   const int64_t target = target_of(cap);
   ATTN_CHECK(target == 0 || (runnable & target) != 0, "SIMD cap '", name,
-             "': this CPU (or this build) cannot run ", hwy::TargetName(target), "; it runs ",
-             simd_target());
+             "': this CPU (or this build) cannot run ", hwy::TargetName(target),
+             "; the best it runs is ", hwy::TargetName(runnable & -runnable));
   hwy::DisableTargets(disabled_by(cap));
-  generated_and_supported();  // the dispatch follows now
+  s.targets.store(generated_and_supported());  // the dispatch follows now
   s.cap = cap;
 }
+
+namespace {
+
+// The targets the kernels may run now (see CapState::targets).
+int64_t current_targets() {
+  CapState& s = state();
+  int64_t targets = s.targets.load();
+  if (targets == 0) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.targets.load() == 0) s.targets.store(generated_and_supported());
+    targets = s.targets.load();
+  }
+  return targets;
+}
+
+}  // namespace
 
 void limit_simd_from_environment() {
   const char* name = std::getenv("ATTN_SIMD");
@@ -97,14 +117,14 @@ void limit_simd_from_environment() {
 }
 
 std::string simd_target() {
-  const int64_t targets = generated_and_supported();
+  const int64_t targets = current_targets();
   return hwy::TargetName(targets & -targets);  // the lowest bit: the best target
 }
 
 bool simd_has_bf16_products() {
 #if defined(__x86_64__)
   static const bool cpu_has = __builtin_cpu_supports("avx512bf16");
-  return cpu_has && (generated_and_supported() & (HWY_AVX3 | (HWY_AVX3 - 1))) != 0;
+  return cpu_has && (current_targets() & (HWY_AVX3 | (HWY_AVX3 - 1))) != 0;
 #else
   return false;
 #endif
