@@ -319,6 +319,32 @@ TEST(SdpaBackward, ResultsDoNotDependOnTheThreadCount) {
   }
 }
 
+// The fused backward writes every element of the gradient views it is given (the layers pass
+// views into reused buffers): query blocks that see no key, whole padded batch entries and
+// padding keys included, in both loop orders.
+TEST(SdpaBackward, WritesEveryGradientElementIntoReusedViews) {
+  // Causal, bottom-right, Tq = 200 > Tk = 30: queries 0..169 sit before key 0, so query blocks
+  // 0 and 1 see no key; batch entry 1 has no key at all.
+  const Tensor q = rand_normal({2, 1, 200, 16}, 4), k = rand_normal({2, 1, 30, 16}, 5),
+               v = rand_normal({2, 1, 30, 16}, 6), g = rand_normal({2, 1, 200, 16}, 7);
+  SdpaOptions o = testing::causal();
+  o.key_lengths = {30, 0};
+  const SdpaResult f = sdpa(q, k, v, o);
+  for (const LoopOrder::Kind kind : {LoopOrder::kOneTaskPerHead, LoopOrder::kTwoPasses}) {
+    LoopOrder order(kind);
+    const SdpaGradients fresh = sdpa_backward(q, k, v, f.output, f.logsumexp, g, o);  // zeroed
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Tensor dq = Tensor::full(q.shape(), nan), dk = Tensor::full(k.shape(), nan),
+           dv = Tensor::full(v.shape(), nan);
+    const Tensor lse = f.logsumexp.contiguous();
+    detail::sdpa_backward_into(detail::check_attention(q, k, v, o), q, k, v, f.output, lse.data(),
+                               g, o, dq, dk, dv);
+    EXPECT_EQ(dq.to_vector(), fresh.dq.to_vector()) << kind;
+    EXPECT_EQ(dk.to_vector(), fresh.dk.to_vector()) << kind;
+    EXPECT_EQ(dv.to_vector(), fresh.dv.to_vector()) << kind;
+  }
+}
+
 TEST(SdpaBackward, KeysNoQuerySeesGetZeroGradient) {
   // Causal with Tq < Tk... every key is seen; padding keys and rows before every key are not.
   const Tensor q = rand_normal({1, 90, 16}, 4), k = rand_normal({1, 30, 16}, 5),

@@ -283,10 +283,24 @@ void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j
   }
 }
 
-// The per-head order: one task per K/V head, its key chunks in order, one pass each.
+// The per-head order: one task per K/V head, its key chunks in order, one pass each. A query
+// block that sees no key (a padded batch entry, queries before the first key) meets no chunk,
+// so its dQ rows are zeroed here: every element of the gradient views is written.
 void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, float* scratch) {
-  const Buffers buffers = CarveScratch(bp.forward, scratch);
-  for (int64_t j_begin = 0; j_begin < bp.forward.tk; j_begin += kKeyChunk)
+  const FlashProblem& p = bp.forward;
+  const int64_t group = p.heads / p.kv_heads;
+  for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
+    for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
+      const int64_t rows = std::min(kQueryBlock, p.tq - q0);
+      const KeyRange keys_seen = visible_keys(p, b, q0, rows);
+      if (keys_seen.begin < keys_seen.end) continue;
+      float* dq = bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
+      for (int64_t r = 0; r < rows; ++r)
+        std::fill(dq + r * bp.dq_stride[2], dq + r * bp.dq_stride[2] + p.d, 0.0f);
+    }
+  }
+  const Buffers buffers = CarveScratch(p, scratch);
+  for (int64_t j_begin = 0; j_begin < p.tk; j_begin += kKeyChunk)
     KeyChunk(bp, b, kv_h, j_begin, true, buffers);
 }
 
