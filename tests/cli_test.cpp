@@ -21,6 +21,7 @@
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
+#include "attn/simd.hpp"
 #include "attn/tokenizer.hpp"
 #include "attn/version.hpp"
 #include "test_util.hpp"
@@ -295,16 +296,22 @@ TEST_F(Cli, TrainResumeAndGenerate) {
   expect_error(gen + " --top-p 0", "--top-p: must be > 0, got 0");
   expect_error(gen + " --prompt-file " + path("prompt.txt"), "--prompt excludes --prompt-file");
 
-  // Mixed precision: said in the header line, kept by the checkpoint for --resume.
+  // Mixed precision: said in the header line, kept by the checkpoint for --resume. Without
+  // AVX-512 BF16 the products run in float, said in a line of its own, and the checkpoint still
+  // records bf16 (the resumed run says so again).
   const CliResult bf16 = run("train --corpus " + path("corpus.txt") + " --out " + path("bf16") +
                              model + " --max-iters 4 --precision bf16");
   ASSERT_EQ(bf16.status, 0) << bf16.err;
-  EXPECT_NE(bf16.out.find(", bf16 products"), std::string::npos) << bf16.out;
   const CliResult bf16_resumed = run("train --corpus " + path("corpus.txt") + " --out " +
                                      path("bf16") + " --resume --max-iters 6 --threads 1");
   ASSERT_EQ(bf16_resumed.status, 0) << bf16_resumed.err;
-  EXPECT_NE(bf16_resumed.out.find(", bf16 products, resumed at iteration 4"), std::string::npos)
-      << bf16_resumed.out;
+  const std::string fallback = "this CPU (" + simd_target() + ") has no AVX-512 BF16";
+  for (const CliResult* r : {&bf16, &bf16_resumed}) {
+    EXPECT_EQ(r->out.find(", bf16 products") != std::string::npos, simd_has_bf16_products())
+        << r->out;
+    EXPECT_EQ(r->out.find(fallback) != std::string::npos, !simd_has_bf16_products()) << r->out;
+  }
+  EXPECT_NE(bf16_resumed.out.find("resumed at iteration 4"), std::string::npos) << bf16_resumed.out;
   expect_error("train --corpus " + path("corpus.txt") + " --out " + path("x") + " --precision fp16",
                "--precision");
 
@@ -336,6 +343,14 @@ TEST_F(Cli, TrainPicksFloatWhereBf16ProductsDoNotPay) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("bf16 products"), std::string::npos) << r.out;
+  // The checkpoint keeps what was asked for: resumed on the same CPU, the same choice and line.
+  const CliResult resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("run") +
+                                    " --resume " + "--max-iters 3",
+                                "/dev/null", "ATTN_SIMD=avx2");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("--precision bf16: this CPU (AVX2) has no AVX-512 BF16"),
+            std::string::npos)
+      << resumed.out;
 }
 
 // --profile: a row per phase after the warm-up steps, the products' MFLOP as counted by hand.

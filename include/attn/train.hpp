@@ -138,8 +138,6 @@ class Trainer {
   void set_max_iters(int64_t n);
   // Batches per loss estimate; changes what evaluate() measures, never the training itself.
   void set_eval_iters(int64_t n);
-  // The training passes' product precision from here on (a resumed run's, say).
-  void set_precision(MatmulPrecision precision);
   // Shares the steps and evaluations with a group of processes (data parallel): step() runs
   // this rank's windows of each batch and sums the gradients and the loss over the group, so
   // every rank takes the same step, and the loss curve is a single process's up to the order

@@ -93,11 +93,6 @@ void Trainer::set_eval_iters(int64_t n) {
   options_.eval_iters = n;
 }
 
-void Trainer::set_precision(MatmulPrecision precision) {
-  options_.precision = precision;
-  model_.set_training_precision(precision);
-}
-
 float Trainer::learning_rate_at(int64_t iter) const {
   const TrainOptions& o = options_;
   const int64_t decay = o.lr_decay_iters > 0 ? o.lr_decay_iters : o.max_iters;

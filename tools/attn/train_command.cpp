@@ -225,9 +225,10 @@ void run_train(TrainArgs& args, const std::string& config_text) {
     trainer.emplace(args.model, args.train, std::move(tokens), args.train.seed);
   }
   // bf16 products pay only where the CPU has AVX-512 BF16; elsewhere the rounding costs and
-  // nothing comes back (59 against 49 ms/iter in float on a Zen 3): float then, said once.
+  // nothing comes back (59 against 49 ms/iter in float on a Zen 3): float then, said once. The
+  // options keep bf16, so the checkpoint does and a resume on such a CPU runs in bf16 again.
   if (trainer->options().precision == MatmulPrecision::kBFloat16 && !simd_has_bf16_products()) {
-    trainer->set_precision(MatmulPrecision::kFloat32);
+    trainer->model().set_training_precision(MatmulPrecision::kFloat32);
     if (lead) {
       std::printf(
           "--precision bf16: this CPU (%s) has no AVX-512 BF16, so the products run in float, "
@@ -257,7 +258,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
       static_cast<long long>(c.block_size), static_cast<long long>(c.vocab_size),
       tokenizer->kind().c_str(), trainer->token_count(),
       group ? (std::to_string(group->size()) + " processes x ").c_str() : "", num_threads(),
-      o.precision == MatmulPrecision::kBFloat16 ? ", bf16 products" : "",
+      trainer->model().training_precision() == MatmulPrecision::kBFloat16 ? ", bf16 products" : "",
       args.resume ? (", resumed at iteration " + std::to_string(trainer->iteration())).c_str()
                   : "");
   std::fflush(stdout);
