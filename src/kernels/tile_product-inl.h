@@ -159,15 +159,34 @@ HWY_INLINE void TileProductFromTerm(const Cut& cut, size_t rows, size_t vectors,
 }
 
 // Rows are queries and the inner terms keys (O += P·V, dQ += dS·K): the tile's terms stop at
-// the last key its last row sees (A is 0 after).
+// the last key its last row sees (A is 0 after). B is a whole key block here (V or K: 128 keys
+// × 64 floats, 32 KiB, as much as an L1), re-read by every tile of rows, so the keys go in
+// chunks of kTermChunk, each a 16 KiB slice of B that stays in L1 with the lines of A while
+// the tiles pass. Each element still sums its terms in order (a chunk's sum is stored and
+// reloaded exactly), so the result is the same to the bit.
+constexpr size_t kTermChunk = 64;
 template <bool kAccumulate, class Cut>
 HWY_INLINE void TileProductToTerm(const Cut& cut, size_t rows, size_t vectors, const float* a,
                                   size_t a_row, size_t a_col, const float* b, size_t ldb, float* c,
                                   size_t ldc) {
-  for (size_t r = 0; r < rows; r += kTileRows) {
-    const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
-    TileProduct<kAccumulate>(tile, vectors, a + r * a_row, a_row, a_col, cut.keys_seen_by(r + tile),
-                             b, ldb, c + r * ldc, ldc);
+  const size_t terms = cut.keys_seen_by(rows);
+  // The first chunk runs for every tile: without kAccumulate, rows that see no key get 0.
+  for (size_t t0 = 0; t0 == 0 || t0 < terms; t0 += kTermChunk) {
+    for (size_t r = 0; r < rows; r += kTileRows) {
+      const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
+      const size_t seen = cut.keys_seen_by(r + tile);
+      if (seen <= t0 && t0 > 0) continue;  // the tile's rows see no key of this chunk
+      const size_t end = seen < t0 + kTermChunk ? seen : t0 + kTermChunk;
+      const size_t inner = end > t0 ? end - t0 : 0;
+      const float* at = a + r * a_row + t0 * a_col;
+      if (kAccumulate || t0 > 0) {
+        TileProduct<true>(tile, vectors, at, a_row, a_col, inner, b + t0 * ldb, ldb, c + r * ldc,
+                          ldc);
+      } else {
+        TileProduct<false>(tile, vectors, at, a_row, a_col, inner, b + t0 * ldb, ldb, c + r * ldc,
+                           ldc);
+      }
+    }
   }
 }
 
