@@ -14,7 +14,9 @@
 // Tiles: kTileRows rows of C × up to kTileVectors vectors. With AVX-512 that is 6 × 4 = 24
 // accumulators + 4 loads of B + 1 broadcast of the 32 registers: 24 FMAs per 5 loads. AVX2's
 // 3 × 4 needs 17 of its 16 (GCC takes one B operand from memory); 6 × 2 and 4 × 3, which fit,
-// measured the same on a Zen 4 (docs/performance.md), so the shape stays.
+// measured the same on a Zen 4, and 6 × 2 slower on a Zen 3 (the causal forward at T = 256
+// 60 → 54 % of the peak, the backward at T = 1024 64 → 56 %: docs/performance.md), so the
+// shape stays.
 #if defined(ATTN_KERNELS_TILE_PRODUCT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ATTN_KERNELS_TILE_PRODUCT_INL_H_
 #undef ATTN_KERNELS_TILE_PRODUCT_INL_H_
