@@ -167,28 +167,32 @@ HWY_INLINE void TileProductFromTerm(const Cut& cut, size_t rows, size_t vectors,
 // the tiles pass. Each element still sums its terms in order (a chunk's sum is stored and
 // reloaded exactly), so the result is the same to the bit.
 constexpr size_t kTermChunk = 64;
+
+// Every tile of rows over terms [t0, t0 + kTermChunk), as far as its last row sees. A tile that
+// sees none of them is skipped when accumulating; otherwise it is written (0 where it sees none).
+template <bool kAccumulate, class Cut>
+HWY_INLINE void TermChunk(const Cut& cut, size_t t0, size_t rows, size_t vectors, const float* a,
+                          size_t a_row, size_t a_col, const float* b, size_t ldb, float* c,
+                          size_t ldc) {
+  for (size_t r = 0; r < rows; r += kTileRows) {
+    const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
+    const size_t seen = cut.keys_seen_by(r + tile);
+    const size_t end = seen < t0 + kTermChunk ? seen : t0 + kTermChunk;
+    const size_t inner = end > t0 ? end - t0 : 0;
+    if (kAccumulate && inner == 0) continue;
+    TileProduct<kAccumulate>(tile, vectors, a + r * a_row + t0 * a_col, a_row, a_col, inner,
+                             b + t0 * ldb, ldb, c + r * ldc, ldc);
+  }
+}
+
 template <bool kAccumulate, class Cut>
 HWY_INLINE void TileProductToTerm(const Cut& cut, size_t rows, size_t vectors, const float* a,
                                   size_t a_row, size_t a_col, const float* b, size_t ldb, float* c,
                                   size_t ldc) {
+  TermChunk<kAccumulate>(cut, 0, rows, vectors, a, a_row, a_col, b, ldb, c, ldc);
   const size_t terms = cut.keys_seen_by(rows);
-  // The first chunk runs for every tile: without kAccumulate, rows that see no key get 0.
-  for (size_t t0 = 0; t0 == 0 || t0 < terms; t0 += kTermChunk) {
-    for (size_t r = 0; r < rows; r += kTileRows) {
-      const size_t tile = rows - r < kTileRows ? rows - r : kTileRows;
-      const size_t seen = cut.keys_seen_by(r + tile);
-      if (seen <= t0 && t0 > 0) continue;  // the tile's rows see no key of this chunk
-      const size_t end = seen < t0 + kTermChunk ? seen : t0 + kTermChunk;
-      const size_t inner = end > t0 ? end - t0 : 0;
-      const float* at = a + r * a_row + t0 * a_col;
-      if (kAccumulate || t0 > 0) {
-        TileProduct<true>(tile, vectors, at, a_row, a_col, inner, b + t0 * ldb, ldb, c + r * ldc,
-                          ldc);
-      } else {
-        TileProduct<false>(tile, vectors, at, a_row, a_col, inner, b + t0 * ldb, ldb, c + r * ldc,
-                           ldc);
-      }
-    }
+  for (size_t t0 = kTermChunk; t0 < terms; t0 += kTermChunk) {
+    TermChunk<true>(cut, t0, rows, vectors, a, a_row, a_col, b, ldb, c, ldc);
   }
 }
 
