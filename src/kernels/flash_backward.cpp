@@ -196,9 +196,14 @@ void AccumulateQueryGradient(const FlashProblem& p, int64_t b, int64_t h, int64_
                           z.ldd);
 }
 
+// Query q0's row of dQ for head h; the rows after it are bp.dq_stride[2] apart.
+float* QueryGradientRows(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0) {
+  return bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
+}
+
 void StoreQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
                         const PairShape& z, const Buffers& s) {
-  float* dq = bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
+  float* dq = QueryGradientRows(bp, b, h, q0);
   for (size_t r = 0; r < z.rows; ++r) {
     std::copy(s.dq + r * z.ldd, s.dq + r * z.ldd + z.d,
               dq + static_cast<int64_t>(r) * bp.dq_stride[2]);
@@ -227,7 +232,7 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
 // between chunks, so each dQ element still sums its key blocks in key order.
 void ResumeQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
                          const PairShape& z, const Buffers& s) {
-  const float* dq = bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
+  const float* dq = QueryGradientRows(bp, b, h, q0);
   for (size_t r = 0; r < z.rows; ++r) {
     const float* row = dq + static_cast<int64_t>(r) * bp.dq_stride[2];
     std::copy(row, row + z.d, s.dq + r * z.ldd);
@@ -294,7 +299,7 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
       const int64_t rows = std::min(kQueryBlock, p.tq - q0);
       const KeyRange keys_seen = visible_keys(p, b, q0, rows);
       if (keys_seen.begin < keys_seen.end) continue;
-      float* dq = bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
+      float* dq = QueryGradientRows(bp, b, h, q0);
       for (int64_t r = 0; r < rows; ++r)
         std::fill(dq + r * bp.dq_stride[2], dq + r * bp.dq_stride[2] + p.d, 0.0f);
     }
