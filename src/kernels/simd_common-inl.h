@@ -137,13 +137,14 @@ inline void PackTransposed(const float* src, int64_t stride, size_t rows, size_t
 // Not Highway's hn::Exp, which serves every float (~25 vector operations): here x = n·ln2 + r
 // with |r| ≤ ln2/2 (ln2 in two parts, so n·ln2's rounding does not reach r), e^r from Cephes'
 // expf polynomial (degree 7, relative error below 2e−7, tested against std::exp) by Horner's
-// rule, and 2^n added to the exponent bits: 15 operations. n is rounded by adding 1.5·2^23 in
+// rule, and 2^n added to the exponent bits: 16 operations. n is rounded by adding 1.5·2^23 in
 // the same FMA that scales x by 1/ln2, which leaves n in the low bits of the sum; a round and a
 // float-to-int conversion (five more operations with AVX2's overflow fix-up) are not needed.
 // Inputs below −64 (−inf for masked scores, NaN) give garbage bits that the final select
 // zeroes, so only the top is clamped (x > 88 would overflow 2^n). The softmax's exponentials
-// are most of the kernels' time outside the products: the previous 25-operation form cost 16 %
-// of the causal forward at T = 1024 (H = 16, d = 64) on one Zen 3 core, this one 12 %.
+// are most of the kernels' time outside the products: the previous form (23 operations with
+// AVX2's conversion) cost 16 % of the causal forward at T = 1024 (H = 16, d = 64) on one Zen 3
+// core, this one 12 %.
 HWY_INLINE VF ExpFlushed(DF df, VF x) {
   const hn::RebindToSigned<DF> di;
   const VF round_bias = hn::Set(df, 12582912.0f);  // 1.5·2^23: the sum's unit is 1
