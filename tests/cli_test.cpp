@@ -344,9 +344,9 @@ TEST_F(Cli, TrainPicksFloatWhereBf16ProductsDoNotPay) {
       << r.out;
   EXPECT_EQ(r.out.find("bf16 products"), std::string::npos) << r.out;
   // The checkpoint keeps what was asked for: resumed on the same CPU, the same choice and line.
-  const CliResult resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("run") +
-                                    " --resume " + "--max-iters 3",
-                                "/dev/null", "ATTN_SIMD=avx2");
+  const CliResult resumed = run(
+      "train --corpus " + path("corpus.txt") + " --out " + path("run") + " --resume --max-iters 3",
+      "/dev/null", "ATTN_SIMD=avx2");
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("--precision bf16: this CPU (AVX2) has no AVX-512 BF16"),
             std::string::npos)
