@@ -1,6 +1,7 @@
-// ExpFlushed (src/kernels/simd_common-inl.h), the softmax's exponential, on every SIMD target
-// the CPU runs: within 2.5e−7 of std::exp (relative) on [−64, 88], exactly 1 at 0, and 0
-// below −64, at −inf and for NaN (the kernels' masked scores and flushed probabilities).
+// ExpFlushed and Exp2Flushed (src/kernels/simd_common-inl.h), the softmax's exponentials, on
+// every SIMD target the CPU runs: within 2.5e−7 of std::exp (relative) on [−64, 88], and of
+// std::exp2 on [−92, 127]; exactly 1 at 0; and 0 below −64 (−92), at −inf and for NaN (the
+// kernels' masked scores and flushed probabilities).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,11 +20,13 @@
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
-// out[i] = ExpFlushed(x[i]); n a multiple of the widest vector (16).
-void ExpFlushedArray(const float* x, size_t n, float* out) {
+// out[i] = ExpFlushed(x[i]), or Exp2Flushed; n a multiple of the widest vector (16).
+void ExpFlushedArray(const float* x, size_t n, bool base2, float* out) {
   const DF df;
-  for (size_t i = 0; i < n; i += hn::Lanes(df))
-    hn::StoreU(ExpFlushed(df, hn::LoadU(df, x + i)), df, out + i);
+  for (size_t i = 0; i < n; i += hn::Lanes(df)) {
+    const VF v = hn::LoadU(df, x + i);
+    hn::StoreU(base2 ? Exp2Flushed(df, v) : ExpFlushed(df, v), df, out + i);
+  }
 }
 }  // namespace HWY_NAMESPACE
 }  // namespace attn::kernels
@@ -35,39 +38,55 @@ namespace {
 
 HWY_EXPORT(ExpFlushedArray);
 
-std::vector<float> exp_flushed(const std::vector<float>& x) {
+std::vector<float> exp_flushed(const std::vector<float>& x, bool base2 = false) {
   std::vector<float> out(x.size());
-  HWY_DYNAMIC_DISPATCH(ExpFlushedArray)(x.data(), x.size(), out.data());
+  HWY_DYNAMIC_DISPATCH(ExpFlushedArray)(x.data(), x.size(), base2, out.data());
   return out;
 }
 
-TEST(ExpFlushed, MatchesStdExpOnEveryTarget) {
+// The worst relative error of exp (or exp2) on [low, high] in steps of 1/1024, plus the points
+// either side of the reduction's interval ends, against the double-precision function.
+void ExpectAccurate(bool base2, float low, float high) {
+  const float half_step = base2 ? 0.5f : 0.34657359f;  // |r| ≤ ½ (base 2), ln2/2 (base e)
   std::vector<float> x;
-  for (float v = -64.0f; v <= 88.0f; v += 1.0f / 1024.0f) x.push_back(v);
-  for (float v : {-1e-30f, 1e-7f, -0.34657359f, 0.34657359f, -63.99999f}) x.push_back(v);
+  for (float v = low; v <= high; v += 1.0f / 1024.0f) x.push_back(v);
+  for (float v : {-1e-30f, 1e-7f, -half_step, half_step, low + 1e-5f}) x.push_back(v);
   x.resize((x.size() + 15) / 16 * 16, 0.0f);
   attn::testing::for_each_simd_target([&](const char* target) {
-    const std::vector<float> e = exp_flushed(x);
+    const std::vector<float> e = exp_flushed(x, base2);
     double worst = 0.0;
     size_t at = 0;
     for (size_t i = 0; i < x.size(); ++i) {
-      const double exact = std::exp(static_cast<double>(x[i]));
+      const auto xi = static_cast<double>(x[i]);
+      const double exact = base2 ? std::exp2(xi) : std::exp(xi);
       const double error = std::abs(static_cast<double>(e[i]) - exact) / exact;
       if (error > worst) worst = error, at = i;
     }
     EXPECT_LT(worst, 2.5e-7) << target << ": worst at x = " << x[at] << ": " << e[at];
-    EXPECT_EQ(exp_flushed(std::vector<float>(16, 0.0f))[0], 1.0f) << target;
+    EXPECT_EQ(exp_flushed(std::vector<float>(16, 0.0f), base2)[0], 1.0f) << target;
   });
 }
 
-TEST(ExpFlushed, FlushesBelowMinus64AndMaskedScores) {
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> x = {
-      -64.001f, -80.0f, -88.0f, -100.0f, -1e30f, -inf, std::numeric_limits<float>::quiet_NaN()};
-  x.resize(16, -65.0f);
+TEST(ExpFlushed, MatchesStdExpOnEveryTarget) { ExpectAccurate(false, -64.0f, 88.0f); }
+
+TEST(Exp2Flushed, MatchesStdExp2OnEveryTarget) { ExpectAccurate(true, -92.0f, 127.0f); }
+
+void ExpectFlushed(bool base2, std::vector<float> x) {
+  x.resize(16, -200.0f);
   attn::testing::for_each_simd_target([&](const char* target) {
-    for (float e : exp_flushed(x)) EXPECT_EQ(e, 0.0f) << target;
+    for (float e : exp_flushed(x, base2)) EXPECT_EQ(e, 0.0f) << target;
   });
+}
+
+const float kInf = std::numeric_limits<float>::infinity();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+TEST(ExpFlushed, FlushesBelowMinus64AndMaskedScores) {
+  ExpectFlushed(false, {-64.001f, -65.0f, -80.0f, -88.0f, -100.0f, -1e30f, -kInf, kNaN});
+}
+
+TEST(Exp2Flushed, FlushesBelowMinus92AndMaskedScores) {
+  ExpectFlushed(true, {-92.001f, -93.0f, -126.0f, -127.0f, -150.0f, -1e30f, -kInf, kNaN});
 }
 
 }  // namespace

@@ -107,6 +107,24 @@ TEST(FusedSdpa, RowsThatSeeNoKeyAreZeroWithInfiniteLogsumexp) {
   for (float x : sdpa(q, k, v, o).output.to_vector()) ASSERT_EQ(x, 0.0f);
 }
 
+// Hugging Face masks with float's lowest value. The kernel's softmax runs in base 2, where
+// that value times log2 e overflows: a row masked so everywhere must still weigh every key
+// equally (as the reference does in base e), and a row with one key left must see it alone.
+TEST(FusedSdpa, AdditiveMasksOfFloatsLowestValueStayFinite) {
+  const Tensor q = rand_normal({2, 70, 16}, 11), k = rand_normal({2, 90, 16}, 12),
+               v = rand_normal({2, 90, 16}, 13);
+  Tensor bias({70, 90});
+  const float lowest = std::numeric_limits<float>::lowest();
+  for (int64_t i = 0; i < 70; ++i)
+    for (int64_t j = 0; j < 90; ++j) bias.at({i, j}) = i % 3 == 0 || j != i ? lowest : 0.0f;
+  SdpaOptions o;
+  o.mask = Mask::additive(bias);
+  const SdpaResult fused = sdpa(q, k, v, o);
+  const SdpaResult ref = reference::sdpa(q, k, v, o);
+  EXPECT_TRUE(testing::AllClose(fused.output, ref.output, 1e-5));
+  for (int64_t c = 0; c < 16; ++c) EXPECT_EQ(fused.output.at({1, 4, c}), v.at({1, 4, c}));
+}
+
 TEST(FusedSdpa, HugeScoresNeitherOverflowNorNaN) {
   // Scores of ±1e4: exp of the raw scores would overflow; the running max keeps them finite.
   Tensor q = Tensor::full({1, 3, 1}, 100.0f),

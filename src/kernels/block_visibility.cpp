@@ -1,6 +1,7 @@
 #include "src/kernels/block_visibility.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace attn::kernels {
@@ -33,8 +34,21 @@ size_t DiagonalCut::first_query_seeing(size_t c) const {
       std::clamp<int64_t>(static_cast<int64_t>(c) - offset, 0, static_cast<int64_t>(rows)));
 }
 
+namespace {
+
+// value·scale, finite where value is: a mask of float's lowest value (Hugging Face's) would
+// overflow to -inf in base 2, and a row masked so everywhere would see no key instead of all
+// keys equally, as it does in base e.
+float scaled_mask_value(float value, float scale) {
+  if (!std::isfinite(value)) return value;
+  return std::clamp(value * scale, std::numeric_limits<float>::lowest(),
+                    std::numeric_limits<float>::max());
+}
+
+}  // namespace
+
 void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
-                size_t cols, float* st, size_t ldq) {
+                size_t cols, float additive_scale, float* st, size_t ldq) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   const int64_t first_position = p.query_position0 + q0;
   const auto n = static_cast<int64_t>(rows);
@@ -58,7 +72,7 @@ void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t 
         if (p.mask_kind == MaskKind::kBoolean) {
           if (value == 0.0f) key_row[r] = kMinusInf;
         } else {
-          key_row[r] += value;
+          key_row[r] += scaled_mask_value(value, additive_scale);
         }
       }
     }

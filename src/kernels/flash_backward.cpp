@@ -162,7 +162,7 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt,
                                z.ldq, s.pt, z.ldq);  // Sᵀ
-  mask_block(p, b, h, q0, z.rows, j0, z.cols, s.pt, z.ldq);
+  mask_block(p, b, h, q0, z.rows, j0, z.cols, 1.0f, s.pt, z.ldq);
   Probabilities(cut, s.pt, z.ldq, s.lse);  // Pᵀ
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
                                s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ

@@ -6,6 +6,9 @@
 //   m' = max(m, rowmax S);  P = exp(S − m');  l = e^(m − m')·l + rowsum P
 //   o = e^(m − m')·o + P·V_j;  m = m'
 //   finally O_i = o / l,  logsumexp_i = m + log l   (l = 0: O = 0, logsumexp = +inf)
+// It runs in base 2: S carries a factor log2 e (folded into the scaling of Q, the additive mask
+// multiplied by it), so each exp is a 2^x (Exp2Flushed: 6 FMAs instead of 11), and the
+// logsumexp handed out is m·ln 2 + log l, in base e as the backward and the API expect.
 // Blocks entirely above the causal diagonal (or before a sliding window) are never visited;
 // only blocks that cross it are masked element by element. Inside such a block the work above
 // the diagonal is skipped at tile granularity (DiagonalCut, block_visibility.hpp): score
@@ -60,7 +63,9 @@ namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
 // The online-softmax step, vectorised across query rows (one vector = N queries): scores ->
-// probabilities in place, m and l updated, alpha = e^(m_old − m_new) for rescaling o. Each
+// probabilities in place, m and l updated, alpha = 2^(m_old − m_new) for rescaling o. The
+// scores and m are in base 2 (multiplied by log2 e: see FlashForwardBlock), so e^(s − m) is
+// 2^(s − m) here. Each
 // vector of queries runs over the keys o += P·V will read for it (KeysForQueryVector).
 void SoftmaxUpdate(const DiagonalCut& cut, float* st, size_t ldq, float* m, float* l,
                    float* alpha) {
@@ -79,11 +84,11 @@ void SoftmaxUpdate(const DiagonalCut& cut, float* st, size_t ldq, float* m, floa
     const VF shift = hn::IfThenZeroElse(empty, m_new);
     VF sum = hn::Zero(df);
     for (size_t c = 0; c < cols; ++c) {
-      const VF e = ExpFlushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), shift));
+      const VF e = Exp2Flushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), shift));
       hn::StoreU(e, df, st + c * ldq + r);
       sum = hn::Add(sum, e);
     }
-    const VF a = hn::IfThenElse(empty, hn::Set(df, 1.0f), ExpFlushed(df, hn::Sub(m_old, shift)));
+    const VF a = hn::IfThenElse(empty, hn::Set(df, 1.0f), Exp2Flushed(df, hn::Sub(m_old, shift)));
     hn::StoreU(hn::MulAdd(a, hn::LoadU(df, l + r), sum), df, l + r);
     hn::StoreU(m_new, df, m + r);
     hn::StoreU(a, df, alpha + r);
@@ -102,9 +107,9 @@ void RescaleOutput(const float* alpha, size_t rows, float* o, size_t ldo) {
   }
 }
 
-// O = o / l and logsumexp = m + log l, once at the end: the reciprocals (a division per
-// element cost as much as a whole key block's softmax for short sequences) and the logs a
-// vector of queries at a time, into `inverse` (ldq floats of scratch) and the logsumexp row
+// O = o / l and logsumexp = m·ln 2 + log l (m in base 2), once at the end: the reciprocals (a
+// division per element cost as much as a whole key block's softmax for short sequences) and the
+// logs a vector of queries at a time, into `inverse` (ldq floats of scratch) and the logsumexp row
 // (one std::log per query was a sixth of a task at T = 64, d = 32). l = 0 (a query that saw no
 // key): O = 0, logsumexp = +inf.
 void FinishRows(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows,
@@ -117,7 +122,7 @@ void FinishRows(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t 
     const auto empty = hn::Eq(lv, hn::Zero(df));
     hn::StoreU(hn::IfThenZeroElse(empty, hn::Div(hn::Set(df, 1.0f), lv)), df, inverse + r);
     if (lse == nullptr) continue;
-    const VF log_sum = hn::Add(hn::LoadU(df, m + r), hn::Log(df, lv));
+    const VF log_sum = hn::MulAdd(hn::LoadU(df, m + r), hn::Set(df, kLn2), hn::Log(df, lv));
     const VF value =
         hn::IfThenElse(empty, hn::Set(df, std::numeric_limits<float>::infinity()), log_sum);
     if (rows - r >= N) {
@@ -160,8 +165,10 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
   const float* k = p.k + b * p.k_stride[0] + kv_h * p.k_stride[1];
   const float* v = p.v + b * p.v_stride[0] + kv_h * p.v_stride[1];
 
-  // Qᵀ, pre-scaled (S = K·(scale·Q)ᵀ saves a multiply per score); padding rows are zero.
-  PackTransposed(q, p.q_stride[2], rows, d, p.scale, qt, ldq);
+  // Qᵀ, pre-scaled (S = K·(scale·Q)ᵀ saves a multiply per score); padding rows are zero. The
+  // scale includes log2 e, so the scores, the masks added to them and m are in base 2 and the
+  // softmax's exponential is Exp2Flushed, cheaper than a base-e one.
+  PackTransposed(q, p.q_stride[2], rows, d, p.scale * kLog2e, qt, ldq);
   std::fill(o, o + rows * ldo, 0.0f);
   std::fill(m, m + ldq, kMinusInf);
   std::fill(l, l + ldq, 0.0f);
@@ -178,7 +185,7 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
     // query vectors none of which sees them (mask_block sets those lanes to -inf below).
     TileProductFromVector<false>(cut, cols, ldq / N, k + j0 * p.k_stride[2], ldk, 1, d, qt, ldq, st,
                                  ldq);
-    mask_block(p, b, h, q0, rows, j0, cols, st, ldq);
+    mask_block(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
     SoftmaxUpdate(cut, st, ldq, m, l, alpha);
     RescaleOutput(alpha, rows, o, ldo);
     const float* vrows = v + j0 * p.v_stride[2];
