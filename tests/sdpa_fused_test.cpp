@@ -73,6 +73,25 @@ TEST(FusedSdpa, EveryMaskKindAndLayout) {
   }
 }
 
+// Sliding windows whose first key falls on a key block's first key (kKeyBlock = 128), or one
+// either side: the kernel skips the mask of blocks every query sees wholly, and must not skip
+// the block where the window's edge starts.
+TEST(FusedSdpa, WindowEdgesOnKeyBlockBoundaries) {
+  const Tensor k = rand_normal({1, 300, 16}, 31), v = rand_normal({1, 300, 16}, 32);
+  for (int64_t tq : {1, 3, 64}) {
+    const Tensor q = rand_normal({1, tq, 16}, 33);
+    const int64_t last_position = 299;  // bottom-right: the last query sits at the last key
+    for (int64_t edge : {128, 256}) {
+      for (int64_t shift : {-1, 0, 1}) {
+        SdpaOptions o;
+        o.window = last_position - edge + shift;  // the last query sees keys > edge − shift
+        const Tensor fused = sdpa(q, k, v, o).output, ref = reference::sdpa(q, k, v, o).output;
+        EXPECT_TRUE(testing::AllClose(fused, ref, 1e-5)) << "tq " << tq << ", window " << o.window;
+      }
+    }
+  }
+}
+
 TEST(FusedSdpa, ResultsDoNotDependOnTheThreadCount) {
   const Tensor q = rand_normal({2, 3, 200, 64}, 1), k = rand_normal({2, 3, 230, 64}, 2),
                v = rand_normal({2, 3, 230, 64}, 3);

@@ -187,7 +187,7 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
                                  ldq);
     mask_block(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
     SoftmaxUpdate(cut, st, ldq, m, l, alpha);
-    RescaleOutput(alpha, rows, o, ldo);
+    if (j0 != keys_seen.begin) RescaleOutput(alpha, rows, o, ldo);  // o is 0 before
     const float* vrows = v + j0 * p.v_stride[2];
     size_t ldv = static_cast<size_t>(p.v_stride[2]);
     if (pack_v) {
