@@ -3,6 +3,8 @@
 // block of kQueryBlock queries i and each visible block of kKeyBlock keys j:
 //   Sᵀ   = K_j·(s·Q_i)ᵀ (+ mask)      the forward's scores, bit for bit (same tiles, same order)
 //   Pᵀ   = exp(Sᵀ − L_i)              L = logsumexp: already normalised, no running max
+// with Sᵀ and L in base 2 as in the forward (s and the additive mask times log2 e, L too), so
+// that P is a 2^x (Exp2Flushed); the element-wise steps below are unchanged by it.
 //   dPᵀ  = V_j·dO_iᵀ
 //   dSᵀ  = s·Pᵀ ∘ (dPᵀ − D_i)         D_i = Σ_e dO_ie·O_ie, once per query block and chunk
 //   dV_j += Pᵀ·dO_i,   dK_j += dSᵀ·Q_i,   dQ_i += dS·K_j
@@ -47,8 +49,8 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-// Pᵀ = exp(Sᵀ − L) in place, the queries' L in the lanes. Masked scores (−inf) and rows with
-// no visible key (L = +inf) give 0.
+// Pᵀ = 2^(Sᵀ − L) in place (both in base 2), the queries' L in the lanes. Masked scores (−inf)
+// and rows with no visible key (L = +inf) give 0.
 void Probabilities(const DiagonalCut& cut, float* st, size_t ldq, const float* lse) {
   const DF df;
   const size_t N = hn::Lanes(df);
@@ -57,7 +59,7 @@ void Probabilities(const DiagonalCut& cut, float* st, size_t ldq, const float* l
     const size_t cols = KeysForQueryVector(cut, r);
     for (size_t c = 0; c < cols; ++c) {
       float* s = st + c * ldq + r;
-      hn::StoreU(ExpFlushed(df, hn::Sub(hn::LoadU(df, s), l)), df, s);
+      hn::StoreU(Exp2Flushed(df, hn::Sub(hn::LoadU(df, s), l)), df, s);
     }
   }
 }
@@ -96,7 +98,8 @@ Buffers CarveScratch(const FlashProblem& p, float* scratch) {
           scratch + at.delta};
 }
 
-// Packs query block i of head h: (s·Q)ᵀ, dOᵀ, the Q and dO rows, L and D per query.
+// Packs query block i of head h: (s·log2 e·Q)ᵀ, dOᵀ, the Q and dO rows, L (in base 2) and D per
+// query.
 void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0, size_t rows,
                     const Buffers& s) {
   const FlashProblem& p = bp.forward;
@@ -107,14 +110,14 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   const float* d_o =
       bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2];
   const float* o = p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
-  PackTransposed(q, p.q_stride[2], rows, d, p.scale, s.qt, ldq);
+  PackTransposed(q, p.q_stride[2], rows, d, p.scale * kLog2e, s.qt, ldq);  // base 2
   PackTransposed(d_o, bp.d_out_stride[2], rows, dv, p.scale, s.dot, ldq);  // s·dOᵀ
   PackRows(q, p.q_stride[2], rows, d, s.q_rows, ldd);
   PackRows(d_o, bp.d_out_stride[2], rows, dv, s.do_rows, ldv);
   const float* lse = p.logsumexp + (b * p.heads + h) * p.tq + q0;
   for (size_t r = 0; r < ldq; ++r) {
     // Padding lanes: L = +inf makes their P, and so every gradient they touch, 0.
-    s.lse[r] = r < rows ? lse[r] : std::numeric_limits<float>::infinity();
+    s.lse[r] = r < rows ? lse[r] * kLog2e : std::numeric_limits<float>::infinity();
   }
   // s·D = Σ_e (s·dO)∘O per query, with the queries in the lanes: Oᵀ goes through the tile buffer
   // (free until the first pair), and the sums need no horizontal additions (one chain of
@@ -162,7 +165,7 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt,
                                z.ldq, s.pt, z.ldq);  // Sᵀ
-  mask_block(p, b, h, q0, z.rows, j0, z.cols, 1.0f, s.pt, z.ldq);
+  mask_block(p, b, h, q0, z.rows, j0, z.cols, kLog2e, s.pt, z.ldq);
   Probabilities(cut, s.pt, z.ldq, s.lse);  // Pᵀ
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
                                s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ

@@ -162,8 +162,8 @@ constexpr float kLn2 = 0.693147180559945309f;
 // the same FMA that scales x by 1/ln2, which leaves n in the low bits of the sum; a round and a
 // float-to-int conversion (five more operations with AVX2's overflow fix-up) are not needed.
 // Inputs below −64 (−inf for masked scores, NaN) give garbage bits that the final select
-// zeroes, so only the top is clamped (x > 88 would overflow 2^n). The backward's and the
-// decoder's softmax use it; the forward's uses Exp2Flushed below.
+// zeroes, so only the top is clamped (x > 88 would overflow 2^n). The decoder's softmax uses
+// it; the fused forward's and backward's use Exp2Flushed below.
 HWY_INLINE VF ExpFlushed(DF df, VF x) {
   const VF round_bias = hn::Set(df, 12582912.0f);  // 1.5·2^23: the sum's unit is 1
   const VF clamped = hn::Min(x, hn::Set(df, 88.0f));
