@@ -36,6 +36,7 @@
 #include <limits>
 
 #include "src/kernels/block_visibility.hpp"
+#include "src/kernels/prefetch.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/flash_backward.cpp"
@@ -266,6 +267,10 @@ void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j
                     last = std::min(j_end, keys_seen.end);
       if (first >= last) continue;  // no query of this block sees the chunk
       LoadQueryBlock(bp, b, h, q0, static_cast<size_t>(rows), s);
+      if (q0 + kQueryBlock < p.tq) {  // the next block's rows, while this one's pairs run
+        prefetch_query_block(bp, b, h, q0 + kQueryBlock,
+                             std::min(kQueryBlock, p.tq - q0 - kQueryBlock));
+      }
       const PairShape block = ShapeOf(p, static_cast<size_t>(rows), 0);
       if (query_gradients && keys_seen.begin < j_begin) ResumeQueryGradient(bp, b, h, q0, block, s);
       for (int64_t j0 = first; j0 < last; j0 += kKeyBlock) {

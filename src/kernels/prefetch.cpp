@@ -39,15 +39,23 @@ void prefetch_forward_block(const FlashProblem& p, int64_t b, int64_t h, int64_t
   prefetch_first_keys(p, b, h / (p.heads / p.kv_heads), q0, rows);
 }
 
+void prefetch_query_block(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
+                          int64_t rows) {
+  const FlashProblem& p = bp.forward;
+  prefetch_rows(p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2], p.q_stride[2],
+                rows, p.d);
+  prefetch_rows(p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2],
+                p.out_stride[2], rows, p.dv);
+  prefetch_rows(
+      bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2],
+      bp.d_out_stride[2], rows, p.dv);
+}
+
 void prefetch_backward_head(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h) {
   const FlashProblem& p = bp.forward;
   const int64_t group = p.heads / p.kv_heads, rows = std::min(kQueryBlock, p.tq);
-  for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
-    prefetch_rows(p.q + b * p.q_stride[0] + h * p.q_stride[1], p.q_stride[2], rows, p.d);
-    prefetch_rows(p.out + b * p.out_stride[0] + h * p.out_stride[1], p.out_stride[2], rows, p.dv);
-    prefetch_rows(bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1], bp.d_out_stride[2],
-                  rows, p.dv);
-  }
+  for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h)
+    prefetch_query_block(bp, b, h, 0, rows);
   prefetch_first_keys(p, b, kv_h, 0, rows);
 }
 

@@ -20,4 +20,11 @@ void prefetch_forward_block(const FlashProblem& p, int64_t b, int64_t h, int64_t
 // sharing it, and the K, V rows of its first key block.
 void prefetch_backward_head(const FlashBackwardProblem& p, int64_t b, int64_t kv_h);
 
+// The Q, O and dO rows of query block [q0, q0 + rows) of head h, which the backward packs when
+// it comes to the block: asked for while the block before it runs its pairs (at T = 1024, one
+// thread on a Zen 3, the packing took 6.2–6.7 Mcycles of the backward's 155 without, 5.4–5.7
+// with).
+void prefetch_query_block(const FlashBackwardProblem& p, int64_t b, int64_t h, int64_t q0,
+                          int64_t rows);
+
 }  // namespace attn::kernels
