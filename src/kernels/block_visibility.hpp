@@ -34,8 +34,8 @@ DiagonalCut diagonal_cut(const FlashProblem& p, int64_t q0, size_t rows, int64_t
 // Sets to -inf (or adds additive_scale × the additive mask to) the transposed scores
 // st[c·ldq + r] of key j0 + c and query q0 + r, for the keys that query may not see: the
 // causal / sliding-window rule and the explicit mask. additive_scale is the factor the scores
-// carry (log2 e in the forward's base-2 softmax, 1 in the backward). Query lanes past `rows`
-// (padding) are left alone.
+// carry (log2 e: both kernels' softmax runs in base 2). Query lanes past `rows` (padding) are
+// left alone.
 void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
                 size_t cols, float additive_scale, float* st, size_t ldq);
 

@@ -3,11 +3,11 @@
 // block of kQueryBlock queries i and each visible block of kKeyBlock keys j:
 //   Sᵀ   = K_j·(s·Q_i)ᵀ (+ mask)      the forward's scores, bit for bit (same tiles, same order)
 //   Pᵀ   = exp(Sᵀ − L_i)              L = logsumexp: already normalised, no running max
-// with Sᵀ and L in base 2 as in the forward (s and the additive mask times log2 e, L too), so
-// that P is a 2^x (Exp2Flushed); the element-wise steps below are unchanged by it.
 //   dPᵀ  = V_j·dO_iᵀ
 //   dSᵀ  = s·Pᵀ ∘ (dPᵀ − D_i)         D_i = Σ_e dO_ie·O_ie, once per query block and chunk
 //   dV_j += Pᵀ·dO_i,   dK_j += dSᵀ·Q_i,   dQ_i += dS·K_j
+// Sᵀ and L are in base 2, as in the forward (s and the additive mask times log2 e, L too), so
+// that P is a 2^x (Exp2Flushed); the steps after P are unchanged by it.
 // Five products per block pair where the forward has two, all one register-tiled product
 // (tile_product-inl.h) with different strides. In a pair that crosses the causal diagonal,
 // each skips the tiles above it (DiagonalCut, as in the forward): at T = 64, one such pair

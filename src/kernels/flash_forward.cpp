@@ -65,8 +65,8 @@ namespace HWY_NAMESPACE {
 // The online-softmax step, vectorised across query rows (one vector = N queries): scores ->
 // probabilities in place, m and l updated, alpha = 2^(m_old − m_new) for rescaling o. The
 // scores and m are in base 2 (multiplied by log2 e: see FlashForwardBlock), so e^(s − m) is
-// 2^(s − m) here. Each
-// vector of queries runs over the keys o += P·V will read for it (KeysForQueryVector).
+// 2^(s − m) here. Each vector of queries runs over the keys o += P·V will read for it
+// (KeysForQueryVector).
 void SoftmaxUpdate(const DiagonalCut& cut, float* st, size_t ldq, float* m, float* l,
                    float* alpha) {
   const DF df;

@@ -184,8 +184,8 @@ HWY_INLINE VF ExpFlushed(DF df, VF x) {
 }
 
 // 2^x for x ≤ 127, flushed to 0 below x = −92 (2^−92 ≈ 2e−28: ExpFlushed's −64, in base 2).
-// The forward computes its scores already multiplied by log2(e) (folded into the scaling of
-// Q), so exp(s − m) = 2^(s·log2 e − m·log2 e), and base 2 needs less work than base e: n is
+// The fused kernels compute their scores already multiplied by log2(e) (folded into the
+// scaling of Q), so exp(s − m) = 2^(s·log2 e − m·log2 e), and base 2 needs less work: n is
 // x rounded (1.5·2^23 added and taken off), r = x − n is exact (|r| ≤ ½, so no two-part
 // constant), and 2^r is a degree-6 polynomial by Horner's rule: 14 operations, 6 of them FMAs
 // against ExpFlushed's 11 — the units the score products also need. The polynomial is the
