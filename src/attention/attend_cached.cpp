@@ -12,6 +12,8 @@
 
 #include "attn/error.hpp"
 #include "attn/kv_cache.hpp"
+#include "attn/sdpa.hpp"
+#include "attn/tensor.hpp"
 #include "attn/threads.hpp"
 #include "src/kernels/decode.hpp"
 
@@ -52,11 +54,40 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
              ": it needs capacity >= window + new queries - 1 = ", window + tq - 1);
 }
 
+// Many new queries at once (a prompt) against a float cache in fixed mode, which holds every
+// position from 0 in order: that is the fused forward's problem — causal, the queries at the
+// end — run on views of the cache's storage. Its register tiles took a GPT-2 prompt's
+// attention (512 queries, 12 heads, d = 64) from 10.0 to 2.8 ms a layer on two Zen 3 threads,
+// where the decode kernel scores one query row at a time. Fewer rows stay with the decode
+// kernel, whose tasks split the positions so that even one query keeps every core busy.
+constexpr int64_t kFusedPrefillRows = 16;
+
+bool fused_prefill_applies(const KVCache& cache, int64_t tq, int64_t window) {
+  return tq >= kFusedPrefillRows && window == 0 && cache.config().window == 0 &&
+         cache.config().dtype == CacheDtype::kFloat32 && cache.size() == cache.position();
+}
+
+SdpaResult fused_prefill(const Tensor& q, const KVCache& cache, const SdpaOptions& options) {
+  const KVCacheConfig& c = cache.config();
+  const int64_t capacity = cache.capacity(), held = cache.position();
+  const Shape shape{c.batch, c.kv_heads, held, c.head_dim};
+  const Shape strides{c.kv_heads * capacity * c.head_dim, capacity * c.head_dim, c.head_dim, 1};
+  const int64_t floats = c.batch * c.kv_heads * capacity * c.head_dim;
+  auto view = [&](const void* storage) {  // read only: sdpa does not write K or V
+    float* data = const_cast<float*>(static_cast<const float*>(storage));
+    return Tensor::from_external(data, floats, shape, strides, 0, nullptr);
+  };
+  SdpaOptions fused = options;
+  fused.causal = true;  // bottom-right: new query i sits at position held − tq + i
+  return sdpa(q, view(cache.keys()), view(cache.values()), fused);
+}
+
 }  // namespace
 
 SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOptions& options) {
   const int64_t window = effective_window(cache, options);
   check_cached_attention(q_in, cache, options, window);
+  if (fused_prefill_applies(cache, q_in.dim(2), window)) return fused_prefill(q_in, cache, options);
   const Tensor q = q_in.strides().back() == 1 ? q_in : q_in.contiguous();
   const KVCacheConfig& c = cache.config();
 
