@@ -78,7 +78,8 @@ SdpaResult fused_prefill(const Tensor& q, const KVCache& cache, const SdpaOption
     return Tensor::from_external(data, floats, shape, strides, 0, nullptr);
   };
   SdpaOptions fused = options;
-  fused.causal = true;  // bottom-right: new query i sits at position held − tq + i
+  fused.causal = true;           // bottom-right: new query i sits at position held − tq + i
+  fused.return_weights = false;  // as the decode kernel: attend_cached returns no weights
   return sdpa(q, view(cache.keys()), view(cache.values()), fused);
 }
 
