@@ -62,9 +62,10 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
 // kernel, whose tasks split the positions so that even one query keeps every core busy.
 constexpr int64_t kFusedPrefillRows = 16;
 
+// `window` is effective_window's: 0 only when neither the cache nor the call has one, so the
+// cache is in fixed mode, and a fixed cache holds positions 0 .. position() − 1 in slots 0 on.
 bool fused_prefill_applies(const KVCache& cache, int64_t tq, int64_t window) {
-  return tq >= kFusedPrefillRows && window == 0 && cache.config().window == 0 &&
-         cache.config().dtype == CacheDtype::kFloat32 && cache.size() == cache.position();
+  return tq >= kFusedPrefillRows && window == 0 && cache.config().dtype == CacheDtype::kFloat32;
 }
 
 SdpaResult fused_prefill(const Tensor& q, const KVCache& cache, const SdpaOptions& options) {
