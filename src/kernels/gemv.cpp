@@ -20,8 +20,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Columns in pieces of this many floats, so the running sums of a piece stay in L1 while
 // the rows stream past (and a piece of every row is one run of addresses).
 constexpr int64_t kPiece = 4096;
-constexpr int64_t kAheadBytes = 2048;  // prefetch 2 KiB ahead in each row
-constexpr int64_t kLineBytes = 64;
 
 // The weights are float or bfloat16 (a float's top 16 bits): loaded as floats either way, so
 // the sums, their order and x are the same for both.
@@ -39,60 +37,51 @@ HWY_INLINE hn::Vec<D> LoadWeights(D d, const uint16_t* HWY_RESTRICT p) {
   return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, p))));
 }
 
-// The kernels read R rows side by side, then the next R: row r's stream is row r of each
-// group, `length` weights each, the groups R·ldw apart. The offset from a row's start of the
-// weight `ahead` further along that stream: past the row's end, in the rows of the groups that
-// follow. (A row of GPT-2's Wo or Wproj is 768 weights, shorter than two prefetch distances in
-// float and than one in bf16: prefetching past its end into the next row, which another stream
-// reads anyway, left the start of every group cold.)
-inline int64_t AheadInStream(int64_t at, int64_t ahead, int64_t length, int64_t group_stride) {
-  const int64_t target = at + ahead;
-  return target < length ? target : target / length * group_stride + target % length;
-}
+// Both kernels read four rows side by side, and the four are the first rows of the four
+// quarters of the rows they are given, not four neighbours: each of the four streams of
+// addresses then runs on through its quarter without a jump, and the CPU's own prefetchers
+// follow four long runs. Four neighbouring rows made four streams a row long that jumped four
+// rows ahead after each row; the prefetchers lost them at every jump, and a software prefetch
+// along each stream won back only part of it (after this change it cost 15-25 %, so it went).
+// One thread of the Zen 3, 1 GiB of GPT-2's matrices of one shape, GB/s before → after: x·W
+// float 17-21 → 27-29, bfloat16 14-18 → 26-28; the logits' dot products float 17 → 28,
+// bfloat16 15 → 28-29; a plain read of four streams 28-29. Each y[j] still sums in an order
+// fixed by k alone (x·W: the quarters' first rows, then their second rows, …), as results
+// independent of the thread count need.
+constexpr int kStreams = 4;
 
-// Rows per pass over y: four (one load and store of y per four rows). With the prefetch along
-// the stream, 1 GiB of (3072, 768) matrices — Wproj's shape, far past the 260 MiB L3 — read at
-// 21.9 / 19.5 GB/s in float on 2 threads of the Intel Xeon, 18.7 / 14.9 in bf16 (17.5 / 15.7
-// and 14.0 / 13.8 prefetching within the row only), next to a plain read of 24.6 / 23.5 in the
-// same runs. Two rows per pass read such matrices 5-20 % faster alone, but a whole GPT-2 token
-// was no faster with them (bf16: 75-76 % of the limit against 78-82 %, alternating runs), so
-// four stayed. The grouping does not change the sums: every y[j] takes the rows in order.
-constexpr int kRowsPerPass = 4;
-
-// y[0, n) += x[i]·W[i, 0, n) for the rows i of [0, k), kRowsPerPass rows per pass over y.
-// Lanes past n are done one by one, in the same order.
+// y[0, n) += x[i]·W[i, 0, n) for the rows i of [0, k): rows q, q + k/4, q + 2k/4, q + 3k/4 in
+// one pass over y for each q < k/4, then the k mod 4 last rows one per pass. Lanes past n are
+// done one by one, in the same order.
 template <class W>
 void AddRows(const float* HWY_RESTRICT x, const W* HWY_RESTRICT w, int64_t k, int64_t n,
              int64_t ldw, float* HWY_RESTRICT y) {
-  constexpr int R = kRowsPerPass;
+  constexpr int R = kStreams;
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  constexpr int64_t ahead = kAheadBytes / sizeof(W), line = kLineBytes / sizeof(W);
-  int64_t i = 0;
-  for (; i + R <= k; i += R) {
+  const int64_t quarter = k / R;
+  for (int64_t q = 0; q < quarter; ++q) {
     const W* rows[R];
     hn::Vec<decltype(d)> xs[R];
+    float x_of[R];
     for (int r = 0; r < R; ++r) {
-      rows[r] = w + (i + r) * ldw;
-      xs[r] = hn::Set(d, x[i + r]);
+      rows[r] = w + (q + r * quarter) * ldw;
+      x_of[r] = x[q + r * quarter];
+      xs[r] = hn::Set(d, x_of[r]);
     }
     int64_t j = 0;
     for (; j + lanes <= n; j += lanes) {
-      if (j % line == 0) {
-        const int64_t at = AheadInStream(j, ahead, n, R * ldw);
-        for (int r = 0; r < R; ++r) __builtin_prefetch(rows[r] + at);
-      }
       auto s = hn::LoadU(d, y + j);
       for (int r = 0; r < R; ++r) s = hn::MulAdd(xs[r], LoadWeights(d, rows[r] + j), s);
       hn::StoreU(s, d, y + j);
     }
     for (; j < n; ++j) {
       float s = y[j];
-      for (int r = 0; r < R; ++r) s = std::fma(x[i + r], Widen(rows[r][j]), s);
+      for (int r = 0; r < R; ++r) s = std::fma(x_of[r], Widen(rows[r][j]), s);
       y[j] = s;
     }
   }
-  for (; i < k; ++i) {
+  for (int64_t i = R * quarter; i < k; ++i) {
     const W* row = w + i * ldw;
     const auto xi = hn::Set(d, x[i]);
     int64_t j = 0;
@@ -117,25 +106,16 @@ void RowsTimesVector(const float* HWY_RESTRICT x, const W* HWY_RESTRICT w, int64
   }
 }
 
-// dot(x, row) for four rows at once: x is loaded once per four rows.
+// dot(x, row) for four rows `apart` rows apart at once: x is loaded once per four rows.
 template <class W>
 void Dots4(const float* HWY_RESTRICT x, const W* HWY_RESTRICT w0, int64_t k, int64_t ldw,
-           float* out) {
+           int64_t apart, float* out) {
   const hn::ScalableTag<float> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const W *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
-  constexpr int64_t ahead = kAheadBytes / sizeof(W), line = kLineBytes / sizeof(W);
+  const W *w1 = w0 + apart * ldw, *w2 = w1 + apart * ldw, *w3 = w2 + apart * ldw;
   auto s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
   int64_t i = 0;
   for (; i + lanes <= k; i += lanes) {
-    // Without it, bf16 rows of wte (half a float row's bytes per step) read 30-40 % slower.
-    if (i % line == 0) {
-      const int64_t at = AheadInStream(i, ahead, k, 4 * ldw);
-      __builtin_prefetch(w0 + at);
-      __builtin_prefetch(w1 + at);
-      __builtin_prefetch(w2 + at);
-      __builtin_prefetch(w3 + at);
-    }
     const auto xv = hn::LoadU(d, x + i);
     s0 = hn::MulAdd(xv, LoadWeights(d, w0 + i), s0);
     s1 = hn::MulAdd(xv, LoadWeights(d, w1 + i), s1);
@@ -174,12 +154,14 @@ void DotsWithRows(const float* HWY_RESTRICT x, const W* HWY_RESTRICT w, int64_t 
   const auto store = [&](int64_t j, float dot) {
     y[j] = beta == 0.0f ? alpha * dot : alpha * dot + beta * y[j];
   };
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    Dots4(x, w + j * ldw, k, ldw, dots);
-    for (int r = 0; r < 4; ++r) store(j + r, dots[r]);
+  // Rows j, j + n/4, j + 2n/4, j + 3n/4 together (see kStreams); a row's sum does not depend
+  // on which rows it is read with.
+  const int64_t quarter = n / kStreams;
+  for (int64_t j = 0; j < quarter; ++j) {
+    Dots4(x, w + j * ldw, k, ldw, quarter, dots);
+    for (int r = 0; r < 4; ++r) store(j + r * quarter, dots[r]);
   }
-  for (; j < n; ++j) store(j, Dot(x, w + j * ldw, k));
+  for (int64_t j = kStreams * quarter; j < n; ++j) store(j, Dot(x, w + j * ldw, k));
 }
 
 void GemvRows(const float* x, const float* w, int64_t k, int64_t n, int64_t ldw, float alpha,

@@ -13,13 +13,14 @@
 namespace attn::kernels {
 
 // W (k, n) row-major with leading dimension ldw: y[j] = alpha·Σ_i x[i]·W[i, j] + beta·y[j] for
-// j < n. Rows of W are read in order, four at a time, added into y (which stays in L1).
+// j < n. Rows of W are added into y (which stays in L1) four at a time, one from each quarter
+// of W's rows, so that W is read as four long runs of addresses.
 // beta 0 ignores y's values (NaN included).
 void gemv_rows(const float* x, const float* w, int64_t k, int64_t n, int64_t ldw, float alpha,
                float beta, float* y);
 
 // W (n, k) row-major with leading dimension ldw, used transposed: y[j] = alpha·dot(x, W[j, :])
-// + beta·y[j]. Four rows of W at a time, each read whole and in order.
+// + beta·y[j]. Four rows of W at a time, one from each quarter of W's rows, each read whole.
 void gemv_dots(const float* x, const float* w, int64_t k, int64_t n, int64_t ldw, float alpha,
                float beta, float* y);
 
