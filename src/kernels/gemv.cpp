@@ -43,11 +43,11 @@ HWY_INLINE hn::Vec<D> LoadWeights(D d, const uint16_t* HWY_RESTRICT p) {
 // follow four long runs. Four neighbouring rows made four streams a row long that jumped four
 // rows ahead after each row; the prefetchers lost them at every jump, and a software prefetch
 // along each stream won back only part of it (after this change it cost 15-25 %, so it went).
-// One thread of the Zen 3, 1 GiB of GPT-2's matrices of one shape, GB/s before → after: x·W
-// float 17-21 → 27-29, bfloat16 14-18 → 26-28; the logits' dot products float 17 → 28,
-// bfloat16 15 → 28-29; a plain read of four streams 28-29. Each y[j] still sums in an order
-// fixed by k alone (x·W: the quarters' first rows, then their second rows, …), as results
-// independent of the thread count need.
+// One thread of the Zen 3 (bench/gemv_streams.cpp), GB/s before → after: x·W float 18-24 →
+// 28-30, bfloat16 15-19 → 26-28; the logits' dot products float 19 → 29-30, bfloat16 15-16 →
+// 30; a plain read of four streams 27-28. Each y[j] still sums in an order fixed by k alone
+// (x·W: the quarters' first rows, then their second rows, …), as results independent of the
+// thread count need.
 constexpr int kStreams = 4;
 
 // y[0, n) += x[i]·W[i, 0, n) for the rows i of [0, k): rows q, q + k/4, q + 2k/4, q + 3k/4 in
