@@ -1,9 +1,9 @@
 // How fast one thread's one-row products read their weights (src/kernels/gemv.cpp): each of
 // GPT-2 small's matrix shapes, float and bfloat16, over 1 GiB of matrices of that shape (past
 // any L3), read as a generated token reads them — x·W by slabs of 128 rows, as attn::gemm's
-// one-row path hands them out; the logits' dot products over the whole of wte — next to a plain
-// read of the same buffer in the same run (four streams side by side, as `attn bench
-// generate`'s probe reads). A benchmark, not a test: GB/s, the best of PASSES passes.
+// one-row path hands them out; the logits' dot products over the whole of wte — next to the
+// plain read `attn bench` measures (tools/attn/hot/bandwidth.cpp: four streams side by side),
+// in the same run. A benchmark, not a test: GB/s, the best of PASSES passes.
 //
 //   build/release/gemv_streams [PASSES]     (default 3; one thread; ~1 minute)
 #include <sys/mman.h>
@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "src/kernels/gemv.hpp"
+#include "tools/attn/hot/bandwidth.hpp"
 
 namespace {
 
@@ -26,29 +26,6 @@ constexpr int64_t kSlabRows = 128;  // gemm's one-row x·W: slabs of this many r
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// GB/s of reading the buffer as four streams side by side (the quarters of each 1 MiB chunk),
-// 32 bytes per load: a vector type of the compiler's, so that the read does not hang on
-// whether it vectorises the loop.
-using Block = uint64_t __attribute__((vector_size(32)));
-double plain_read_gbps(const Block* blocks, int64_t count) {
-  constexpr int64_t kChunk = (int64_t{1} << 20) / 32, kQuarter = kChunk / 4;
-  Block sum[4] = {};
-  const auto start = Clock::now();
-  for (int64_t c = 0; c + kChunk <= count; c += kChunk) {
-    const Block *q0 = blocks + c, *q1 = q0 + kQuarter, *q2 = q1 + kQuarter, *q3 = q2 + kQuarter;
-    for (int64_t i = 0; i < kQuarter; ++i) {
-      sum[0] ^= q0[i];
-      sum[1] ^= q1[i];
-      sum[2] ^= q2[i];
-      sum[3] ^= q3[i];
-    }
-  }
-  const double gbps = static_cast<double>(count * 32) / seconds_since(start) / 1e9;
-  const Block all = sum[0] ^ sum[1] ^ sum[2] ^ sum[3];
-  if (all[0] == 42) std::puts("");  // keep the reads
-  return gbps;
 }
 
 struct Shape {
@@ -106,7 +83,7 @@ int main(int argc, char** argv) {
   std::vector<float> x(4096, 0.01f), y(60000);
   double plain = 0, f32[5] = {}, bf16[5] = {};
   for (int pass = 0; pass < passes; ++pass) {
-    plain = std::max(plain, plain_read_gbps(static_cast<const Block*>(buffer), kBytes / 32));
+    plain = std::max(plain, attn::cli::measure_read_bandwidth_gbps(1));
     for (int s = 0; s < 5; ++s) {
       f32[s] = std::max(f32[s], product_gbps(static_cast<const float*>(buffer), shapes[s], x, y));
       bf16[s] = std::max(bf16[s], product_gbps(halves, shapes[s], x, y));
@@ -118,7 +95,7 @@ int main(int argc, char** argv) {
     std::printf("%-34s %7.1f (%3.0f%%) %7.1f (%3.0f%%)\n", shapes[s].what, f32[s],
                 100 * f32[s] / plain, bf16[s], 100 * bf16[s] / plain);
   }
-  std::printf("%-34s %7.1f\n", "plain read, four streams", plain);
+  std::printf("%-34s %7.1f\n", "plain read (attn bench's probe)", plain);
   std::free(buffer);
   return 0;
 }

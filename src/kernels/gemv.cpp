@@ -45,7 +45,7 @@ HWY_INLINE hn::Vec<D> LoadWeights(D d, const uint16_t* HWY_RESTRICT p) {
 // along each stream won back only part of it (after this change it cost 15-25 %, so it went).
 // One thread of the Zen 3 (bench/gemv_streams.cpp), GB/s before → after: x·W float 18-24 →
 // 28-30, bfloat16 15-19 → 26-28; the logits' dot products float 19 → 29-30, bfloat16 15-16 →
-// 30; a plain read of four streams 27-28. Each y[j] still sums in an order fixed by k alone
+// 30; a plain read of four streams 27-29. Each y[j] still sums in an order fixed by k alone
 // (x·W: the quarters' first rows, then their second rows, …), as results independent of the
 // thread count need.
 constexpr int kStreams = 4;
