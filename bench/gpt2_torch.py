@@ -6,6 +6,8 @@ Reads a directory in Hugging Face's layout (config.json + model.safetensors, F32
 of random ids that fills a KV cache, then greedy tokens one at a time through the cache. There is
 no `transformers` package here, so the forward is written out: pre-LayerNorm blocks (eps 1e-5),
 Conv1D weights (in, out), gelu_new (tanh), scale 1/sqrt(d_head), causal, the head tied to wte.
+Like Hugging Face's generate() (its logits_to_keep) and attn's prompt, the head runs on the
+last position only: the other positions' logits choose nothing.
 
     /usr/bin/python3 bench/gpt2_torch.py DIR [--prompt-tokens 512] [--new-tokens 256]
         [--threads 2] [--runs 3] [--dtype float32|bfloat16]
@@ -86,7 +88,7 @@ class Gpt2:
             h = F.gelu(self.conv1d(self.layer_norm(x, f"h.{i}.ln_2"), f"h.{i}.mlp.c_fc"),
                        approximate="tanh")
             x = x + self.conv1d(h, f"h.{i}.mlp.c_proj")
-        return self.layer_norm(x, "ln_f") @ self.w["wte.weight"].t()
+        return self.layer_norm(x[:, -1:], "ln_f") @ self.w["wte.weight"].t()
 
 
 def time_once(model, prompt, new_tokens):

@@ -476,6 +476,27 @@ TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {
   }
 }
 
+TEST(Gpt, DecodingOnlyTheLastLogitsGivesEachSequencesLastRow) {
+  GptConfig c = tiny(PositionKind::kLearned);
+  c.n_embd = 16;
+  Gpt model(c, 2);
+  perturb(model, 3);
+  const Batch b = random_batch(3, 5, c.vocab_size, 4);
+  GptCache every_cache = model.make_cache(3), last_cache = model.make_cache(3);
+  const Tensor every = model.decode(b.ids, 3, every_cache);
+  const Tensor last = model.decode(b.ids, 3, last_cache, LogitRows::kLast);
+  ASSERT_EQ(last.shape(), (std::vector<int64_t>{3, 1, c.vocab_size}));
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t v = 0; v < c.vocab_size; ++v)
+      EXPECT_NEAR(last.at({r, 0, v}), every.at({r, 4, v}), 1e-5) << "sequence " << r;
+  }
+  // The caches hold the same keys and values: the next token's logits agree too.
+  const std::vector<int64_t> next{1, 2, 3};
+  const Tensor after_every = model.decode(next, 3, every_cache);
+  const Tensor after_last = model.decode(next, 3, last_cache, LogitRows::kLast);
+  EXPECT_EQ(after_last.to_vector(), after_every.to_vector());
+}
+
 TEST(Gpt, GenerationWithTheCacheGivesTheTokensOfTheFullWindow) {
   GptConfig c = tiny(PositionKind::kLearned);
   c.block_size = 8;

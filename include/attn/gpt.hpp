@@ -91,6 +91,12 @@ enum class WeightsDtype { kFloat32, kBFloat16 };
 std::string to_string(WeightsDtype dtype);  // "f32", "bf16"
 WeightsDtype weights_dtype_from_string(std::string_view name);
 
+// Which new positions Gpt::decode returns logits for: every one, or only the last of each
+// sequence — all that choosing the next token needs. The head is the largest product of a
+// GPT-2 prompt (50257 × 768 per position: 30 % of a 512-token prompt's FLOPs), so a prompt
+// read only to generate after it skips it for all but its last position.
+enum class LogitRows { kEvery, kLast };
+
 class GptCache;
 namespace nn {
 struct Activations;  // src/nn/gpt_internal.hpp
@@ -176,8 +182,10 @@ class Gpt {
   // Decoding: a cache of block_size positions per layer.
   GptCache make_cache(int64_t batch, CacheDtype dtype = CacheDtype::kFloat32) const;
   // Feeds new tokens (batch, T_new) at positions cache.position() …; returns their logits
-  // (batch, T_new, vocab). More than block_size positions in all is an attn::Error.
-  Tensor decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache) const;
+  // (batch, T_new, vocab), or with LogitRows::kLast (batch, 1, vocab) for the last of them.
+  // More than block_size positions in all is an attn::Error.
+  Tensor decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
+                LogitRows rows = LogitRows::kEvery) const;
 
  private:
   struct Layer;

@@ -23,7 +23,8 @@ GptCache Gpt::make_cache(int64_t batch, CacheDtype dtype) const {
   return cache;
 }
 
-Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache) const {
+Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
+                   LogitRows logit_rows) const {
   check_ids(ids, batch, "decode");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch, rows = batch * t;
   const int64_t c = config_.n_embd, position = cache.position();
@@ -53,10 +54,18 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache)
     const float* m = branch.data();
     for (int64_t i = 0; i < rows * c; ++i) xs[i] += m[i];
   }
-  nn::layer_norm_forward(x.data(), params + global_.lnf_w, at_or_null(params, global_.lnf_b), rows,
-                         c, ln.data(), mean.data(), rstd.data());
-  Tensor logits({batch, t, config_.vocab_size});
-  head_logits(ln.data(), rows, MatmulPrecision::kFloat32, logits.data());
+  // The final LayerNorm and the head, on every new position or on each sequence's last.
+  const int64_t out_t = logit_rows == LogitRows::kLast ? 1 : t, out_rows = batch * out_t;
+  if (out_t < t) {
+    // Row b ← sequence b's last row, (b + 1)·t − 1: past row b + 1 when t ≥ 2, so in
+    // increasing b no row is overwritten before it is read.
+    for (int64_t b = 0; b < batch; ++b)
+      std::copy_n(x.data() + ((b + 1) * t - 1) * c, c, x.data() + b * c);
+  }
+  nn::layer_norm_forward(x.data(), params + global_.lnf_w, at_or_null(params, global_.lnf_b),
+                         out_rows, c, ln.data(), mean.data(), rstd.data());
+  Tensor logits({batch, out_t, config_.vocab_size});
+  head_logits(ln.data(), out_rows, MatmulPrecision::kFloat32, logits.data());
   return logits;
 }
 
@@ -140,7 +149,7 @@ int64_t Generator::next() {
   Tensor logits;
   if (options_.use_cache) {
     const std::span<const int64_t> fresh = context.subspan(static_cast<size_t>(cache_.position()));
-    logits = model_.decode(fresh, 1, cache_);
+    logits = model_.decode(fresh, 1, cache_, LogitRows::kLast);
   } else {
     logits = model_.logits(context, 1);
   }

@@ -70,7 +70,7 @@ Run time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t new_
   const SamplingOptions greedy{0.0f, 0, 1.0f};
   Run run;
   auto start = std::chrono::steady_clock::now();
-  Tensor logits = model.decode(prompt, 1, cache);
+  Tensor logits = model.decode(prompt, 1, cache, LogitRows::kLast);
   run.prompt_ms = ms_since(start);
   for (int64_t i = 0; i < new_tokens; ++i) {
     const double gbps = probe ? probe->pass_gbps() : 0.0;  // on this run's threads too
