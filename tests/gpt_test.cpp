@@ -194,7 +194,9 @@ TEST(Gpt, BackwardReportsFinishedSuffixesThatAreFinal) {
   EXPECT_EQ(reported.front().first, model.parameter_table().end()[-2].offset);  // ln_f.weight
   EXPECT_EQ(reported.back().first, 0);
   for (size_t i = 0; i < reported.size(); ++i) {
-    if (i > 0) EXPECT_LT(reported[i].first, reported[i - 1].first);
+    if (i > 0) {  // braces: EXPECT_LT expands to an if/else
+      EXPECT_LT(reported[i].first, reported[i - 1].first);
+    }
     const std::vector<float> now(g + reported[i].first, g + n);
     EXPECT_EQ(reported[i].second, now)
         << "the suffix from " << reported[i].first << " changed after it was reported final";
