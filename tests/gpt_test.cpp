@@ -437,15 +437,22 @@ TEST(Gpt, BfloatTrainingPassesStayCloseToFloatAndInferenceStaysFloat) {
   expect_independent_of_the_thread_count(MatmulPrecision::kBFloat16);
 }
 
+// A perturbed model with 4 query heads over 2 K/V heads, for the decoding tests.
+Gpt grouped_heads_model(PositionKind kind) {
+  GptConfig c = tiny(kind);
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 16;
+  Gpt model(c, 2);
+  perturb(model, 3);
+  return model;
+}
+
 TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {
   for (PositionKind kind :
        {PositionKind::kLearned, PositionKind::kSinusoidal, PositionKind::kRotary}) {
-    GptConfig c = tiny(kind);
-    c.n_head = 4;
-    c.n_kv_head = 2;
-    c.n_embd = 16;
-    Gpt model(c, 2);
-    perturb(model, 3);
+    const Gpt model = grouped_heads_model(kind);
+    const GptConfig& c = model.config();
     const Batch b = random_batch(2, 6, c.vocab_size, 4);
     const Tensor full = model.logits(b.ids, 2);
     GptCache cache = model.make_cache(2);
@@ -479,24 +486,28 @@ TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {
 }
 
 TEST(Gpt, DecodingOnlyTheLastLogitsGivesEachSequencesLastRow) {
-  GptConfig c = tiny(PositionKind::kLearned);
-  c.n_embd = 16;
-  Gpt model(c, 2);
-  perturb(model, 3);
-  const Batch b = random_batch(3, 5, c.vocab_size, 4);
-  GptCache every_cache = model.make_cache(3), last_cache = model.make_cache(3);
-  const Tensor every = model.decode(b.ids, 3, every_cache);
-  const Tensor last = model.decode(b.ids, 3, last_cache, LogitRows::kLast);
-  ASSERT_EQ(last.shape(), (std::vector<int64_t>{3, 1, c.vocab_size}));
-  for (int64_t r = 0; r < 3; ++r) {
-    for (int64_t v = 0; v < c.vocab_size; ++v)
-      EXPECT_NEAR(last.at({r, 0, v}), every.at({r, 4, v}), 1e-5) << "sequence " << r;
+  for (PositionKind kind :
+       {PositionKind::kLearned, PositionKind::kSinusoidal, PositionKind::kRotary}) {
+    const Gpt model = grouped_heads_model(kind);
+    const GptConfig& c = model.config();
+    const Batch b = random_batch(3, 5, c.vocab_size, 4);
+    GptCache every_cache = model.make_cache(3), last_cache = model.make_cache(3);
+    const Tensor every = model.decode(b.ids, 3, every_cache);
+    // The last layer attends and runs its MLP on the last rows only.
+    const Tensor last = model.decode(b.ids, 3, last_cache, LogitRows::kLast);
+    ASSERT_EQ(last.shape(), (std::vector<int64_t>{3, 1, c.vocab_size}));
+    for (int64_t r = 0; r < 3; ++r) {
+      for (int64_t v = 0; v < c.vocab_size; ++v) {
+        EXPECT_NEAR(last.at({r, 0, v}), every.at({r, 4, v}), 1e-5)
+            << to_string(kind) << " sequence " << r;
+      }
+    }
+    // The caches hold the same keys and values: the next token's logits are the same.
+    const std::vector<int64_t> next{1, 2, 3};
+    const Tensor after_every = model.decode(next, 3, every_cache);
+    const Tensor after_last = model.decode(next, 3, last_cache, LogitRows::kLast);
+    EXPECT_EQ(after_last.to_vector(), after_every.to_vector()) << to_string(kind);
   }
-  // The caches hold the same keys and values: the next token's logits agree too.
-  const std::vector<int64_t> next{1, 2, 3};
-  const Tensor after_every = model.decode(next, 3, every_cache);
-  const Tensor after_last = model.decode(next, 3, last_cache, LogitRows::kLast);
-  EXPECT_EQ(after_last.to_vector(), after_every.to_vector());
 }
 
 TEST(Gpt, GenerationWithTheCacheGivesTheTokensOfTheFullWindow) {

@@ -168,7 +168,7 @@ void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayer
 
 void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWeights& w,
                             const Tensor& x, KVCache& cache, const SdpaOptions& options,
-                            MatmulPrecision precision, float* y) {
+                            MatmulPrecision precision, float* y, bool last_query_only) {
   const KVCacheConfig& c = cache.config();
   ATTN_CHECK(c.kv_heads == s.kv_heads && c.head_dim == s.head_dim, "attention: the cache holds ",
              c.kv_heads, " heads of ", c.head_dim, ", this layer needs ", s.kv_heads, " of ",
@@ -179,9 +179,15 @@ void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWe
   const Tensor qkv({b, t, s.qkv_width()});
   const HeadViews h = project_heads(s, w, x_rows.data(), cache.position(), precision, qkv);
   cache.append(h.k, h.v);
-  const Tensor attended = attend_cached(h.q, cache, options).output;  // (B, H, T, d_head)
-  const Tensor merged = attended.permute({0, 2, 1, 3}).contiguous();  // (B, T, H, d_head)
-  linear_forward(merged.data(), w.wo, w.wo_bf16, w.bo, b * t, s.merged_width(), s.d_out, y,
+  // The queries that attend: all T, or the last (query i sits at position − T + i, so the
+  // last alone is still at its own position).
+  const int64_t tq = last_query_only ? 1 : t;
+  const Tensor q = last_query_only ? h.q.as_strided({b, s.heads, 1, s.head_dim}, h.q.strides(),
+                                                    (t - 1) * h.q.strides()[2])
+                                   : h.q;
+  const Tensor attended = attend_cached(q, cache, options).output;    // (B, H, tq, d_head)
+  const Tensor merged = attended.permute({0, 2, 1, 3}).contiguous();  // (B, tq, H, d_head)
+  linear_forward(merged.data(), w.wo, w.wo_bf16, w.bo, b * tq, s.merged_width(), s.d_out, y,
                  precision);
 }
 

@@ -115,10 +115,13 @@ void attention_layer_backward(const AttentionLayerShape& shape,
 
 // New tokens x (B, T_new, d_model) at positions cache.position() … + T_new − 1: their keys and
 // values (rotated when shape.rope) are appended to the cache, the queries attend to what it
-// holds (attend_cached), and y (B·T_new, d_out) = A·Wo + bo. wo must be set.
+// holds (attend_cached), and y (B·T_new, d_out) = A·Wo + bo. wo must be set. With
+// last_query_only, every new key and value still enters the cache but only each sequence's
+// last query attends, and y is (B, d_out): a model's last layer needs no more to choose the
+// next token.
 void attention_layer_decode(const AttentionLayerShape& shape, const AttentionLayerWeights& weights,
                             const Tensor& x, KVCache& cache, const SdpaOptions& options,
-                            MatmulPrecision precision, float* y);
+                            MatmulPrecision precision, float* y, bool last_query_only = false);
 
 // A cache shaped for the layer.
 KVCache make_layer_cache(const AttentionLayerShape& shape, int64_t batch, int64_t capacity,

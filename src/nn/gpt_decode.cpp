@@ -23,6 +23,16 @@ GptCache Gpt::make_cache(int64_t batch, CacheDtype dtype) const {
   return cache;
 }
 
+namespace {
+
+// Row b of x (batch·t rows of c) ← sequence b's last row, (b + 1)·t − 1: past row b + 1 when
+// t ≥ 2, so in increasing b no row is overwritten before it is read.
+void keep_last_rows(float* x, int64_t batch, int64_t t, int64_t c) {
+  for (int64_t b = 0; b < batch; ++b) std::copy_n(x + ((b + 1) * t - 1) * c, c, x + b * c);
+}
+
+}  // namespace
+
 Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
                    LogitRows logit_rows) const {
   check_ids(ids, batch, "decode");
@@ -37,35 +47,39 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
   Tensor branch({rows, c});
   std::vector<float> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
   embed(ids, batch, t, position, x.data());
+  // With LogitRows::kLast only each sequence's last row goes past the last layer's attention
+  // (its keys and values enter the cache all the same): `live` rows of x from there on.
+  const bool last_only = logit_rows == LogitRows::kLast && t > 1;
+  int64_t live = rows;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const nn::LayerOffsets& at = layers_[l].at;
+    const bool trim = last_only && l + 1 == layers_.size();
     nn::layer_norm_forward(x.data(), params + at.ln1_w, at_or_null(params, at.ln1_b), rows, c,
                            ln.data(), mean.data(), rstd.data());
     detail::attention_layer_decode(
         nn::attention_shape(config_), nn::attention_weights(config_, at, params, bf16_.get()), ln,
-        cache.layers[l], SdpaOptions{}, MatmulPrecision::kFloat32, branch.data());
+        cache.layers[l], SdpaOptions{}, MatmulPrecision::kFloat32, branch.data(), trim);
+    if (trim) {
+      keep_last_rows(x.data(), batch, t, c);
+      live = batch;
+    }
     const float* a = branch.data();
     float* xs = x.data();
-    for (int64_t i = 0; i < rows * c; ++i) xs[i] += a[i];
-    nn::layer_norm_forward(x.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,
+    for (int64_t i = 0; i < live * c; ++i) xs[i] += a[i];
+    nn::layer_norm_forward(x.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), live, c,
                            ln.data(), mean.data(), rstd.data());
-    nn::mlp_forward(config_, at, params, ln.data(), rows, hidden.data(), activated.data(),
+    nn::mlp_forward(config_, at, params, ln.data(), live, hidden.data(), activated.data(),
                     branch.data(), MatmulPrecision::kFloat32, bf16_.get());
     const float* m = branch.data();
-    for (int64_t i = 0; i < rows * c; ++i) xs[i] += m[i];
+    for (int64_t i = 0; i < live * c; ++i) xs[i] += m[i];
   }
-  // The final LayerNorm and the head, on every new position or on each sequence's last.
-  const int64_t out_t = logit_rows == LogitRows::kLast ? 1 : t, out_rows = batch * out_t;
-  if (out_t < t) {
-    // Row b ← sequence b's last row, (b + 1)·t − 1: past row b + 1 when t ≥ 2, so in
-    // increasing b no row is overwritten before it is read.
-    for (int64_t b = 0; b < batch; ++b)
-      std::copy_n(x.data() + ((b + 1) * t - 1) * c, c, x.data() + b * c);
-  }
-  nn::layer_norm_forward(x.data(), params + global_.lnf_w, at_or_null(params, global_.lnf_b),
-                         out_rows, c, ln.data(), mean.data(), rstd.data());
+  // The final LayerNorm and the head on the live rows: (batch, out_t) of them (with t = 1
+  // every row is a last row).
+  const int64_t out_t = live / batch;
+  nn::layer_norm_forward(x.data(), params + global_.lnf_w, at_or_null(params, global_.lnf_b), live,
+                         c, ln.data(), mean.data(), rstd.data());
   Tensor logits({batch, out_t, config_.vocab_size});
-  head_logits(ln.data(), out_rows, MatmulPrecision::kFloat32, logits.data());
+  head_logits(ln.data(), live, MatmulPrecision::kFloat32, logits.data());
   return logits;
 }
 
