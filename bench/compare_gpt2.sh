@@ -7,7 +7,8 @@
 #                                      with OpenBLAS: scripts/bootstrap --bench)
 #
 # attn's row says how close each token comes to the memory-bandwidth limit (every weight and
-# the cached K/V read once per token, at the read bandwidth measured before each run). PyTorch
+# the cached K/V read once per token, at the read bandwidth measured before each run), and a
+# line after it how close its prompt comes to the FMA peak measured in the same run. PyTorch
 # runs under this environment's OPENBLAS_CORETYPE and without it (OpenBLAS's own kernel for
 # the CPU), with OpenMP's default wait and with OMP_WAIT_POLICY=passive; "PyTorch's best" is
 # the fastest of those rows for each figure.
@@ -57,6 +58,11 @@ compare() {
   awk -v ap="$(field prompt_tokens_per_s <<<"$attn_json")" -v am="$(field ms_per_token <<<"$attn_json")" \
       -v tp="$best_prompt" -v tm="$best_ms" \
       'BEGIN { printf "attn vs PyTorch'"'"'s best: prompt %.2fx, generation %.2fx\n", ap / tp, tm / am }'
+  # The prompt is compute-bound: its share of the FMA peak, and the share 3x PyTorch would take.
+  awk -v g="$(field prompt_flop <<<"$attn_json")" -v r="$(field prompt_gflops <<<"$attn_json")" \
+      -v f="$(field prompt_fraction_of_peak <<<"$attn_json")" -v peak="$(field fma_peak_gflops <<<"$attn_json")" \
+      -v ap="$(field prompt_tokens_per_s <<<"$attn_json")" -v tp="$best_prompt" \
+      'BEGIN { printf "attn'"'"'s prompt: %.1f GFLOP at %.0f GFLOP/s, %.0f%% of the %.0f GFLOP/s FMA peak; 3x PyTorch'"'"'s best would be %.0f%%\n", g / 1e9, r, 100 * f, peak, 300 * f * tp / ap }'
 }
 
 echo "GPT-2 small, random weights, prompt 512 tokens then 256 greedy tokens, 2 threads, $runs runs"

@@ -622,6 +622,13 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
   EXPECT_EQ(field("bytes_per_token"), expected_bytes) << bench.out;
   EXPECT_GT(field("fraction_of_limit"), 0.0) << bench.out;
   EXPECT_GT(field("bandwidth_gbps"), 0.0) << bench.out;
+  // The prompt's FLOPs as decode runs it in this one-layer model: QKV on all 4 rows (8 × 24),
+  // Wo and the MLP on the last row only (8 × 8 + 8 × 32 + 32 × 8), that row's query over 4 keys
+  // (QKᵀ and A·V: 2 · 2 · 8 · 4), and the head on one row (8 × 50257); 2 FLOPs a multiply-add.
+  EXPECT_EQ(field("prompt_flop"),
+            2.0 * (4 * 8 * 24 + 8 * 8 + 8 * 32 + 32 * 8) + 2.0 * 2 * 8 * 4 + 2.0 * 8 * 50257)
+      << bench.out;
+  EXPECT_GT(field("prompt_fraction_of_peak"), 0.0) << bench.out;
   expect_error("generate --model " + dir.string() + " --checkpoint x",
                "--checkpoint excludes --model");
   expect_error("generate --max-new-tokens 3", "give one of --checkpoint");

@@ -18,6 +18,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "hot/bandwidth.hpp"
+#include "hot/fma_peak.hpp"
 
 namespace attn::cli {
 namespace {
@@ -50,6 +51,22 @@ double bytes_per_token(const Gpt& model, double cached) {
   const double weights =
       static_cast<double>(model.weight_bytes()) - 4.0 * wpe + 4.0 * static_cast<double>(c.n_embd);
   return weights + 2.0 * 4.0 * static_cast<double>(c.n_layer * c.n_embd) * cached;
+}
+
+// FLOPs of a prompt of t tokens as Gpt::decode runs it with LogitRows::kLast (2 per
+// multiply-add): every layer's QKV product on all t rows; causal attention, Wo and the MLP on
+// all rows in every layer but the last, on the last row there; the head on one row. LayerNorm,
+// GELU and the residual sums are left out (a few per cent of a FLOP count this size).
+double prompt_flops(const GptConfig& c, double t) {
+  const double e = static_cast<double>(c.n_embd), layers = static_cast<double>(c.n_layer);
+  const double kv_heads = static_cast<double>(c.n_kv_head > 0 ? c.n_kv_head : c.n_head);
+  const double qkv = e * (e + 2.0 * kv_heads * e / static_cast<double>(c.n_head));
+  const double rest = e * e + 8.0 * e * e;               // Wo, W₁ (C, 4C), W₂ (4C, C)
+  const double attention_all = 2.0 * e * t * (t + 1.0);  // QKᵀ and A·V over the causal triangle
+  const double attention_last = 4.0 * e * t;             // one query over t keys
+  return 2.0 * (layers * t * qkv + (layers - 1.0) * t * rest + rest) +
+         (layers - 1.0) * attention_all + attention_last +
+         2.0 * e * static_cast<double>(c.vocab_size);
 }
 
 struct Run {
@@ -114,25 +131,29 @@ void run_generate_bench(const GenerateBenchArgs& a) {
   // The mean over the generated tokens: token i sees prompt + i + 1 positions.
   const double bytes = bytes_per_token(
       model, static_cast<double>(a.prompt_tokens) + (static_cast<double>(a.new_tokens) + 1) / 2);
+  const double flops = prompt_flops(c, static_cast<double>(a.prompt_tokens));
   if (!a.json) {
     std::printf("attn bench generate: %s, %lld parameters, prompt %lld tokens, then %lld\n",
                 a.model.empty() ? ("random " + a.shape).c_str() : a.model.c_str(),
                 static_cast<long long>(model.num_parameters()),
                 static_cast<long long>(a.prompt_tokens), static_cast<long long>(a.new_tokens));
     std::printf(
-        "a generated token reads %.1f MB (%s weights + f32 K/V). Before each token a probe\n"
-        "reads as many bytes: GB/s is its median, %%limit the median over the tokens of\n"
-        "(bytes / the probe's bandwidth) / the token's time; %%best sets the mean token against\n"
-        "the best of four 512 MiB passes measured once (the older, more flattering figure)\n",
-        bytes / 1e6, a.weights.c_str());
-    std::printf("\n%7s %14s %10s %10s %12s %8s %8s\n", "threads", "prompt tok/s", "ms/token",
-                "GB/s", "limit ms/tok", "%limit", "%best");
+        "the prompt is %.1f GFLOP (products and attention); %%peak is its rate over the FMA\n"
+        "peak measured on as many threads. A generated token reads %.1f MB (%s weights +\n"
+        "f32 K/V). Before each token a probe reads as many bytes: GB/s is its median, %%limit\n"
+        "the median over the tokens of (bytes / the probe's bandwidth) / the token's time;\n"
+        "%%best sets the mean token against the best of four 512 MiB passes measured once (the\n"
+        "older, more flattering figure)\n",
+        flops / 1e9, bytes / 1e6, a.weights.c_str());
+    std::printf("\n%7s %14s %7s %10s %10s %12s %8s %8s\n", "threads", "prompt tok/s", "%peak",
+                "ms/token", "GB/s", "limit ms/tok", "%limit", "%best");
   }
   for (int threads : thread_counts) {
     set_num_threads(threads);
     const auto warm_up = static_cast<std::ptrdiff_t>(std::min<int64_t>(8, a.prompt_tokens));
     time_once(model, std::vector<int64_t>(prompt.begin(), prompt.begin() + warm_up), 8, nullptr);
     const double best_gbps = a.new_tokens > 0 ? measure_read_bandwidth_gbps(threads) : 0.0;
+    const double peak_gflops = measure_fma_peak_gflops(threads);
     ReadBandwidthProbe probe(a.new_tokens > 0 ? static_cast<int64_t>(bytes) : 0, threads);
     std::vector<double> prompt_ms, token_ms, gbps, fraction;
     for (int r = 0; r < a.runs; ++r) {
@@ -149,20 +170,25 @@ void run_generate_bench(const GenerateBenchArgs& a) {
     const double of_limit = fraction.empty() ? 0.0 : median(fraction);
     const double of_best = best_gbps > 0 ? bytes / (best_gbps * 1e6) / t_ms : 0.0;
     const double prompt_rate = 1e3 * static_cast<double>(a.prompt_tokens) / p_ms;
+    const double prompt_gflops = flops / (p_ms * 1e6);
     if (a.json) {
       std::printf(
           "{\"model\": \"%s\", \"weights\": \"%s\", \"parameters\": %lld, \"prompt_tokens\": %lld, "
           "\"new_tokens\": %lld, \"threads\": %d, \"prompt_tokens_per_s\": %.1f, "
+          "\"prompt_flop\": %.0f, \"prompt_gflops\": %.1f, \"fma_peak_gflops\": %.1f, "
+          "\"prompt_fraction_of_peak\": %.4g, "
           "\"ms_per_token\": %.3f, \"bytes_per_token\": %.0f, \"bandwidth_gbps\": %.2f, "
           "\"limit_ms_per_token\": %.3f, \"fraction_of_limit\": %.3f, "
           "\"best_bandwidth_gbps\": %.2f, \"fraction_of_best\": %.3f}\n",
           a.model.empty() ? a.shape.c_str() : a.model.c_str(), a.weights.c_str(),
           static_cast<long long>(model.num_parameters()), static_cast<long long>(a.prompt_tokens),
-          static_cast<long long>(a.new_tokens), threads, prompt_rate, t_ms, bytes, bandwidth,
-          limit_ms, of_limit, best_gbps, of_best);
+          static_cast<long long>(a.new_tokens), threads, prompt_rate, flops, prompt_gflops,
+          peak_gflops, prompt_gflops / peak_gflops, t_ms, bytes, bandwidth, limit_ms, of_limit,
+          best_gbps, of_best);
     } else {
-      std::printf("%7d %14.1f %10.2f %10.1f %12.2f %7.0f%% %7.0f%%\n", threads, prompt_rate, t_ms,
-                  bandwidth, limit_ms, 100.0 * of_limit, 100.0 * of_best);
+      std::printf("%7d %14.1f %6.0f%% %10.2f %10.1f %12.2f %7.0f%% %7.0f%%\n", threads, prompt_rate,
+                  100.0 * prompt_gflops / peak_gflops, t_ms, bandwidth, limit_ms, 100.0 * of_limit,
+                  100.0 * of_best);
     }
     std::fflush(stdout);
   }
