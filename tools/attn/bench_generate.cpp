@@ -201,12 +201,12 @@ void add_bench_generate_command(CLI::App& bench) {
   auto a = std::make_shared<GenerateBenchArgs>();
   CLI::App* cmd = bench.add_subcommand(
       "generate",
-      "Time a GPT-2 model: prompt processing (tokens/s, one pass through the KV cache) and\n"
-      "generation one greedy token at a time after it (median ms/token over --runs), next to\n"
-      "the limit of memory bandwidth: every weight and the cached K/V are read once per token,\n"
-      "and before each token a probe reads as many bytes, so each token is set against the\n"
-      "bandwidth of its own moment. The model: --model DIR (Hugging Face's layout) or random\n"
-      "weights in a GPT-2 shape.");
+      "Time a GPT-2 model: prompt processing (tokens/s, one pass through the KV cache, and its\n"
+      "share of the FMA peak measured in the run) and generation one greedy token at a time\n"
+      "after it (median ms/token over --runs), next to the limit of memory bandwidth: every\n"
+      "weight and the cached K/V are read once per token, and before each token a probe reads\n"
+      "as many bytes, so each token is set against the bandwidth of its own moment. The model:\n"
+      "--model DIR (Hugging Face's layout) or random weights in a GPT-2 shape.");
   cmd->add_option("--model", a->model, "a GPT-2 model directory (config.json, model.safetensors)")
       ->type_name("DIR");
   cmd->add_option("--shape", a->shape, "without --model: gpt2, gpt2-medium, gpt2-large, gpt2-xl")
