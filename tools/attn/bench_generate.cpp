@@ -170,7 +170,7 @@ void run_generate_bench(const GenerateBenchArgs& a) {
     const double of_limit = fraction.empty() ? 0.0 : median(fraction);
     const double of_best = best_gbps > 0 ? bytes / (best_gbps * 1e6) / t_ms : 0.0;
     const double prompt_rate = 1e3 * static_cast<double>(a.prompt_tokens) / p_ms;
-    const double prompt_gflops = flops / (p_ms * 1e6);
+    const double prompt_gflops = flops / (p_ms * 1e6), of_peak = prompt_gflops / peak_gflops;
     if (a.json) {
       std::printf(
           "{\"model\": \"%s\", \"weights\": \"%s\", \"parameters\": %lld, \"prompt_tokens\": %lld, "
@@ -183,12 +183,10 @@ void run_generate_bench(const GenerateBenchArgs& a) {
           a.model.empty() ? a.shape.c_str() : a.model.c_str(), a.weights.c_str(),
           static_cast<long long>(model.num_parameters()), static_cast<long long>(a.prompt_tokens),
           static_cast<long long>(a.new_tokens), threads, prompt_rate, flops, prompt_gflops,
-          peak_gflops, prompt_gflops / peak_gflops, t_ms, bytes, bandwidth, limit_ms, of_limit,
-          best_gbps, of_best);
+          peak_gflops, of_peak, t_ms, bytes, bandwidth, limit_ms, of_limit, best_gbps, of_best);
     } else {
       std::printf("%7d %14.1f %6.0f%% %10.2f %10.1f %12.2f %7.0f%% %7.0f%%\n", threads, prompt_rate,
-                  100.0 * prompt_gflops / peak_gflops, t_ms, bandwidth, limit_ms, 100.0 * of_limit,
-                  100.0 * of_best);
+                  100.0 * of_peak, t_ms, bandwidth, limit_ms, 100.0 * of_limit, 100.0 * of_best);
     }
     std::fflush(stdout);
   }
