@@ -20,6 +20,11 @@ namespace {
 
 using testing::ThrowsWith;
 
+// Every position scheme a GptConfig can name: the tests that loop over them share this list,
+// so a new scheme is tested by all of them.
+constexpr PositionKind kEveryPositionKind[] = {PositionKind::kLearned, PositionKind::kSinusoidal,
+                                               PositionKind::kRotary};
+
 GptConfig tiny(PositionKind positions = PositionKind::kLearned) {
   GptConfig c;
   c.vocab_size = 7;
@@ -300,8 +305,7 @@ TEST(Gpt, ParameterTableTilesTheBufferAndDecaysOnlyBlockMatrices) {
 // with the table the constructor builds for every kind of layout.
 TEST(Gpt, ParameterCountMatchesTheModelItDescribes) {
   for (const bool bias : {true, false}) {
-    for (const PositionKind positions :
-         {PositionKind::kLearned, PositionKind::kSinusoidal, PositionKind::kRotary}) {
+    for (const PositionKind positions : kEveryPositionKind) {
       for (const int64_t kv_heads : {0, 1, 2}) {
         GptConfig c = tiny();
         c.n_head = 2;
@@ -449,8 +453,7 @@ Gpt grouped_heads_model(PositionKind kind) {
 }
 
 TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {
-  for (PositionKind kind :
-       {PositionKind::kLearned, PositionKind::kSinusoidal, PositionKind::kRotary}) {
+  for (PositionKind kind : kEveryPositionKind) {
     const Gpt model = grouped_heads_model(kind);
     const GptConfig& c = model.config();
     const Batch b = random_batch(2, 6, c.vocab_size, 4);
@@ -486,8 +489,7 @@ TEST(Gpt, DecodingThroughTheCacheMatchesTheFullForward) {
 }
 
 TEST(Gpt, DecodingOnlyTheLastLogitsGivesEachSequencesLastRow) {
-  for (PositionKind kind :
-       {PositionKind::kLearned, PositionKind::kSinusoidal, PositionKind::kRotary}) {
+  for (PositionKind kind : kEveryPositionKind) {
     const Gpt model = grouped_heads_model(kind);
     const GptConfig& c = model.config();
     const Batch b = random_batch(3, 5, c.vocab_size, 4);
