@@ -7,7 +7,9 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "attn/io.hpp"
 #include "src/kernels/adamw.hpp"
@@ -174,12 +176,13 @@ class GroupOfOne final : public TrainingGroup {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void sum(std::span<double>) override { ++sums; }
+  void sum(std::span<double>, const std::string& what) override { ++sums[what]; }
   void start_gradients(std::span<float> g) override { size_seen = static_cast<int64_t>(g.size()); }
   void gradients_final_from(int64_t offset) override { last_offset = offset; }
   void finish_gradients() override { ++finished; }
   bool same_on_every_rank(std::span<const float>) override { return true; }
-  int sums = 0, finished = 0;
+  std::map<std::string, int64_t> sums;  // by the name each sum gives for its errors
+  int finished = 0;
   int64_t size_seen = -1, last_offset = -1;
 };
 
@@ -205,11 +208,13 @@ TEST_F(Training, AGroupOfOneIsASingleProcessToTheBit) {
   EXPECT_TRUE(testing::BitwiseEqual(alone.model().parameters(), grouped.model().parameters()));
   EXPECT_TRUE(grouped.replicas_agree());
   // One gradient sum per step (the last micro-batch's), the whole buffer, down to offset 0;
-  // the loss summed once a step and each evaluation's batch losses once.
+  // the loss summed once a step and each evaluation's batch losses once, each sum named.
   EXPECT_EQ(group->finished, o.max_iters);
   EXPECT_EQ(group->size_seen, grouped.model().num_parameters());
   EXPECT_EQ(group->last_offset, 0);
-  EXPECT_EQ(group->sums, o.max_iters + 2);
+  const std::map<std::string, int64_t> expected_sums = {{"the loss sum", o.max_iters},
+                                                        {"the evaluation loss sum", 2}};
+  EXPECT_EQ(group->sums, expected_sums);
 }
 
 TEST(TrainerGroup, MoreProcessesThanWindowsAreRefused) {
@@ -217,7 +222,7 @@ TEST(TrainerGroup, MoreProcessesThanWindowsAreRefused) {
    public:
     int rank() const override { return 0; }
     int size() const override { return 5; }
-    void sum(std::span<double>) override {}
+    void sum(std::span<double>, const std::string&) override {}
     void start_gradients(std::span<float>) override {}
     void gradients_final_from(int64_t) override {}
     void finish_gradients() override {}

@@ -63,11 +63,13 @@ class Communicator {
   // Starts the element-wise sum over the ranks of values, in place (MPI_Iallreduce, in pieces
   // of at most 2³⁰ elements), appending its requests; wait for them before reading values.
   void start_sum(std::span<float> values, std::vector<MPI_Request>& requests) const;
-  // Element-wise sums over the ranks, in place; every rank gets the same bits.
-  void sum(std::span<double> values) const;
-  void sum(std::span<float> values) const;
+  // Element-wise sums over the ranks, in place; every rank gets the same bits. `what` names
+  // the sum in Timeout's message, as wait's does.
+  void sum(std::span<double> values, const std::string& what = "a sum over the ranks") const;
+  void sum(std::span<float> values, const std::string& what = "a sum over the ranks") const;
   // Every rank's value, in rank order.
-  std::vector<int64_t> gather_all(int64_t value) const;
+  std::vector<int64_t> gather_all(int64_t value,
+                                  const std::string& what = "a gather over the ranks") const;
   // Whether any rank passed true (a collective "did anyone fail?").
   bool any(bool value) const;
 
@@ -140,7 +142,7 @@ class DataParallel final : public TrainingGroup {
 
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
-  void sum(std::span<double> values) override { comm_.sum(values); }
+  void sum(std::span<double> values, const std::string& what) override { comm_.sum(values, what); }
   void start_gradients(std::span<float> gradients) override;
   void gradients_final_from(int64_t offset) override;
   void finish_gradients() override;

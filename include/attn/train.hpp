@@ -105,8 +105,9 @@ class TrainingGroup {
   virtual ~TrainingGroup() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Element-wise sums over the ranks, in place; every rank gets the same bits.
-  virtual void sum(std::span<double> values) = 0;
+  // Element-wise sums over the ranks, in place; every rank gets the same bits. `what` names
+  // the sum in an error (a rank that stopped answering: "the loss sum did not finish …").
+  virtual void sum(std::span<double> values, const std::string& what) = 0;
   // One backward pass's gradients, summed over the ranks in place: start_gradients, then
   // gradients_final_from(o) as the backward pass finishes gradients [o, end) (o falls to 0),
   // then finish_gradients, after which every element is the sum (the same bits everywhere).

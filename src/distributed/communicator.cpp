@@ -111,24 +111,24 @@ void Communicator::start_sum(std::span<float> values, std::vector<MPI_Request>& 
   start_sums(comm_, values, MPI_FLOAT, requests);
 }
 
-void Communicator::sum(std::span<double> values) const {
+void Communicator::sum(std::span<double> values, const std::string& what) const {
   std::vector<MPI_Request> requests;
   start_sums(comm_, values, MPI_DOUBLE, requests);
-  wait(requests, "a sum over the ranks");
+  wait(requests, what);
 }
 
-void Communicator::sum(std::span<float> values) const {
+void Communicator::sum(std::span<float> values, const std::string& what) const {
   std::vector<MPI_Request> requests;
   start_sum(values, requests);
-  wait(requests, "a sum over the ranks");
+  wait(requests, what);
 }
 
-std::vector<int64_t> Communicator::gather_all(int64_t value) const {
+std::vector<int64_t> Communicator::gather_all(int64_t value, const std::string& what) const {
   std::vector<int64_t> all(static_cast<size_t>(size_));
   MPI_Request request;
   check_mpi(MPI_Iallgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm_, &request),
             "MPI_Iallgather");
-  wait({&request, 1}, "a gather over the ranks");
+  wait({&request, 1}, what);
   return all;
 }
 

@@ -75,7 +75,7 @@ bool DataParallel::same_on_every_rank(std::span<const float> values) {
     std::memcpy(&word, &x, sizeof word);
     h = (h ^ word) * 0x100000001b3ull;
   }
-  const std::vector<int64_t> all = comm_.gather_all(static_cast<int64_t>(h));
+  const std::vector<int64_t> all = comm_.gather_all(static_cast<int64_t>(h), "the parameter check");
   for (const int64_t other : all) {
     if (other != all.front()) return false;
   }

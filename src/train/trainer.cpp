@@ -145,7 +145,7 @@ StepResult Trainer::step() {
       model_.backward(scale);
     }
   }
-  if (group_) group_->sum({&loss, 1});
+  if (group_) group_->sum({&loss, 1}, "the loss sum");
   r.loss = static_cast<float>(loss / static_cast<double>(o.grad_accum));
   ATTN_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at iteration ",
              iteration_);
@@ -167,7 +167,7 @@ float Trainer::mean_loss(const std::vector<int64_t>& split, uint64_t seed) const
     if (i % ranks != rank) continue;
     losses[static_cast<size_t>(i)] = model_.loss(w.ids, w.targets, options_.batch_size);
   }
-  if (group_) group_->sum(losses);
+  if (group_) group_->sum(losses, "the evaluation loss sum");
   double total = 0.0;
   for (double l : losses) total += l;
   return static_cast<float>(total / static_cast<double>(options_.eval_iters));

@@ -7,7 +7,8 @@
 #   killed    SIGKILL one of 3 ranks mid-run: the job ends within 30 s, non-zero, and mpirun
 #             names the rank that died
 #   hung      SIGSTOP one of 3 ranks mid-run: the others end the job after --mpi-timeout (3 s)
-#             with one line that says what they waited for
+#             with one line that names the collective they waited in (which one depends on
+#             where the signal lands: most often the gradient sum)
 # Tolerance of the curves: a rank sums its share of the batch's gradient, then the ranks' sums
 # are added: the order of a float sum over B·T = 768 terms changes, which moves a gradient by
 # at most ~768·2⁻²⁴ ≈ 5e-5 of its magnitude, and AdamW's normalised step by no more. Losses are
@@ -104,6 +105,9 @@ case $mode in
     same_curve "$work/one/metrics.csv" "$work/cut/metrics.csv"
     ;;
   killed) break_a_rank KILL 30 "rank 1 .*exited on signal 9" ;;
-  hung) break_a_rank STOP 20 "^attn: error: rank [02] of 3: the gradient sum did not finish within 3 s" ;;
+  hung)
+    waits="the gradient sum|the loss sum|the evaluation loss sum|the parameter check"
+    break_a_rank STOP 20 "^attn: error: rank [02] of 3: ($waits) did not finish within 3 s"
+    ;;
   *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
