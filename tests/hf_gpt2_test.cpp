@@ -88,7 +88,6 @@ class HfGpt2Files : public testing::TempDirTest {
 };
 
 TEST_F(HfGpt2Files, BrokenModelsFailClearlyNamingTheTensor) {
-  const auto none = [](Safetensors&) {};
   EXPECT_TRUE(ThrowsWith(
       [&] {
         gpt_from_hf(
@@ -126,28 +125,43 @@ TEST_F(HfGpt2Files, BrokenModelsFailClearlyNamingTheTensor) {
         }));
       },
       "unexpected tensor \"h.0.attn.q_proj.weight\""));
-  EXPECT_TRUE(ThrowsWith(
-      [&] {
-        gpt_from_hf(broken("relu", none, R"({"n_layer": 2, "n_head": 2,
-      "n_embd": 16, "n_positions": 32, "vocab_size": 61, "activation_function": "relu"})"));
-      },
-      "config.json: activation_function \"relu\""));
-  EXPECT_TRUE(ThrowsWith(
-      [&] {
-        gpt_from_hf(broken("small", none, R"({"n_layer": 2, "n_head": 2,
-      "n_embd": 16, "n_positions": 32})"));
-      },
-      "\"vocab_size\" must be an integer"));
-  EXPECT_TRUE(ThrowsWith(
-      [&] {
-        gpt_from_hf(broken("big", none, R"({"n_layer": 1000, "n_head": 2,
-      "n_embd": 1024, "n_positions": 32, "vocab_size": 61})"));
-      },
-      "the config needs"));
-  EXPECT_TRUE(ThrowsWith([&] { gpt_from_hf(path("nowhere")); }, "config.json"));
   // No tokenizer files beside the model: the model loads, load_hf_gpt2 names what is missing.
   EXPECT_TRUE(ThrowsWith([&] { load_hf_gpt2((kDir / "f16_plain").string()); },
                          "not GPT-2's tokenizer files"));
+}
+
+// A config.json that attn's GPT cannot run, or that is malformed, is refused naming the file
+// and the key, in attn's words (not the JSON library's, and never by a silent default).
+TEST_F(HfGpt2Files, BrokenConfigsFailNamingTheFileAndTheKey) {
+  const std::string shape = R"("n_layer": 2, "n_head": 2, "n_embd": 16, "n_positions": 32)";
+  const struct {
+    const char* name;
+    std::string config, message;
+  } cases[] = {
+      {"relu", shape + R"(, "vocab_size": 61, "activation_function": "relu")",
+       "config.json: activation_function \"relu\""},
+      {"no_vocab", shape, "config.json: \"vocab_size\" must be an integer"},
+      {"big",
+       R"("n_layer": 1000, "n_head": 2, "n_embd": 1024, "n_positions": 32, "vocab_size": 61)",
+       "the config needs"},
+      {"typed", shape + R"(, "vocab_size": 61, "activation_function": 7)",
+       "config.json: \"activation_function\" must be a string"},
+      {"eps", shape + R"(, "vocab_size": 61, "layer_norm_epsilon": "1e-5")",
+       "config.json: \"layer_norm_epsilon\" must be a number"},
+  };
+  for (const auto& c : cases) {
+    const std::string dir = broken(
+        c.name, [](Safetensors&) {}, "{" + c.config + "}");
+    EXPECT_TRUE(ThrowsWith([&] { gpt_from_hf(dir); }, c.message)) << c.name;
+  }
+  // A missing config names its path once.
+  try {
+    gpt_from_hf(path("nowhere"));
+    ADD_FAILURE() << "a directory without config.json loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path("nowhere") + "/config.json: cannot open: No such file or directory");
+  }
 }
 
 // attn export: a model written in the layout reads back to the same parameters and logits;

@@ -21,8 +21,10 @@
 
 namespace attn {
 
-// The GptConfig of a GPT-2 config.json (dropout 0: for inference).
+// The GptConfig of a GPT-2 config.json's text (dropout 0: for inference).
 GptConfig gpt2_config_from_hf(std::string_view config_json);
+// The same read from dir/config.json; an error names that path once.
+GptConfig gpt2_config_from_hf_dir(const std::string& dir);
 
 // The model of dir/config.json + dir/model.safetensors.
 Gpt gpt_from_hf(const std::string& dir);

@@ -82,14 +82,12 @@ void copy_parameters(const std::map<std::string, const Tensor*>& tensors, Gpt& m
   }
 }
 
-}  // namespace
-
-GptConfig gpt2_config_from_hf(std::string_view text) {
+// The config of config.json's text; errors say what is wrong, the caller says where.
+GptConfig parse_config(std::string_view text) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  ATTN_CHECK(j.is_object(), "config.json: not a JSON object");
+  ATTN_CHECK(j.is_object(), "not a JSON object");
   auto integer = [&](const char* key) {
-    ATTN_CHECK(j.contains(key) && j[key].is_number_integer(), "config.json: \"", key,
-               "\" must be an integer");
+    ATTN_CHECK(j.contains(key) && j[key].is_number_integer(), "\"", key, "\" must be an integer");
     return j[key].get<int64_t>();
   };
   GptConfig c;
@@ -102,29 +100,46 @@ GptConfig gpt2_config_from_hf(std::string_view text) {
   c.dropout = 0.0f;
   c.bias = true;
   c.positions = PositionKind::kLearned;
+  ATTN_CHECK(!j.contains("activation_function") || j["activation_function"].is_string(),
+             "\"activation_function\" must be a string");
   const std::string activation = j.value("activation_function", "gelu_new");
-  ATTN_CHECK(activation == "gelu_new", "config.json: activation_function \"", activation,
+  ATTN_CHECK(activation == "gelu_new", "activation_function \"", activation,
              "\"; attn's GPT uses GPT-2's gelu_new");
-  const double eps = j.contains("layer_norm_epsilon") && j["layer_norm_epsilon"].is_number()
-                         ? j["layer_norm_epsilon"].get<double>()
-                         : 1e-5;
-  ATTN_CHECK(std::fabs(eps - 1e-5) < 1e-12, "config.json: layer_norm_epsilon ", eps,
+  ATTN_CHECK(!j.contains("layer_norm_epsilon") || j["layer_norm_epsilon"].is_number(),
+             "\"layer_norm_epsilon\" must be a number");
+  const double eps = j.value("layer_norm_epsilon", 1e-5);
+  ATTN_CHECK(std::fabs(eps - 1e-5) < 1e-12, "layer_norm_epsilon ", eps,
              "; attn's GPT uses GPT-2's 1e-5");
   ATTN_CHECK(!j.contains("n_inner") || j["n_inner"].is_null() ||
                  (j["n_inner"].is_number_integer() && j["n_inner"].get<int64_t>() == 4 * c.n_embd),
-             "config.json: n_inner must be null or 4 * n_embd");
+             "n_inner must be null or 4 * n_embd");
   validate(c);
   return c;
 }
 
-Gpt gpt_from_hf(const std::string& dir) {
-  const std::string config_path = dir + "/config.json", weights = dir + "/model.safetensors";
-  GptConfig config;
+}  // namespace
+
+GptConfig gpt2_config_from_hf(std::string_view text) {
   try {
-    config = gpt2_config_from_hf(read_whole_file(config_path, kMaxConfigBytes));
+    return parse_config(text);
   } catch (const Error& e) {
-    throw Error(config_path + ": " + e.what());
+    throw Error(std::string("config.json: ") + e.what());
   }
+}
+
+GptConfig gpt2_config_from_hf_dir(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  const std::string text = read_whole_file(path, kMaxConfigBytes);  // its errors name the path
+  try {
+    return parse_config(text);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+Gpt gpt_from_hf(const std::string& dir) {
+  const std::string weights = dir + "/model.safetensors";
+  const GptConfig config = gpt2_config_from_hf_dir(dir);
   Gpt model = [&] {
     const Safetensors file = read_safetensors(weights);
     try {

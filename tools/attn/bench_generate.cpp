@@ -110,10 +110,7 @@ Run time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t new_
 void run_generate_bench(const GenerateBenchArgs& a) {
   ATTN_CHECK(a.prompt_tokens >= 1, "--prompt-tokens must be >= 1");
   // The lengths are checked against the config before the model is built.
-  const std::string config_path = a.model + "/config.json";
-  const GptConfig c = a.model.empty()
-                          ? gpt2_shape(a.shape)
-                          : gpt2_config_from_hf(read_whole_file(config_path, kMaxConfigBytes));
+  const GptConfig c = a.model.empty() ? gpt2_shape(a.shape) : gpt2_config_from_hf_dir(a.model);
   ATTN_CHECK(a.prompt_tokens + a.new_tokens <= c.block_size, "--prompt-tokens + --new-tokens (",
              a.prompt_tokens + a.new_tokens, ") exceed the model's ", c.block_size, " positions");
   // The parameters and the file's tensors (4 + 4 bytes a parameter), the KV cache, and the
