@@ -71,6 +71,8 @@ TEST(Gpt2Tokenizer, KnownIds) {
   // GPT-2's ids that everyone quotes: "Hello" 15496, " world" 995, "<|endoftext|>" 50256.
   EXPECT_EQ(gpt2().encode("Hello world<|endoftext|>"), (std::vector<int64_t>{15496, 995, 50256}));
   EXPECT_EQ(gpt2().display(995), "\xc4\xa0world");  // "Ġworld"
+  // Generation without a prompt starts after <|endoftext|>, as GPT-2 was trained.
+  EXPECT_EQ(gpt2().default_prompt(), (std::vector<int64_t>{50256}));
 }
 
 TEST(Gpt2Tokenizer, OneMegabyteTextGivesTheReferenceIds) {

@@ -457,5 +457,21 @@ TEST(Tokenizer, DisplaysTokensOfEitherKind) {
   EXPECT_EQ(bytes.display(ids.front()).substr(0, 2), "\xC4\xA0");  // GPT-2's "Ġ" for a space
 }
 
+// Generation without a prompt starts from a newline, or from the first token when the
+// vocabulary cannot spell one.
+TEST(Tokenizer, DefaultPromptIsANewlineOrTheFirstToken) {
+  // Ids in code point order: '\t' 0, '\n' 1, 'b' 2.
+  EXPECT_EQ(Tokenizer(CharTokenizer::train("b\t\n")).default_prompt(), (std::vector<int64_t>{1}));
+  const Tokenizer one_line = CharTokenizer::train("ba");
+  EXPECT_TRUE(ThrowsWith([&] { one_line.encode("\n"); }, ""));
+  EXPECT_EQ(one_line.default_prompt(), (std::vector<int64_t>{0}));
+  BpeOptions o;
+  o.vocab_size = 260;
+  o.byte_level = true;
+  const Tokenizer bytes = BpeTokenizer::train("a b\na b", o);
+  EXPECT_EQ(bytes.default_prompt(), bytes.encode("\n"));
+  EXPECT_EQ(bytes.default_prompt(), (std::vector<int64_t>{10}));  // the byte 0x0A
+}
+
 }  // namespace
 }  // namespace attn

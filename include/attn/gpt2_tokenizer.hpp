@@ -67,6 +67,9 @@ class Gpt2Tokenizer {
   const std::string& display(int64_t id) const;
   // The id of a special token such as "<|endoftext|>"; −1 when there is none.
   int64_t special_id(std::string_view token) const;
+  // What generation starts from when given no prompt: <|endoftext|>, after which GPT-2 was
+  // trained to begin a text (a newline's ids for a vocabulary without it).
+  std::vector<int64_t> default_prompt() const;
 
  private:
   friend class Gpt2TokenizerBuilder;

@@ -209,6 +209,9 @@ class Tokenizer {
   // a newline as "↵"). attn::Error for an id out of range.
   std::string display(int64_t id) const;
   int64_t vocab_size() const;
+  // What generation starts from when given no prompt: a newline, or the first token when the
+  // vocabulary cannot spell one (a corpus without newlines).
+  std::vector<int64_t> default_prompt() const;
   std::string kind() const { return bpe_ ? "bpe" : "char"; }
   const BpeTokenizer* bpe() const { return bpe_ ? &*bpe_ : nullptr; }  // null for "char"
   std::string to_json() const;

@@ -23,6 +23,14 @@ std::string Tokenizer::display(int64_t id) const {
 
 int64_t Tokenizer::vocab_size() const { return bpe_ ? bpe_->vocab_size() : char_->vocab_size(); }
 
+std::vector<int64_t> Tokenizer::default_prompt() const {
+  try {
+    return encode("\n");
+  } catch (const Error&) {
+    return {0};
+  }
+}
+
 std::string Tokenizer::to_json() const {
   if (bpe_) return bpe_->to_json();
   const nlohmann::json j = {

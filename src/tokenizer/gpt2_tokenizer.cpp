@@ -408,4 +408,9 @@ int64_t Gpt2Tokenizer::special_id(std::string_view token) const {
   return -1;
 }
 
+std::vector<int64_t> Gpt2Tokenizer::default_prompt() const {
+  const int64_t end_of_text = special_id("<|endoftext|>");
+  return end_of_text >= 0 ? std::vector<int64_t>{end_of_text} : encode("\n");
+}
+
 }  // namespace attn

@@ -17,14 +17,6 @@
 
 namespace attn::cli {
 
-std::vector<int64_t> default_prompt(const Tokenizer& tokenizer) {
-  try {
-    return tokenizer.encode("\n");
-  } catch (const Error&) {
-    return {0};
-  }
-}
-
 std::vector<std::string> split_words(const std::string& text) {
   std::istringstream in(text);
   std::vector<std::string> words;

@@ -27,10 +27,6 @@ Tensor load_finite(const std::string& path);
 // Reads a mask: booleans and integers -> boolean (non-zero = allowed), floats -> additive.
 Mask load_mask(const std::string& path);
 
-// Where a model of attn train starts a text without a prompt: a newline, or the first token when
-// the vocabulary has no newline (a model trained on one line of text).
-std::vector<int64_t> default_prompt(const Tokenizer& tokenizer);
-
 // The whitespace-separated words of text: token labels given on the command line (--tokens).
 std::vector<std::string> split_words(const std::string& text);
 

@@ -30,20 +30,13 @@ void write_text(const std::string& text) {
       "cannot write to standard output");
 }
 
-using cli::default_prompt;  // attn train's models (common.hpp), beside GPT-2's below
-// GPT-2 starts a text after <|endoftext|>, as it was trained.
-std::vector<int64_t> default_prompt(const Gpt2Tokenizer& tokenizer) {
-  const int64_t eot = tokenizer.special_id("<|endoftext|>");
-  return eot >= 0 ? std::vector<int64_t>{eot} : tokenizer.encode("\n");
-}
-
 template <typename AnyTokenizer>
 void generate_with(const Gpt& model, const AnyTokenizer& tokenizer, GenerateArgs& args) {
   const std::string text =
       args.prompt_file.empty() ? args.prompt : read_input(args.prompt_file, kMaxPromptBytes);
   ATTN_CHECK(args.prompt_file.empty() || !text.empty(), args.prompt_file, ": the prompt is empty");
   const std::vector<int64_t> prompt =
-      text.empty() ? default_prompt(tokenizer) : tokenizer.encode(text);
+      text.empty() ? tokenizer.default_prompt() : tokenizer.encode(text);
   args.options.use_cache = !args.no_cache;
   size_t total_tokens = 0;
   const auto start = std::chrono::steady_clock::now();

@@ -128,7 +128,7 @@ std::string RunReport::html(const Trainer& trainer, const Tokenizer& tokenizer, 
     g.sampling.temperature = 0.8f;
     g.sampling.top_k = 200;
     g.seed = 1;
-    report_.sample = tokenizer.decode(generate(trainer.model(), default_prompt(tokenizer), g));
+    report_.sample = tokenizer.decode(generate(trainer.model(), tokenizer.default_prompt(), g));
     report_.sample_note = "(" + std::to_string(sample_tokens_) + " tokens at iteration " +
                           std::to_string(trainer.iteration()) +
                           ", from a newline, temperature 0.8, top-k 200, seed 1)";
