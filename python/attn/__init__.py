@@ -12,6 +12,7 @@ from ._attn import (  # noqa: F401  (the public API)
     Error,
     _conversions,
     Gpt,
+    Gpt2Tokenizer,
     KVCache,
     MultiHeadAttention,
     PositionalEncoding,

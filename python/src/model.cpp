@@ -1,12 +1,15 @@
-// attn.Gpt: a checkpoint of `attn train` — its logits, and generation one token at a time.
+// attn.Gpt: a checkpoint of `attn train` or a GPT-2 model in Hugging Face's layout — its
+// logits, and generation one token at a time.
 #include <pybind11/stl.h>
 
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "arrays.hpp"
 #include "attn/gpt.hpp"
+#include "attn/hf.hpp"
 #include "attn/train.hpp"
 #include "bindings.hpp"
 
@@ -15,14 +18,31 @@ namespace {
 
 using namespace pybind11::literals;
 
-// A checkpoint's model and tokenizer, shared with the generations started from it.
+// A model and the tokenizer its ids belong to: attn train's, or GPT-2's beside a Hugging Face
+// model.
+struct LoadedGpt {
+  Gpt model;
+  std::variant<Tokenizer, Gpt2Tokenizer> tokenizer;
+
+  std::vector<int64_t> encode(std::string_view text) const {
+    return std::visit([&](const auto& t) { return t.encode(text); }, tokenizer);
+  }
+  std::string decode(std::span<const int64_t> ids) const {
+    return std::visit([&](const auto& t) { return t.decode(ids); }, tokenizer);
+  }
+  std::vector<int64_t> default_prompt() const {
+    return std::visit([](const auto& t) { return t.default_prompt(); }, tokenizer);
+  }
+};
+
+// What attn.Gpt holds: the model, shared with the generations started from it.
 struct PyGpt {
-  std::shared_ptr<Checkpoint> checkpoint;
+  std::shared_ptr<LoadedGpt> loaded;
 };
 
 // The bytes of one token at a time (attn/__init__.py decodes them incrementally to text).
 struct Generation {
-  std::shared_ptr<Checkpoint> checkpoint;  // keeps the model alive
+  std::shared_ptr<LoadedGpt> loaded;  // keeps the model alive
   std::unique_ptr<Generator> generator;
   int64_t remaining;
 };
@@ -30,9 +50,21 @@ struct Generation {
 PyGpt load(const py::handle& path_like, const std::string& weights) {
   const std::string path = py::str(path_like);
   const WeightsDtype dtype = weights_dtype_from_string(weights);
-  auto checkpoint = std::make_shared<Checkpoint>(load_checkpoint(path));
-  checkpoint->model.set_weights_dtype(dtype);
-  return PyGpt{std::move(checkpoint)};
+  Checkpoint checkpoint = load_checkpoint(path);
+  auto loaded = std::make_shared<LoadedGpt>(
+      LoadedGpt{std::move(checkpoint.model), std::move(checkpoint.tokenizer)});
+  loaded->model.set_weights_dtype(dtype);
+  return PyGpt{std::move(loaded)};
+}
+
+PyGpt from_hf(const py::handle& dir_like, const std::string& weights) {
+  const std::string dir = py::str(dir_like);
+  const WeightsDtype dtype = weights_dtype_from_string(weights);
+  HfGpt2 gpt2 = load_hf_gpt2(dir);
+  auto loaded =
+      std::make_shared<LoadedGpt>(LoadedGpt{std::move(gpt2.model), std::move(gpt2.tokenizer)});
+  loaded->model.set_weights_dtype(dtype);
+  return PyGpt{std::move(loaded)};
 }
 
 }  // namespace
@@ -49,28 +81,28 @@ void add_model(py::module_& m) {
           id = g.generator->next();
         }
         const int64_t one[] = {id};
-        return py::bytes(g.checkpoint->tokenizer.decode(one));
+        return py::bytes(g.loaded->decode(one));
       });
 
-  py::class_<PyGpt>(m, "Gpt", R"(A GPT trained by `attn train`.
+  py::class_<PyGpt>(m, "Gpt", R"(A GPT: trained by `attn train`, or GPT-2 from Hugging Face's files.
 
-Gpt.load(checkpoint_dir, weights="f32") reads DIR/checkpoint.safetensors (or the file itself;
-weights="bf16" keeps the matrices in bfloat16: half the memory); logits(ids)
-runs the model; attention_weights(ids) returns what every head attends to; generate(prompt, …)
-yields the continuation's text piece by piece.)")
+Gpt.load(checkpoint_dir, weights="f32") reads DIR/checkpoint.safetensors (or the file itself);
+Gpt.from_hf(model_dir, weights="f32") reads config.json, model.safetensors and GPT-2's tokenizer
+files from one directory (what `attn generate --model` reads). weights="bf16" keeps the
+matrices in bfloat16: half the memory. logits(ids) runs the model; attention_weights(ids)
+returns what every head attends to; generate(prompt, …) yields the continuation's text piece by
+piece (without a prompt, GPT-2 starts after <|endoftext|>).)")
       .def_static("load", &load, "checkpoint"_a, "weights"_a = "f32")
+      .def_static("from_hf", &from_hf, "model_dir"_a, "weights"_a = "f32")
       .def_property_readonly(
-          "weights", [](const PyGpt& g) { return to_string(g.checkpoint->model.weights_dtype()); })
+          "weights", [](const PyGpt& g) { return to_string(g.loaded->model.weights_dtype()); })
       .def(
-          "encode",
-          [](const PyGpt& g, const std::string& text) {
-            return g.checkpoint->tokenizer.encode(text);
-          },
-          "The checkpoint's tokenizer: text -> ids.", "text"_a)
+          "encode", [](const PyGpt& g, const std::string& text) { return g.loaded->encode(text); },
+          "The model's tokenizer: text -> ids.", "text"_a)
       .def(
           "decode",
           [](const PyGpt& g, const std::vector<int64_t>& ids) {
-            return py::bytes(g.checkpoint->tokenizer.decode(ids));
+            return py::bytes(g.loaded->decode(ids));
           },
           "ids -> bytes", "ids"_a)
       .def(
@@ -79,7 +111,7 @@ yields the continuation's text piece by piece.)")
             Tensor logits;
             {
               py::gil_scoped_release unlocked;
-              logits = g.checkpoint->model.logits(ids, batch);
+              logits = g.loaded->model.logits(ids, batch);
             }
             return to_array(logits);
           },
@@ -90,7 +122,7 @@ yields the continuation's text piece by piece.)")
             Tensor weights;
             {
               py::gil_scoped_release unlocked;
-              weights = g.checkpoint->model.attention_weights(ids);
+              weights = g.loaded->model.attention_weights(ids);
             }
             return to_array(weights);
           },
@@ -111,17 +143,17 @@ yields the continuation's text piece by piece.)")
                                     std::to_string(max_new_tokens));
             }
             std::vector<int64_t> ids =
-                g.checkpoint->tokenizer.encode(prompt.empty() ? "\n" : prompt);
-            return Generation{g.checkpoint,
-                              std::make_unique<Generator>(g.checkpoint->model, std::move(ids), o),
+                prompt.empty() ? g.loaded->default_prompt() : g.loaded->encode(prompt);
+            return Generation{g.loaded,
+                              std::make_unique<Generator>(g.loaded->model, std::move(ids), o),
                               max_new_tokens};
           },
           "prompt"_a, "max_new_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a,
           "use_cache"_a)
       .def_property_readonly("vocab_size",
-                             [](const PyGpt& g) { return g.checkpoint->model.config().vocab_size; })
-      .def_property_readonly(
-          "block_size", [](const PyGpt& g) { return g.checkpoint->model.config().block_size; });
+                             [](const PyGpt& g) { return g.loaded->model.config().vocab_size; })
+      .def_property_readonly("block_size",
+                             [](const PyGpt& g) { return g.loaded->model.config().block_size; });
 }
 
 }  // namespace attn::python

@@ -1,5 +1,5 @@
-// attn.BpeTokenizer, attn.train_bpe, attn.heatmap, attn.heatmap_png / heatmap_svg,
-// attn.explorer_html.
+// attn.BpeTokenizer, attn.Gpt2Tokenizer, attn.train_bpe, attn.heatmap, attn.heatmap_png /
+// heatmap_svg, attn.explorer_html.
 #include <pybind11/stl.h>
 
 #include <optional>
@@ -8,6 +8,7 @@
 
 #include "arrays.hpp"
 #include "attn/files.hpp"
+#include "attn/gpt2_tokenizer.hpp"
 #include "attn/tokenizer.hpp"
 #include "attn/viz.hpp"
 #include "bindings.hpp"
@@ -44,6 +45,49 @@ std::string text_bytes(const py::handle& text, const char* name) {
   throw py::type_error(std::string(name) + " must be str or bytes");
 }
 
+// What both tokenizer classes offer: encode, encode_batch, decode, decode_bytes, tokens and
+// vocab_size.
+template <class T>
+void add_tokenizer_methods(py::class_<T>& c) {
+  c.def(
+       "encode",
+       [](const T& t, const py::handle& text) {
+         const std::string bytes = text_bytes(text, "text");
+         py::gil_scoped_release unlocked;
+         return t.encode(bytes);
+       },
+       "text (str or bytes) -> ids", "text"_a)
+      .def(
+          "encode_batch",
+          [](const T& t, const std::vector<std::string>& texts) {
+            py::gil_scoped_release unlocked;
+            return t.encode_batch(texts);
+          },
+          "Several texts at once, spread over the threads.", "texts"_a)
+      .def(
+          "decode",
+          [](const T& t, const std::vector<int64_t>& ids) {
+            const std::string bytes = t.decode(ids);
+            return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
+                bytes.data(), static_cast<py::ssize_t>(bytes.size()), "replace"));
+          },
+          "ids -> str (bytes that are not UTF-8 become U+FFFD; decode_bytes gives them exactly)",
+          "ids"_a)
+      .def(
+          "decode_bytes",
+          [](const T& t, const std::vector<int64_t>& ids) { return py::bytes(t.decode(ids)); },
+          "ids -> the exact bytes", "ids"_a)
+      .def(
+          "tokens",
+          [](const T& t, const std::vector<int64_t>& ids) {
+            std::vector<std::string> shown;
+            for (int64_t id : ids) shown.push_back(t.display(id));
+            return shown;
+          },
+          "The tokens of ids as the tokenizer displays them (a space as '▁' or 'Ġ').", "ids"_a)
+      .def_property_readonly("vocab_size", &T::vocab_size);
+}
+
 BpeTokenizer train(const py::handle& corpus, int64_t vocab_size, int64_t min_frequency,
                    bool byte_level, const std::vector<std::string>& special_tokens) {
   BpeOptions o;
@@ -59,59 +103,34 @@ BpeTokenizer train(const py::handle& corpus, int64_t vocab_size, int64_t min_fre
 }  // namespace
 
 void add_text(py::module_& m) {
-  py::class_<BpeTokenizer>(m, "BpeTokenizer", R"(A byte-pair-encoding tokenizer.
+  py::class_<BpeTokenizer> bpe(m, "BpeTokenizer", R"(A byte-pair-encoding tokenizer.
 
 BpeTokenizer.train(corpus, vocab_size=512, min_frequency=2, byte_level=False, special_tokens=())
 learns one; encode / encode_batch / decode / tokens use it; save / load keep it as JSON (the
-file `attn bpe train` writes). Byte level: decode(encode(b)) == b for any bytes b.)")
-      .def_static("train", &train, "corpus"_a, "vocab_size"_a = 512, "min_frequency"_a = 2,
-                  "byte_level"_a = false, "special_tokens"_a = std::vector<std::string>{},
-                  "Learns a tokenizer from a str, bytes, a list of them, or a file (a path).")
+file `attn bpe train` writes). Byte level: decode(encode(b)) == b for any bytes b.)");
+  bpe.def_static("train", &train, "corpus"_a, "vocab_size"_a = 512, "min_frequency"_a = 2,
+                 "byte_level"_a = false, "special_tokens"_a = std::vector<std::string>{},
+                 "Learns a tokenizer from a str, bytes, a list of them, or a file (a path).")
       .def_static(
           "load", [](const py::handle& path) { return BpeTokenizer::load(py::str(path)); },
           "path"_a)
       .def(
           "save", [](const BpeTokenizer& t, const py::handle& path) { t.save(py::str(path)); },
+          "path"_a);
+  add_tokenizer_methods(bpe);
+  py::class_<Gpt2Tokenizer> gpt2(m, "Gpt2Tokenizer", R"(GPT-2's byte-level BPE, with GPT-2's ids.
+
+Gpt2Tokenizer.load(path) reads a directory holding tokenizer.json, vocab.json + merges.txt or
+encoder.json + vocab.bpe (the first found), or one of those files; encode / encode_batch /
+decode / tokens use it. <|endoftext|> in a text is the special token.)");
+  gpt2.def_static(
+          "load", [](const py::handle& path) { return Gpt2Tokenizer::load(py::str(path)); },
           "path"_a)
       .def(
-          "encode",
-          [](const BpeTokenizer& t, const py::handle& text) {
-            const std::string bytes = text_bytes(text, "text");
-            py::gil_scoped_release unlocked;
-            return t.encode(bytes);
-          },
-          "text (str or bytes) -> ids", "text"_a)
-      .def(
-          "encode_batch",
-          [](const BpeTokenizer& t, const std::vector<std::string>& texts) {
-            py::gil_scoped_release unlocked;
-            return t.encode_batch(texts);
-          },
-          "Several texts at once, spread over the threads.", "texts"_a)
-      .def(
-          "decode",
-          [](const BpeTokenizer& t, const std::vector<int64_t>& ids) {
-            const std::string bytes = t.decode(ids);
-            return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(
-                bytes.data(), static_cast<py::ssize_t>(bytes.size()), "replace"));
-          },
-          "ids -> str (bytes that are not UTF-8 become U+FFFD; decode_bytes gives them exactly)",
-          "ids"_a)
-      .def(
-          "decode_bytes",
-          [](const BpeTokenizer& t, const std::vector<int64_t>& ids) {
-            return py::bytes(t.decode(ids));
-          },
-          "ids -> the exact bytes", "ids"_a)
-      .def(
-          "tokens",
-          [](const BpeTokenizer& t, const std::vector<int64_t>& ids) {
-            std::vector<std::string> shown;
-            for (int64_t id : ids) shown.push_back(t.display(id));
-            return shown;
-          },
-          "The tokens of ids as the tokenizer displays them (a space as '▁' or 'Ġ').", "ids"_a)
-      .def_property_readonly("vocab_size", &BpeTokenizer::vocab_size);
+          "special_id",
+          [](const Gpt2Tokenizer& t, const std::string& token) { return t.special_id(token); },
+          "The id of a special token such as '<|endoftext|>'; -1 when there is none.", "token"_a);
+  add_tokenizer_methods(gpt2);
 
   m.def(
       "train_bpe",

@@ -1,0 +1,152 @@
+"""GPT-2 from Python: its tokenizer against the npm package's ids, and Gpt.from_hf against
+GPT-2's forward written out in numpy (float64) on a small model in Hugging Face's layout."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attn
+
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+GPT2_FILES = FIXTURES / "gpt2"
+sys.path.insert(0, str(FIXTURES))
+from safetensors_writer import float32, write_safetensors  # noqa: E402
+
+
+def test_gpt2_tokenizer_gives_the_npm_packages_ids():
+    tok = attn.Gpt2Tokenizer.load(GPT2_FILES)
+    cases = json.loads((GPT2_FILES / "cases.json").read_text(encoding="utf-8"))
+    assert len(cases) > 10
+    for case in cases:
+        assert tok.encode(case["text"]) == case["ids"], case["text"]
+        assert tok.decode(case["ids"]) == case["text"]
+    texts = [case["text"] for case in cases]
+    assert tok.encode_batch(texts) == [case["ids"] for case in cases]
+    assert tok.vocab_size == 50257
+    assert tok.special_id("<|endoftext|>") == 50256
+    assert tok.special_id("<|nope|>") == -1
+    assert tok.encode("Hello world<|endoftext|>") == [15496, 995, 50256]
+    assert tok.tokens([15496, 995]) == ["Hello", "Ġworld"]
+    assert tok.decode_bytes(tok.encode(b"\xff\xfe caf\xc3\xa9")) == b"\xff\xfe caf\xc3\xa9"
+    with pytest.raises(ValueError, match="vocabulary|tokenizer"):
+        attn.Gpt2Tokenizer.load(Path(__file__).parent)
+    with pytest.raises(TypeError, match="str or bytes"):
+        tok.encode(7)
+
+
+# ---- a small GPT-2 in Hugging Face's layout, and its forward in numpy ----------------------
+
+LAYERS, HEADS, EMBD, POSITIONS, VOCAB = 2, 2, 8, 16, 50257
+
+
+def random_gpt2(seed=7):
+    """GPT-2's tensors by their Hugging Face names; Conv1D weights are stored (in, out)."""
+    rng = np.random.default_rng(seed)
+    normal = lambda *shape, std=0.3: (rng.standard_normal(shape) * std).astype(np.float32)
+    w = {"wte.weight": normal(VOCAB, EMBD, std=1.0), "wpe.weight": normal(POSITIONS, EMBD)}
+    for i in range(LAYERS):
+        for name, shape in [("ln_1", (EMBD,)), ("ln_2", (EMBD,))]:
+            w[f"h.{i}.{name}.weight"] = 1.0 + normal(*shape, std=0.1)
+            w[f"h.{i}.{name}.bias"] = normal(*shape, std=0.1)
+        for name, n_in, n_out in [("attn.c_attn", EMBD, 3 * EMBD), ("attn.c_proj", EMBD, EMBD),
+                                  ("mlp.c_fc", EMBD, 4 * EMBD), ("mlp.c_proj", 4 * EMBD, EMBD)]:
+            w[f"h.{i}.{name}.weight"] = normal(n_in, n_out)
+            w[f"h.{i}.{name}.bias"] = normal(n_out, std=0.1)
+    w["ln_f.weight"] = 1.0 + normal(EMBD, std=0.1)
+    w["ln_f.bias"] = normal(EMBD, std=0.1)
+    return w
+
+
+def layer_norm(x, w, b):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * w + b
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gpt2_logits(w, ids):
+    """Hugging Face's GPT2LMHeadModel forward, float64: (T, vocab) logits of one sequence."""
+    w = {k: v.astype(np.float64) for k, v in w.items()}
+    t, d = len(ids), EMBD // HEADS
+    x = w["wte.weight"][ids] + w["wpe.weight"][:t]
+    causal = np.triu(np.full((t, t), -np.inf), k=1)
+    for i in range(LAYERS):
+        p = lambda name: w[f"h.{i}.{name}"]
+        h = layer_norm(x, p("ln_1.weight"), p("ln_1.bias"))
+        q, k, v = np.split(h @ p("attn.c_attn.weight") + p("attn.c_attn.bias"), 3, axis=-1)
+        heads = lambda m: m.reshape(t, HEADS, d).transpose(1, 0, 2)
+        s = heads(q) @ heads(k).transpose(0, 2, 1) / np.sqrt(d) + causal
+        e = np.exp(s - s.max(-1, keepdims=True))
+        y = (e / e.sum(-1, keepdims=True)) @ heads(v)
+        x = x + y.transpose(1, 0, 2).reshape(t, EMBD) @ p("attn.c_proj.weight") + p("attn.c_proj.bias")
+        h = layer_norm(x, p("ln_2.weight"), p("ln_2.bias"))
+        h = gelu_new(h @ p("mlp.c_fc.weight") + p("mlp.c_fc.bias"))
+        x = x + h @ p("mlp.c_proj.weight") + p("mlp.c_proj.bias")
+    return layer_norm(x, w["ln_f.weight"], w["ln_f.bias"]) @ w["wte.weight"].T
+
+
+@pytest.fixture
+def gpt2_dir(tmp_path):
+    weights = random_gpt2()
+    write_safetensors(tmp_path / "model.safetensors",
+                      {"transformer." + name: float32(array) for name, array in weights.items()})
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"n_layer": LAYERS, "n_head": HEADS, "n_embd": EMBD, "n_positions": POSITIONS,
+         "vocab_size": VOCAB, "activation_function": "gelu_new"}))
+    for name in ("encoder.json", "vocab.bpe"):
+        shutil.copy(GPT2_FILES / name, tmp_path / name)
+    return tmp_path, weights
+
+
+def test_from_hf_matches_gpt2s_forward_and_greedy_tokens(gpt2_dir):
+    path, weights = gpt2_dir
+    model = attn.Gpt.from_hf(path)
+    assert (model.vocab_size, model.block_size, model.weights) == (VOCAB, POSITIONS, "f32")
+    ids = model.encode("Hello world, hello")
+    assert ids == [15496, 995, 11, 23748]
+    expected = gpt2_logits(weights, ids)
+    logits = model.logits(ids)
+    assert logits.shape == (1, len(ids), VOCAB)
+    # float32 sums over at most 4·EMBD terms of values of a few units: 1e-4 of the largest
+    np.testing.assert_allclose(logits[0], expected, atol=1e-4 * np.abs(expected).max())
+    # Greedy continuation; without a prompt GPT-2 starts after <|endoftext|>.
+    for prompt, start in [("Hello world, hello", ids), ("", [50256])]:
+        tokens = list(start)
+        for _ in range(5):
+            tokens.append(int(np.argmax(gpt2_logits(weights, tokens)[-1])))
+        text = "".join(model.generate(prompt, max_new_tokens=5, temperature=0))
+        assert text == model.decode(tokens[len(start):]).decode("utf-8", "replace"), prompt
+    half = attn.Gpt.from_hf(path, weights="bf16")
+    assert half.weights == "bf16"
+    np.testing.assert_allclose(half.logits(ids)[0], expected, atol=0.05 * np.abs(expected).max())
+
+
+def test_from_hf_errors_name_the_file(gpt2_dir, tmp_path):
+    path, _ = gpt2_dir
+    with pytest.raises(ValueError, match=r"nowhere/config\.json: cannot open"):
+        attn.Gpt.from_hf(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="weights must be"):
+        attn.Gpt.from_hf(path, weights="f16")
+    (path / "vocab.bpe").unlink()
+    with pytest.raises(ValueError, match="vocab.bpe|merges|tokenizer"):
+        attn.Gpt.from_hf(path)
+
+
+@pytest.mark.skipif("ATTN_CLI" not in os.environ, reason="needs the attn CLI (ATTN_CLI)")
+def test_from_hf_generates_what_attn_generate_model_prints(gpt2_dir):
+    path, _ = gpt2_dir
+    model = attn.Gpt.from_hf(path)
+    for prompt in ("Hello world", ""):
+        text = "".join(model.generate(prompt, max_new_tokens=12, seed=3))
+        cli = subprocess.run([os.environ["ATTN_CLI"], "generate", "--model", str(path),
+                              "--prompt", prompt, "--max-new-tokens", "12", "--seed", "3"],
+                             check=True, capture_output=True, text=True).stdout
+        assert prompt + text + "\n" == cli
