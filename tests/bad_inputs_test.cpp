@@ -495,7 +495,7 @@ std::vector<Case> content_cases() {
         "npy_no_descr",   "npy_not_dict",   "npy_unclosed", "npy_truncated", "npy_trailing",
         "npy_header_cut", "npy_magic_only", "npy_no_magic", "npy_version3",  "npy_header_past_end",
         "npy_empty_file", "npy_f8_overflow"}) {
-    const std::string in = "{" + std::string(npy) + "}";
+    const std::string in = std::string("{").append(npy).append("}");
     c.push_back({"sdpa --q " + in + " --k {q} --v {q} --out {out}/o.npy", npy});
     c.push_back({"heatmap --weights " + in, npy});
   }

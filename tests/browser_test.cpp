@@ -93,7 +93,7 @@ SelfTest self_test(const std::string& dom) {
   if (!std::regex_search(dom, m, re)) return t;
   t.status = m[1].str();
   std::string panels = m[2].str();
-  for (size_t at; (at = panels.find("&quot;")) != std::string::npos;) panels.replace(at, 6, "\"");
+  for (size_t at; (at = panels.find("&quot;")) != std::string::npos;) panels.replace(at, 6, 1, '"');
   if (!panels.empty()) t.panels = nlohmann::json::parse(panels);
   t.text = m[3].str();
   return t;

@@ -209,7 +209,7 @@ TEST_F(Cli, BpeEncodeStreamsLargeInputs) {
   const std::vector<int64_t> expected = BpeTokenizer::load(path("tok.json")).encode(text);
   std::string expected_out;
   for (size_t i = 0; i < expected.size(); ++i)
-    expected_out += (i > 0 ? " " : "") + std::to_string(expected[i]);
+    expected_out.append(i > 0 ? " " : "").append(std::to_string(expected[i]));
   expected_out += "\n";
   for (const char* threads : {"1", "2"}) {
     const CliResult ids = run(
