@@ -72,12 +72,14 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
-def gpt2_logits(w, ids):
-    """Hugging Face's GPT2LMHeadModel forward, float64: (T, vocab) logits of one sequence."""
+def gpt2_forward(w, ids):
+    """Hugging Face's GPT2LMHeadModel forward, float64: the (T, vocab) logits of one sequence
+    and every layer's attention weights (n_layer, n_head, T, T)."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
     t, d = len(ids), EMBD // HEADS
     x = w["wte.weight"][ids] + w["wpe.weight"][:t]
     causal = np.triu(np.full((t, t), -np.inf), k=1)
+    attention = []
     for i in range(LAYERS):
         p = lambda name: w[f"h.{i}.{name}"]
         h = layer_norm(x, p("ln_1.weight"), p("ln_1.bias"))
@@ -85,12 +87,17 @@ def gpt2_logits(w, ids):
         heads = lambda m: m.reshape(t, HEADS, d).transpose(1, 0, 2)
         s = heads(q) @ heads(k).transpose(0, 2, 1) / np.sqrt(d) + causal
         e = np.exp(s - s.max(-1, keepdims=True))
-        y = (e / e.sum(-1, keepdims=True)) @ heads(v)
+        attention.append(e / e.sum(-1, keepdims=True))
+        y = attention[-1] @ heads(v)
         x = x + y.transpose(1, 0, 2).reshape(t, EMBD) @ p("attn.c_proj.weight") + p("attn.c_proj.bias")
         h = layer_norm(x, p("ln_2.weight"), p("ln_2.bias"))
         h = gelu_new(h @ p("mlp.c_fc.weight") + p("mlp.c_fc.bias"))
         x = x + h @ p("mlp.c_proj.weight") + p("mlp.c_proj.bias")
-    return layer_norm(x, w["ln_f.weight"], w["ln_f.bias"]) @ w["wte.weight"].T
+    return layer_norm(x, w["ln_f.weight"], w["ln_f.bias"]) @ w["wte.weight"].T, np.stack(attention)
+
+
+def gpt2_logits(w, ids):
+    return gpt2_forward(w, ids)[0]
 
 
 @pytest.fixture
@@ -117,6 +124,8 @@ def test_from_hf_matches_gpt2s_forward_and_greedy_tokens(gpt2_dir):
     assert logits.shape == (1, len(ids), VOCAB)
     # float32 sums over at most 4·EMBD terms of values of a few units: 1e-4 of the largest
     np.testing.assert_allclose(logits[0], expected, atol=1e-4 * np.abs(expected).max())
+    np.testing.assert_allclose(model.attention_weights(ids), gpt2_forward(weights, ids)[1],
+                               atol=1e-5)
     # Greedy continuation; without a prompt GPT-2 starts after <|endoftext|>.
     for prompt, start in [("Hello world, hello", ids), ("", [50256])]:
         tokens = list(start)
