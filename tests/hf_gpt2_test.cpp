@@ -14,6 +14,7 @@
 #include "attn/io.hpp"
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"
+#include "attn/train.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -183,6 +184,12 @@ TEST_F(HfGpt2Files, ExportedModelsReadBackToTheSameLogits) {
   EXPECT_TRUE(testing::BitwiseEqual(back.parameters(), model.parameters()));
   const std::vector<int64_t> ids = {1, 7, 299, 0, 42, 42, 3};
   EXPECT_TRUE(testing::BitwiseEqual(back.logits(ids, 1), model.logits(ids, 1)));
+  // Given to the checkpoint loader, the directory or its weights file says which loader to use.
+  for (const std::string& given : {path("exported"), path("exported/model.safetensors")}) {
+    EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(given); },
+                           given + ": a Hugging Face model (config.json, model.safetensors), not "
+                                   "a checkpoint of attn train: load it as GPT-2"));
+  }
 
   GptConfig rotary = config, no_bias = config, grouped = config;
   rotary.positions = PositionKind::kRotary;

@@ -117,6 +117,18 @@ auto with_path(const std::string& path, const Body& body) {
   }
 }
 
+// Whether path is a Hugging Face model directory, or its model.safetensors, rather than a
+// checkpoint of attn train: both are safetensors, and the user may have the other loader in mind.
+bool is_hf_model(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = fs::is_directory(p, ec) ? p : p.parent_path();
+  if (!fs::is_directory(p, ec) && p.filename() != "model.safetensors") return false;
+  return !fs::exists(dir / "checkpoint.safetensors", ec) && fs::exists(dir / "config.json", ec) &&
+         fs::exists(dir / "model.safetensors", ec);
+}
+
 }  // namespace
 
 void detail::check_file_holds(const Safetensors& file, const GptConfig& config, int64_t copies,
@@ -202,6 +214,10 @@ Trainer::Resumed Trainer::resume_on_text(const std::string& path, std::string_vi
 }
 
 Checkpoint load_checkpoint(const std::string& given) {
+  ATTN_CHECK(!is_hf_model(given), given,
+             ": a Hugging Face model (config.json, model.safetensors), not a checkpoint of attn "
+             "train: load it as GPT-2 (attn generate --model, attn.Gpt.from_hf, "
+             "attn::load_hf_gpt2)");
   std::error_code ec;
   const std::string path =
       std::filesystem::is_directory(given, ec) ? given + "/checkpoint.safetensors" : given;
