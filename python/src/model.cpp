@@ -47,24 +47,33 @@ struct Generation {
   int64_t remaining;
 };
 
-PyGpt load(const py::handle& path_like, const std::string& weights) {
+// Loads with `read` (a path -> {model, tokenizer}), the weights kept as `weights` says; the
+// dtype's name is checked before anything is read.
+template <class Read>
+PyGpt load_with(const Read& read, const py::handle& path_like, const std::string& weights) {
   const std::string path = py::str(path_like);
   const WeightsDtype dtype = weights_dtype_from_string(weights);
-  Checkpoint checkpoint = load_checkpoint(path);
-  auto loaded = std::make_shared<LoadedGpt>(
-      LoadedGpt{std::move(checkpoint.model), std::move(checkpoint.tokenizer)});
+  auto loaded = std::make_shared<LoadedGpt>(read(path));
   loaded->model.set_weights_dtype(dtype);
   return PyGpt{std::move(loaded)};
 }
 
-PyGpt from_hf(const py::handle& dir_like, const std::string& weights) {
-  const std::string dir = py::str(dir_like);
-  const WeightsDtype dtype = weights_dtype_from_string(weights);
-  HfGpt2 gpt2 = load_hf_gpt2(dir);
-  auto loaded =
-      std::make_shared<LoadedGpt>(LoadedGpt{std::move(gpt2.model), std::move(gpt2.tokenizer)});
-  loaded->model.set_weights_dtype(dtype);
-  return PyGpt{std::move(loaded)};
+PyGpt load(const py::handle& path, const std::string& weights) {
+  return load_with(
+      [](const std::string& p) {
+        Checkpoint c = load_checkpoint(p);
+        return LoadedGpt{std::move(c.model), std::move(c.tokenizer)};
+      },
+      path, weights);
+}
+
+PyGpt from_hf(const py::handle& dir, const std::string& weights) {
+  return load_with(
+      [](const std::string& d) {
+        HfGpt2 gpt2 = load_hf_gpt2(d);
+        return LoadedGpt{std::move(gpt2.model), std::move(gpt2.tokenizer)};
+      },
+      dir, weights);
 }
 
 }  // namespace
