@@ -101,8 +101,14 @@ files from one directory (what `attn generate --model` reads). weights="bf16" ke
 matrices in bfloat16: half the memory. logits(ids) runs the model; attention_weights(ids)
 returns what every head attends to; generate(prompt, …) yields the continuation's text piece by
 piece (without a prompt, GPT-2 starts after <|endoftext|>).)")
-      .def_static("load", &load, "checkpoint"_a, "weights"_a = "f32")
-      .def_static("from_hf", &from_hf, "model_dir"_a, "weights"_a = "f32")
+      .def_static("load", &load,
+                  "A checkpoint of `attn train`: its directory or checkpoint.safetensors; "
+                  "weights 'f32' or 'bf16'.",
+                  "checkpoint"_a, "weights"_a = "f32")
+      .def_static("from_hf", &from_hf,
+                  "GPT-2 in Hugging Face's layout: a directory with config.json, "
+                  "model.safetensors and GPT-2's tokenizer files; weights 'f32' or 'bf16'.",
+                  "model_dir"_a, "weights"_a = "f32")
       .def_property_readonly(
           "weights", [](const PyGpt& g) { return to_string(g.loaded->model.weights_dtype()); })
       .def(

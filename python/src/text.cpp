@@ -125,7 +125,7 @@ encoder.json + vocab.bpe (the first found), or one of those files; encode / enco
 decode / tokens use it. <|endoftext|> in a text is the special token.)");
   gpt2.def_static(
           "load", [](const py::handle& path) { return Gpt2Tokenizer::load(py::str(path)); },
-          "path"_a)
+          "A directory with GPT-2's tokenizer files, or one of them.", "path"_a)
       .def(
           "special_id",
           [](const Gpt2Tokenizer& t, const std::string& token) { return t.special_id(token); },
