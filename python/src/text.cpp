@@ -45,8 +45,8 @@ std::string text_bytes(const py::handle& text, const char* name) {
   throw py::type_error(std::string(name) + " must be str or bytes");
 }
 
-// What both tokenizer classes offer: encode, encode_batch, decode, decode_bytes, tokens and
-// vocab_size.
+// What both tokenizer classes offer: encode, encode_parallel, encode_batch, decode,
+// decode_bytes, tokens and vocab_size.
 template <class T>
 void add_tokenizer_methods(py::class_<T>& c) {
   c.def(
@@ -57,6 +57,16 @@ void add_tokenizer_methods(py::class_<T>& c) {
          return t.encode(bytes);
        },
        "text (str or bytes) -> ids", "text"_a)
+      .def(
+          "encode_parallel",
+          [](const T& t, const py::handle& text) {
+            const std::string bytes = text_bytes(text, "text");
+            py::gil_scoped_release unlocked;
+            return t.encode_parallel(bytes);
+          },
+          "One long text on the library's threads, cut where encoding the parts gives the ids "
+          "of the whole: the same ids as encode.",
+          "text"_a)
       .def(
           "encode_batch",
           [](const T& t, const std::vector<std::string>& texts) {

@@ -33,6 +33,14 @@ def test_gpt2_tokenizer_gives_the_npm_packages_ids():
     assert tok.encode("Hello world<|endoftext|>") == [15496, 995, 50256]
     assert tok.tokens([15496, 995]) == ["Hello", "Ġworld"]
     assert tok.decode_bytes(tok.encode(b"\xff\xfe caf\xc3\xa9")) == b"\xff\xfe caf\xc3\xa9"
+    # A megabyte of mixed scripts, emoji and whitespace, against the npm package's ids.
+    text = (GPT2_FILES / "mixed_1mb.txt").read_bytes()
+    want = np.fromfile(GPT2_FILES / "mixed_1mb.ids", dtype="<u2").tolist()
+    assert tok.encode(text) == want
+    for threads in (1, 2, 3):
+        attn.set_num_threads(threads)
+        assert tok.encode_parallel(text) == want, threads
+    attn.set_num_threads(0)
     with pytest.raises(ValueError, match="vocabulary|tokenizer"):
         attn.Gpt2Tokenizer.load(Path(__file__).parent)
     with pytest.raises(TypeError, match="str or bytes"):

@@ -17,6 +17,8 @@ def test_bpe_round_trips_bytes_exactly(tmp_path):
         assert tok.decode_bytes(tok.encode(text)) == text
     assert tok.decode(tok.encode("the lazy dog")) == "the lazy dog"
     assert tok.encode_batch(["the fox", "a dog"]) == [tok.encode("the fox"), tok.encode("a dog")]
+    long_text = (CORPUS + "\n") * 50
+    assert tok.encode_parallel(long_text) == tok.encode(long_text)
     assert "".join(tok.tokens(tok.encode("the fox"))).replace("Ġ", " ") == "the fox"
     tok.save(tmp_path / "tok.json")
     again = attn.BpeTokenizer.load(tmp_path / "tok.json")
