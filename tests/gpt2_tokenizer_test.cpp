@@ -194,6 +194,10 @@ TEST_F(Gpt2Files, BrokenFilesFailClearly) {
                  "merge 0 makes \"\xc4\xa0the\xc4\xa0the\", which the vocabulary lacks"));
   EXPECT_TRUE(ThrowsWith(
       [&] { Gpt2Tokenizer::from_tokenizer_json(R"({"model": {"type": "Unigram"}})"); }, "not BPE"));
+  // A "type" that is not a string (found by the gpt2 fuzzer): attn's error, not the JSON
+  // library's exception.
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_tokenizer_json(R"({"model": {"type": 3}})"); },
+                         "the model's \"type\" must be a string, got 3"));
   // GPT-2's own pre-tokenizer is read; another would give other pieces, so it is refused.
   nlohmann::json with_pre = nlohmann::json::parse(
       R"({"model": {"type": "BPE", "vocab": {}, "merges": []},

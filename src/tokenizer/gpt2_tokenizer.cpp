@@ -206,6 +206,9 @@ Gpt2Tokenizer Gpt2Tokenizer::from_tokenizer_json(std::string_view text) {
              "tokenizer.json: expected an object with a \"model\"");
   const bool attn_words = uses_attn_words(file);
   const json& model = file["model"];
+  ATTN_CHECK(!model.contains("type") || model["type"].is_string(),
+             "tokenizer.json: the model's \"type\" must be a string, got ",
+             model["type"].dump().substr(0, 40));
   ATTN_CHECK(model.value("type", "BPE") == "BPE", "tokenizer.json: the model is \"",
              model.value("type", ""), "\", not BPE");
   ATTN_CHECK(model.contains("vocab") && model.contains("merges") && model["merges"].is_array(),
