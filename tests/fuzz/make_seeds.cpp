@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attn/files.hpp"
+#include "attn/hf.hpp"
 #include "attn/io.hpp"
 #include "attn/random.hpp"
 #include "attn/tokenizer.hpp"
@@ -119,6 +120,21 @@ void checkpoint_seeds(const fs::path& dir) {
   checkpoint_seed(dir, "bpe_rotary_gqa.safetensors", bpe(false), small);
 }
 
+// GPT-2's own shape as attn writes it, a small one, and one with every optional key set.
+void hf_config_seeds(const fs::path& dir) {
+  write(dir, "gpt2.json", attn::hf_config_json(attn::gpt2_shape("gpt2")));
+  attn::GptConfig small;
+  small.n_layer = 2;
+  small.n_head = 2;
+  small.n_embd = 16;
+  small.block_size = 32;
+  small.vocab_size = 61;
+  write(dir, "small.json", attn::hf_config_json(small));
+  write(dir, "optional_keys.json",
+        R"({"n_layer": 1, "n_head": 2, "n_embd": 8, "n_positions": 16, "vocab_size": 300,)"
+        R"( "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "n_inner": null})");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -134,5 +150,6 @@ int main(int argc, char** argv) {
   id_seeds(root / "id_parser");
   checkpoint_seeds(root / "checkpoint");
   gpt2_seeds(root / "gpt2");
+  hf_config_seeds(root / "hf_config");
   return 0;
 }
