@@ -117,24 +117,25 @@ GptConfig parse_config(std::string_view text) {
   return c;
 }
 
-}  // namespace
-
-GptConfig gpt2_config_from_hf(std::string_view text) {
+// parse_config with its errors prefixed by `where` (a path, or "config.json").
+GptConfig parse_config_from(std::string_view text, const std::string& where) {
   try {
     return parse_config(text);
   } catch (const Error& e) {
-    throw Error(std::string("config.json: ") + e.what());
+    throw Error(where + ": " + e.what());
   }
+}
+
+}  // namespace
+
+GptConfig gpt2_config_from_hf(std::string_view text) {
+  return parse_config_from(text, "config.json");
 }
 
 GptConfig gpt2_config_from_hf_dir(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  const std::string text = read_whole_file(path, kMaxConfigBytes);  // its errors name the path
-  try {
-    return parse_config(text);
-  } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
-  }
+  // read_whole_file's own errors name the path already.
+  return parse_config_from(read_whole_file(path, kMaxConfigBytes), path);
 }
 
 Gpt gpt_from_hf(const std::string& dir) {
