@@ -123,8 +123,9 @@ bool is_hf_model(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path p(path);
-  const fs::path dir = fs::is_directory(p, ec) ? p : p.parent_path();
-  if (!fs::is_directory(p, ec) && p.filename() != "model.safetensors") return false;
+  const bool is_dir = fs::is_directory(p, ec);
+  if (!is_dir && p.filename() != "model.safetensors") return false;
+  const fs::path dir = is_dir ? p : p.parent_path();
   return !fs::exists(dir / "checkpoint.safetensors", ec) && fs::exists(dir / "config.json", ec) &&
          fs::exists(dir / "model.safetensors", ec);
 }
