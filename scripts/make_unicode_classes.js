@@ -41,5 +41,5 @@ const lines = [
   '// The code points above U+007F that are \\p{L}, \\p{N} or \\s, as {first, last, class}; all',
   '// others are kOther. ' + ranges.length + ' ranges, sorted.',
 ];
-for (const [first, last, c] of ranges) lines.push(`{${hex(first)}, ${hex(last)}, CharClass::${c}},`);
+for (const [first, last, c] of ranges) lines.push(`{${hex(first)}, ${hex(last)}, Gpt2Class::${c}},`);
 process.stdout.write(lines.join('\n') + '\n');

@@ -22,12 +22,12 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ThrowsWith;
 
-const fs::path kDir = fs::path(ATTN_FIXTURES_DIR) / "gpt2";
+const fs::path kGpt2TokenizerDir = fs::path(ATTN_FIXTURES_DIR) / "gpt2";
 
 using testing::slurp;
 
 const Gpt2Tokenizer& gpt2() {
-  static const Gpt2Tokenizer t = Gpt2Tokenizer::load(kDir.string());
+  static const Gpt2Tokenizer t = Gpt2Tokenizer::load(kGpt2TokenizerDir.string());
   return t;
 }
 
@@ -38,7 +38,7 @@ struct Case {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const auto& c : nlohmann::json::parse(slurp(kDir / "cases.json"))) {
+  for (const auto& c : nlohmann::json::parse(slurp(kGpt2TokenizerDir / "cases.json"))) {
     out.push_back({c["text"].get<std::string>(), c["ids"].get<std::vector<int64_t>>()});
   }
   return out;
@@ -76,9 +76,9 @@ TEST(Gpt2Tokenizer, KnownIds) {
 }
 
 TEST(Gpt2Tokenizer, OneMegabyteTextGivesTheReferenceIds) {
-  const std::string text = slurp(kDir / "mixed_1mb.txt");
+  const std::string text = slurp(kGpt2TokenizerDir / "mixed_1mb.txt");
   ASSERT_EQ(text.size(), size_t{1} << 20);
-  const std::string raw = slurp(kDir / "mixed_1mb.ids");
+  const std::string raw = slurp(kGpt2TokenizerDir / "mixed_1mb.ids");
   std::vector<int64_t> want(raw.size() / 2);
   for (size_t i = 0; i < want.size(); ++i) {
     want[i] = static_cast<unsigned char>(raw[2 * i]) | static_cast<unsigned char>(raw[2 * i + 1])
@@ -121,7 +121,8 @@ class Gpt2Files : public testing::TempDirTest {};
 // Hugging Face's vocab.json + merges.txt and tokenizer.json (merges as strings and as pairs)
 // hold the same data: the same ids.
 TEST_F(Gpt2Files, EveryLayoutGivesTheSameIds) {
-  const std::string vocab = slurp(kDir / "encoder.json"), merges = slurp(kDir / "vocab.bpe");
+  const std::string vocab = slurp(kGpt2TokenizerDir / "encoder.json"),
+                    merges = slurp(kGpt2TokenizerDir / "vocab.bpe");
   fs::create_directories(path("hf"));
   std::ofstream(path("hf/vocab.json"), std::ios::binary) << vocab;
   std::ofstream(path("hf/merges.txt"), std::ios::binary) << merges;
@@ -145,8 +146,9 @@ TEST_F(Gpt2Files, EveryLayoutGivesTheSameIds) {
 
   const std::string probe = "Hello <|endoftext|> wörld's 12345 😀\n\n  end";
   const std::vector<int64_t> want = gpt2().encode(probe);
-  for (const std::string& where : {path("hf"), path("hf/merges.txt"), path("json"),
-                                   path("tokenizer.json"), (kDir / "encoder.json").string()}) {
+  for (const std::string& where :
+       {path("hf"), path("hf/merges.txt"), path("json"), path("tokenizer.json"),
+        (kGpt2TokenizerDir / "encoder.json").string()}) {
     EXPECT_EQ(Gpt2Tokenizer::load(where).encode(probe), want) << where;
   }
   EXPECT_EQ(Gpt2Tokenizer::from_tokenizer_json(slurp(path("pairs.json"))).encode(probe), want);
@@ -176,7 +178,8 @@ TEST(Gpt2Tokenizer, AnyBytesRoundTripAndInvalidUtf8IsItsOwnPiece) {
 }
 
 TEST_F(Gpt2Files, BrokenFilesFailClearly) {
-  const std::string vocab = slurp(kDir / "encoder.json"), merges = slurp(kDir / "vocab.bpe");
+  const std::string vocab = slurp(kGpt2TokenizerDir / "encoder.json"),
+                    merges = slurp(kGpt2TokenizerDir / "vocab.bpe");
   EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges("{", merges); }, "not JSON"));
   EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::from_vocab_and_merges("[1]", merges); },
                          "expected a JSON object"));

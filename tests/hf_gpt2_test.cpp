@@ -23,17 +23,17 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ThrowsWith;
 
-const fs::path kDir = fs::path(ATTN_FIXTURES_DIR) / "hf_gpt2";
+const fs::path kHfGpt2Dir = fs::path(ATTN_FIXTURES_DIR) / "hf_gpt2";
 
 nlohmann::json expected() {
-  std::ifstream in(kDir / "expected.json");
+  std::ifstream in(kHfGpt2Dir / "expected.json");
   return nlohmann::json::parse(in);
 }
 
 class HfGpt2 : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfGpt2, LogitsAndGreedyTokensMatchPyTorch) {
-  const Gpt model = gpt_from_hf((kDir / GetParam()).string());
+  const Gpt model = gpt_from_hf((kHfGpt2Dir / GetParam()).string());
   EXPECT_EQ(model.config().n_layer, 2);
   EXPECT_EQ(model.config().vocab_size, 61);
   const nlohmann::json cases = expected().at(GetParam());  // kept: the loop views into it
@@ -75,12 +75,13 @@ class HfGpt2Files : public testing::TempDirTest {
   std::string broken(const std::string& name, Edit edit, std::string config = "") {
     const fs::path dir = path(name);
     fs::create_directories(dir);
-    Safetensors file = read_safetensors((kDir / "f32_prefixed" / "model.safetensors").string());
+    Safetensors file =
+        read_safetensors((kHfGpt2Dir / "f32_prefixed" / "model.safetensors").string());
     for (auto& entry : file.tensors) entry.second = entry.second.clone();
     edit(file);
     write_safetensors((dir / "model.safetensors").string(), file.tensors, file.metadata);
     std::ofstream(dir / "config.json")
-        << (config.empty() ? testing::slurp(kDir / "f32_prefixed" / "config.json") : config);
+        << (config.empty() ? testing::slurp(kHfGpt2Dir / "f32_prefixed" / "config.json") : config);
     return dir.string();
   }
   static void erase(Safetensors& f, const std::string& name) {
@@ -127,7 +128,7 @@ TEST_F(HfGpt2Files, BrokenModelsFailClearlyNamingTheTensor) {
       },
       "unexpected tensor \"h.0.attn.q_proj.weight\""));
   // No tokenizer files beside the model: the model loads, load_hf_gpt2 names what is missing.
-  EXPECT_TRUE(ThrowsWith([&] { load_hf_gpt2((kDir / "f16_plain").string()); },
+  EXPECT_TRUE(ThrowsWith([&] { load_hf_gpt2((kHfGpt2Dir / "f16_plain").string()); },
                          "not GPT-2's tokenizer files"));
 }
 

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
@@ -18,7 +17,7 @@ using testing::AllClose;
 using testing::BitwiseEqual;
 using testing::ThrowsWith;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using testing::kInf;
 
 TEST(SdpaReference, MatchingQueryIsDominatedByItsKey) {
   const MatchingKeyExample e = matching_key_example();

@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 
 #include "attn/sdpa.hpp"
 #include "test_util.hpp"
@@ -10,7 +9,7 @@
 namespace attn {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using testing::kInf;
 
 TEST(Softmax, KnownValues) {
   const Tensor y = reference::softmax(Tensor::from_values({1, 3}, {1, 2, 3}));

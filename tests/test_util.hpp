@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -18,6 +19,8 @@
 #include "attn/tensor.hpp"
 
 namespace attn::testing {
+
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Max |a − b| over all elements; shapes must match. NaN anywhere counts as infinite error.
 inline ::testing::AssertionResult AllClose(const Tensor& a, const Tensor& b, double tolerance) {

@@ -28,7 +28,7 @@ static_assert(std::endian::native == std::endian::little, ".npy I/O assumes a li
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicSize = 6;
 constexpr int64_t kMaxDim = int64_t{1} << 40;
-constexpr size_t kMaxHeaderBytes = size_t{1} << 20;  // numpy writes tens of bytes
+constexpr size_t kMaxNpyHeaderBytes = size_t{1} << 20;  // numpy writes tens of bytes
 
 // The three entries of a header dict.
 struct Header {
@@ -312,9 +312,9 @@ size_t header_start_of(const std::string& bytes, const std::string& name) {
 size_t data_start_of(const std::string& bytes, size_t header_start, const std::string& name) {
   if (bytes.size() < header_start) throw Error(name + ": truncated .npy header");
   const size_t header_len = read_le(bytes, kMagicSize + 2, header_start - kMagicSize - 2);
-  if (header_len > kMaxHeaderBytes) {
+  if (header_len > kMaxNpyHeaderBytes) {
     throw Error(detail::concat(name, ": .npy header of ", header_len, " bytes; at most ",
-                               kMaxHeaderBytes, " are read"));
+                               kMaxNpyHeaderBytes, " are read"));
   }
   return header_start + header_len;
 }

@@ -24,7 +24,7 @@ static_assert(std::endian::native == std::endian::little,
 
 using json = nlohmann::json;
 
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100u << 20;  // the reference implementation's limit
 constexpr char kMetadataKey[] = "__metadata__";
 
 float half_to_float(uint16_t h) {
@@ -156,7 +156,7 @@ Safetensors parse_image(std::string_view bytes, const std::string& name,
   ATTN_CHECK(bytes.size() >= 8, name, ": too short for a safetensors file (", bytes.size(),
              " bytes)");
   const uint64_t header_bytes = read_u64(bytes);
-  ATTN_CHECK(header_bytes <= kMaxHeaderBytes && header_bytes <= bytes.size() - 8, name,
+  ATTN_CHECK(header_bytes <= kMaxSafetensorsHeaderBytes && header_bytes <= bytes.size() - 8, name,
              ": not a safetensors file: its header length ", header_bytes, " does not fit the ",
              bytes.size(), "-byte file");
   json own;
@@ -254,8 +254,8 @@ Safetensors read_safetensors(const std::string& path) {
   std::string bytes = read_bytes(input.get(), 8, path);
   if (bytes.size() == 8) {
     const uint64_t header_bytes = read_u64(bytes);
-    ATTN_CHECK(header_bytes <= kMaxHeaderBytes && (!size || header_bytes <= *size - 8), path,
-               ": not a safetensors file: its header length ", header_bytes,
+    ATTN_CHECK(header_bytes <= kMaxSafetensorsHeaderBytes && (!size || header_bytes <= *size - 8),
+               path, ": not a safetensors file: its header length ", header_bytes,
                size ? " does not fit the " + std::to_string(*size) + "-byte file"
                     : " is more than the 100 MiB a header may have");
     bytes += read_bytes(input.get(), header_bytes, path);

@@ -37,7 +37,7 @@ Tensor linear(const Tensor& x, const Tensor& w) {
   const Tensor rows = x.contiguous().reshape({-1, x.dim(-1)});
   Shape out_shape = x.shape();
   out_shape.back() = w.dim(1);
-  return matmul(rows, w).reshape(out_shape);
+  return reference::matmul(rows, w).reshape(out_shape);  // not attn::matmul, found by ADL
 }
 
 }  // namespace attn::reference

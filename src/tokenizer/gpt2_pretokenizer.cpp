@@ -7,33 +7,31 @@
 namespace attn::detail {
 namespace {
 
-using CharClass = Gpt2Class;
-
 struct Range {
   uint32_t first, last;
-  CharClass cls;
+  Gpt2Class cls;
 };
 constexpr Range kRanges[] = {
 #include "src/tokenizer/unicode_classes.inc"
 };
 
-constexpr std::array<CharClass, 128> ascii_classes() {
-  std::array<CharClass, 128> table{};
+constexpr std::array<Gpt2Class, 128> ascii_classes() {
+  std::array<Gpt2Class, 128> table{};
   for (int c = 0; c < 128; ++c) {
     const bool space = c == ' ' || (c >= '\t' && c <= '\r');  // JavaScript's \s in ASCII
     const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    table[c] = space                    ? CharClass::kSpace
-               : letter                 ? CharClass::kLetter
-               : (c >= '0' && c <= '9') ? CharClass::kNumber
-                                        : CharClass::kOther;
+    table[c] = space                    ? Gpt2Class::kSpace
+               : letter                 ? Gpt2Class::kLetter
+               : (c >= '0' && c <= '9') ? Gpt2Class::kNumber
+                                        : Gpt2Class::kOther;
   }
   return table;
 }
-constexpr std::array<CharClass, 128> kAscii = ascii_classes();
+constexpr std::array<Gpt2Class, 128> kAscii = ascii_classes();
 
 constexpr uint32_t kInvalid = 0xFFFFFFFF;  // no code point: class other
 
-CharClass class_at(std::string_view text, size_t i, size_t* length) {
+Gpt2Class class_at(std::string_view text, size_t i, size_t* length) {
   const auto byte = static_cast<unsigned char>(text[i]);
   if (byte < 0x80) {
     *length = 1;
@@ -45,7 +43,7 @@ CharClass class_at(std::string_view text, size_t i, size_t* length) {
 }
 
 // The end of the run of `cls` characters from text[i].
-size_t run_end(std::string_view text, size_t i, CharClass cls) {
+size_t run_end(std::string_view text, size_t i, Gpt2Class cls) {
   size_t length = 0;
   while (i < text.size() && class_at(text, i, &length) == cls) i += length;
   return i;
@@ -69,9 +67,9 @@ Gpt2Class gpt2_class(uint32_t code_point) {
   const Range* end = std::end(kRanges);
   const Range* r = std::upper_bound(std::begin(kRanges), end, code_point,
                                     [](uint32_t cp, const Range& x) { return cp < x.first; });
-  if (r == std::begin(kRanges)) return CharClass::kOther;
+  if (r == std::begin(kRanges)) return Gpt2Class::kOther;
   --r;
-  return code_point <= r->last ? r->cls : CharClass::kOther;
+  return code_point <= r->last ? r->cls : Gpt2Class::kOther;
 }
 
 Utf8Char utf8_char_at(std::string_view text, size_t i) {
@@ -106,12 +104,12 @@ size_t gpt2_piece_length(std::string_view text, size_t i) {
   // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+": an optional space (U+0020 only), then a run
   // of one class. The space is Space itself, so without it the run must start at i.
   const size_t start = text[i] == ' ' && i + 1 < text.size() ? i + 1 : i;
-  const CharClass cls = class_at(text, start, &length);
-  if (cls != CharClass::kSpace) return run_end(text, start, cls) - i;
+  const Gpt2Class cls = class_at(text, start, &length);
+  if (cls != Gpt2Class::kSpace) return run_end(text, start, cls) - i;
   // "\s+(?!\S)|\s+": a run of whitespace; when a non-space follows, all of it but its last
   // character (which then goes with the word after it), unless that leaves nothing.
   size_t end = i, last = i;
-  while (end < text.size() && class_at(text, end, &length) == CharClass::kSpace) {
+  while (end < text.size() && class_at(text, end, &length) == Gpt2Class::kSpace) {
     last = end;
     end += length;
   }

@@ -30,13 +30,13 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-struct TrainArgs {
+struct BpeTrainArgs {
   std::string corpus, out;
   BpeOptions options;
   int threads = 0;
 };
 
-void run_train(TrainArgs& args) {
+void run_train(BpeTrainArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
   const std::string corpus = read_input(args.corpus, kMaxCorpusBytes);
   ATTN_CHECK(!corpus.empty(), "--corpus ", args.corpus, ": the corpus is empty");
@@ -167,7 +167,7 @@ void add_bpe_command(CLI::App& app) {
       "The BPE tokenizer: attn bpe train --help, attn bpe encode --help, attn bpe decode --help");
   bpe->require_subcommand(1);
 
-  auto train = std::make_shared<TrainArgs>();
+  auto train = std::make_shared<BpeTrainArgs>();
   CLI::App* tr = bpe->add_subcommand(
       "train",
       "Learn a BPE tokenizer from a text file and write it as JSON. A progress bar on a\n"

@@ -171,7 +171,7 @@ CLI::Validator rule_check(std::string rule, std::function<bool(double)> holds, s
       name);
 }
 
-std::string number(double v) {
+std::string bound_text(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", v);
   return text;
@@ -209,7 +209,7 @@ CLI::Validator finite() {
 
 CLI::Validator in_range(double lo, double hi, bool lo_open, bool hi_open) {
   const std::string range =
-      (lo_open ? "(" : "[") + number(lo) + ", " + number(hi) + (hi_open ? ")" : "]");
+      (lo_open ? "(" : "[") + bound_text(lo) + ", " + bound_text(hi) + (hi_open ? ")" : "]");
   return rule_check(
       "in " + range,
       [=](double v) { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); },

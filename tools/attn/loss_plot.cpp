@@ -11,7 +11,7 @@ namespace {
 
 constexpr double kWidth = 720, kHeight = 420, kLeft = 60, kRight = 20, kTop = 30, kBottom = 45;
 
-std::string number(double v, const char* format = "%.3g") {
+std::string svg_number(double v, const char* format = "%.3g") {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, format, v);
   return buffer;
@@ -41,30 +41,30 @@ std::string loss_svg(const LossHistory& history) {
     return kTop + (kHeight - kTop - kBottom) * (high - loss) / (high - low);
   };
 
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + number(kWidth) +
-                    "\" height=\"" + number(kHeight) +
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + svg_number(kWidth) +
+                    "\" height=\"" + svg_number(kHeight) +
                     "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg +=
-      "<text x=\"" + number(kLeft) +
+      "<text x=\"" + svg_number(kLeft) +
       "\" y=\"18\" font-size=\"14\">loss (faint: each step; blue: train; red: validation)</text>\n";
-  svg += "<rect x=\"" + number(kLeft) + "\" y=\"" + number(kTop) + "\" width=\"" +
-         number(kWidth - kLeft - kRight) + "\" height=\"" + number(kHeight - kTop - kBottom) +
-         "\" fill=\"none\" stroke=\"black\"/>\n";
+  svg += "<rect x=\"" + svg_number(kLeft) + "\" y=\"" + svg_number(kTop) + "\" width=\"" +
+         svg_number(kWidth - kLeft - kRight) + "\" height=\"" +
+         svg_number(kHeight - kTop - kBottom) + "\" fill=\"none\" stroke=\"black\"/>\n";
   for (int i = 0; i <= 4; ++i) {
     const double iter = max_iter * i / 4.0, loss = low + (high - low) * i / 4.0;
-    svg += "<text x=\"" + number(x(iter)) + "\" y=\"" + number(kHeight - kBottom + 16) +
-           "\" text-anchor=\"middle\">" + number(iter, "%.0f") + "</text>\n";
-    svg += "<text x=\"" + number(kLeft - 6) + "\" y=\"" + number(y(loss) + 4) +
-           "\" text-anchor=\"end\">" + number(loss, "%.2f") + "</text>\n";
+    svg += "<text x=\"" + svg_number(x(iter)) + "\" y=\"" + svg_number(kHeight - kBottom + 16) +
+           "\" text-anchor=\"middle\">" + svg_number(iter, "%.0f") + "</text>\n";
+    svg += "<text x=\"" + svg_number(kLeft - 6) + "\" y=\"" + svg_number(y(loss) + 4) +
+           "\" text-anchor=\"end\">" + svg_number(loss, "%.2f") + "</text>\n";
   }
-  svg += "<text x=\"" + number((kLeft + kWidth - kRight) / 2) + "\" y=\"" + number(kHeight - 8) +
-         "\" text-anchor=\"middle\">iteration</text>\n";
+  svg += "<text x=\"" + svg_number((kLeft + kWidth - kRight) / 2) + "\" y=\"" +
+         svg_number(kHeight - 8) + "\" text-anchor=\"middle\">iteration</text>\n";
   auto polyline = [&](const std::vector<std::pair<double, double>>& points, const char* style) {
     if (points.empty()) return;
     svg += std::string("<polyline fill=\"none\" ") + style + " points=\"";
     for (const auto& [i, l] : points)
-      svg += number(x(i), "%.1f") + "," + number(y(l), "%.1f") + " ";
+      svg += svg_number(x(i), "%.1f") + "," + svg_number(y(l), "%.1f") + " ";
     svg += "\"/>\n";
   };
   std::vector<std::pair<double, double>> steps, train, val;
