@@ -1,9 +1,10 @@
 # The front door: every target installs what it needs first (scripts/bootstrap).
 #   make run        build Release and run `attn demo`
-#   make test       build Release and run the whole suite with ctest (~3 minutes from scratch)
+#   make test       build Release and run the whole suite with ctest (~7 minutes from scratch
+#                   on 2 cores, ~1 once built)
 #   make build      build Release; the CLI is then build/release/attn
 #   make test-asan  the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
-#                   (~5 minutes: a separate build; CI runs it after make test)
+#                   (~6 minutes: a separate build; CI runs it after make test)
 #   make test-tsan  the whole suite again under ThreadSanitizer (a separate build; CI runs it)
 #   make fuzz       build the libFuzzer harnesses (clang) and run each for FUZZ_SECONDS (default
 #                   60), FUZZ_JOBS at a time (default 2); a finding's input lands in
