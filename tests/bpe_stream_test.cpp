@@ -20,15 +20,7 @@ namespace {
 
 using testing::ThrowsWith;
 
-std::string shakespeare() {
-  static const std::string text = [] {
-    std::ifstream in(ATTN_TEST_DATA_DIR "/shakespeare_excerpt.txt", std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }();
-  return text;
-}
+using testing::shakespeare_excerpt;
 
 // The specials are chosen to overlap and to hold spaces: "<a>" and "a><b" overlap in "<a><b>",
 // " <s> " would be cut in two by a cut at its inner space, "<a> <b>" is longer than "<a>".
@@ -37,7 +29,7 @@ BpeTokenizer tokenizer_with_specials() {
   o.vocab_size = 600;
   o.byte_level = true;
   o.special_tokens = {"<a>", "a><b", " <s> ", "<a> <b>"};
-  return BpeTokenizer::train(shakespeare().substr(0, 60000), o);
+  return BpeTokenizer::train(shakespeare_excerpt().substr(0, 60000), o);
 }
 
 // Leftmost-longest special tokens by trying every position, then split_words and each word
@@ -108,7 +100,7 @@ TEST(BpeStream, TheReferenceAgreesWithEncode) {
     const std::string text = random_text(gen, 300);
     ASSERT_EQ(t.encode(text), reference_encode(t, text)) << text;
   }
-  EXPECT_EQ(t.encode(shakespeare()), reference_encode(t, shakespeare()));
+  EXPECT_EQ(t.encode(shakespeare_excerpt()), reference_encode(t, shakespeare_excerpt()));
 }
 
 TEST(BpeStream, AnyCutIntoWritesBlocksAndThreadsGivesTheSameIds) {
@@ -129,7 +121,8 @@ TEST(BpeStream, AnyCutIntoWritesBlocksAndThreadsGivesTheSameIds) {
           << text;
     }
     // A long real text over blocks big enough for the threads to split.
-    const std::string text = shakespeare() + "<a> <b>" + shakespeare().substr(0, 70000);
+    const std::string text =
+        shakespeare_excerpt() + "<a> <b>" + shakespeare_excerpt().substr(0, 70000);
     EXPECT_EQ(stream_encode(t, text, gen, 20000, BpeStreamEncoder::kDefaultCacheWords, 70000),
               reference_encode(t, text));
     EXPECT_EQ(t.encode_parallel(text), reference_encode(t, text));
@@ -139,7 +132,7 @@ TEST(BpeStream, AnyCutIntoWritesBlocksAndThreadsGivesTheSameIds) {
 
 TEST(BpeStream, IdsLeaveAsSoonAsTheirWordsAreComplete) {
   const BpeTokenizer t = tokenizer_with_specials();
-  const std::string text = shakespeare();
+  const std::string text = shakespeare_excerpt();
   size_t emitted = 0;
   BpeStreamEncoder encoder(
       t, [&](std::span<const int64_t> ids) { emitted += ids.size(); }, 4096);

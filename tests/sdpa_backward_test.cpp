@@ -179,14 +179,14 @@ void CheckAgainstFiniteDifferences(const FiniteDifferenceCase& c) {
   }
 }
 
-SdpaOptions no_mask(int64_t, int64_t) { return {}; }
-SdpaOptions causal_mask(int64_t, int64_t) { return testing::causal(); }
-SdpaOptions window_mask(int64_t, int64_t) {
+SdpaOptions no_mask_options(int64_t, int64_t) { return {}; }
+SdpaOptions causal_options(int64_t, int64_t) { return testing::causal(); }
+SdpaOptions window_options(int64_t, int64_t) {
   SdpaOptions o;
   o.window = 3;
   return o;
 }
-SdpaOptions boolean_mask(int64_t tq, int64_t tk) {
+SdpaOptions boolean_mask_options(int64_t tq, int64_t tk) {
   Tensor allow = rand_uniform({tq, tk}, 5);
   for (float& x : std::span(allow.data(), static_cast<size_t>(allow.numel()))) x = x > 0.4f;
   for (int64_t j = 0; j < tk; ++j) allow.at({1, j}) = 0.0f;  // a row that sees nothing
@@ -194,7 +194,7 @@ SdpaOptions boolean_mask(int64_t tq, int64_t tk) {
   o.mask = Mask::allow(allow);
   return o;
 }
-SdpaOptions additive_mask(int64_t tq, int64_t tk) {
+SdpaOptions additive_mask_options(int64_t tq, int64_t tk) {
   SdpaOptions o;
   o.mask = Mask::additive(rand_normal({tq, tk}, 6));
   return o;
@@ -212,14 +212,14 @@ SdpaOptions scaled_causal(int64_t, int64_t) {
 
 TEST(SdpaBackward, BothPathsMatchFiniteDifferences) {
   const FiniteDifferenceCase cases[] = {
-      {"plain", 1, 2, 2, 5, 5, 4, 4, no_mask},
-      {"causal Tq<Tk", 2, 2, 2, 4, 7, 4, 3, causal_mask},
-      {"causal Tq>Tk (rows that see nothing)", 1, 1, 1, 7, 4, 3, 3, causal_mask},
-      {"sliding window", 1, 2, 2, 8, 8, 4, 4, window_mask},
-      {"boolean mask", 1, 2, 2, 5, 6, 4, 5, boolean_mask},
-      {"additive mask", 1, 2, 2, 5, 6, 4, 4, additive_mask},
+      {"plain", 1, 2, 2, 5, 5, 4, 4, no_mask_options},
+      {"causal Tq<Tk", 2, 2, 2, 4, 7, 4, 3, causal_options},
+      {"causal Tq>Tk (rows that see nothing)", 1, 1, 1, 7, 4, 3, 3, causal_options},
+      {"sliding window", 1, 2, 2, 8, 8, 4, 4, window_options},
+      {"boolean mask", 1, 2, 2, 5, 6, 4, 5, boolean_mask_options},
+      {"additive mask", 1, 2, 2, 5, 6, 4, 4, additive_mask_options},
       {"key lengths", 2, 1, 1, 4, 6, 4, 4, padded_keys},
-      {"GQA 4:2 causal", 2, 4, 2, 5, 6, 4, 4, causal_mask},
+      {"GQA 4:2 causal", 2, 4, 2, 5, 6, 4, 4, causal_options},
       {"MQA 3:1 custom scale", 1, 3, 1, 6, 6, 5, 2, scaled_causal},
   };
   for (const auto& c : cases) CheckAgainstFiniteDifferences(c);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "attn/error.hpp"
@@ -21,6 +22,21 @@
 namespace attn::testing {
 
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+#ifdef ATTN_TEST_DATA_DIR
+// The first 256 KiB of tinyshakespeare (cut at a line end), committed with the tests.
+inline const std::string& shakespeare_excerpt() {
+  static const std::string text = [] {
+    const std::string path = ATTN_TEST_DATA_DIR "/shakespeare_excerpt.txt";
+    std::ifstream in(path, std::ios::binary);
+    if (!in.good()) throw std::runtime_error("cannot read test data " + path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }();
+  return text;
+}
+#endif
 
 // Max |a − b| over all elements; shapes must match. NaN anywhere counts as infinite error.
 inline ::testing::AssertionResult AllClose(const Tensor& a, const Tensor& b, double tolerance) {

@@ -26,19 +26,7 @@ using testing::ThrowsWith;
 
 const std::string kTutorialCorpus = tutorial_corpus();  // attn/walkthrough.hpp
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in.good()) throw std::runtime_error("cannot read test data " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// The first 256 KiB of tinyshakespeare (cut at a line end), committed with the tests.
-std::string shakespeare() {
-  static const std::string text = read_file(ATTN_TEST_DATA_DIR "/shakespeare_excerpt.txt");
-  return text;
-}
+using testing::shakespeare_excerpt;
 
 BpeOptions options(int64_t vocab_size, bool byte_level, int64_t min_frequency = 2) {
   BpeOptions o;
@@ -74,7 +62,8 @@ TEST(BpeTokenizer, TheTutorialsCall) {
 }
 
 TEST(BpeTokenizer, ByteLevelRoundTripsAnyBytes) {
-  const BpeTokenizer t = BpeTokenizer::train(shakespeare().substr(0, 200000), options(600, true));
+  const BpeTokenizer t =
+      BpeTokenizer::train(shakespeare_excerpt().substr(0, 200000), options(600, true));
   std::mt19937_64 gen(1);
   for (int trial = 0; trial < 200; ++trial) {
     std::string text(gen() % 300, '\0');
@@ -91,7 +80,7 @@ TEST(BpeTokenizer, CharacterModeRoundTripsTheCorpusCharacters) {
   const std::string corpus =
       "na\xC3\xAFve caf\xC3\xA9 \xE2\x82\xAC"
       "5, \xF0\x9F\x98\x80 \n" +
-      shakespeare().substr(0, 50000);
+      shakespeare_excerpt().substr(0, 50000);
   const BpeTokenizer t = BpeTokenizer::train(corpus, options(300, false));
   // Random text drawn from the corpus's characters, spaces and newlines included.
   std::vector<std::string> chars;
@@ -116,7 +105,7 @@ TEST(BpeTokenizer, CharacterModeRoundTripsTheCorpusCharacters) {
 }
 
 TEST(BpeTokenizer, TrainingIsDeterministicAcrossRunsAndThreadCounts) {
-  const std::string corpus = shakespeare();
+  const std::string corpus = shakespeare_excerpt();
   set_num_threads(1);
   const BpeTokenizer one = BpeTokenizer::train(corpus, options(1000, true));
   set_num_threads(2);
@@ -201,7 +190,7 @@ std::vector<std::pair<int64_t, int64_t>> naive_merges(std::string_view corpus,
 TEST(BpeTokenizer, FastTrainerMakesTheNaiveTrainersMerges) {
   const std::string corpora[] = {
       kTutorialCorpus,
-      shakespeare().substr(100000, 60000),
+      shakespeare_excerpt().substr(100000, 60000),
       std::string(500, 'a') + " " + std::string(301, 'a') + " aaa ab ab ba",  // overlapping pairs
       "z\xC3\xBC"
       "rich Z\xC3\xBC"
@@ -238,8 +227,8 @@ TEST(BpeTokenizer, AnEmptySpecialTokenIsRefusedAtOnce) {
 TEST(BpeTokenizer, SpecialTokensAreNeverSplit) {
   BpeOptions o = options(400, true);
   o.special_tokens = {"<|endoftext|>", "<|pad|>"};
-  const std::string corpus =
-      shakespeare().substr(0, 40000) + "<|endoftext|>" + shakespeare().substr(40000, 40000);
+  const std::string corpus = shakespeare_excerpt().substr(0, 40000) + "<|endoftext|>" +
+                             shakespeare_excerpt().substr(40000, 40000);
   const BpeTokenizer t = BpeTokenizer::train(corpus, o);
   EXPECT_EQ(t.token_to_id("<|endoftext|>"), 0);
   EXPECT_EQ(t.token_to_id("<|pad|>"), 1);
@@ -256,8 +245,9 @@ TEST(BpeTokenizer, SpecialTokensAreNeverSplit) {
 TEST(BpeTokenizer, ParallelAndBatchEncodingEqualPlainEncoding) {
   BpeOptions o = options(700, true);
   o.special_tokens = {"<|endoftext|>"};
-  const BpeTokenizer t = BpeTokenizer::train(shakespeare().substr(0, 200000), o);
-  const std::string text = shakespeare() + "<|endoftext|>" + shakespeare().substr(0, 5000);
+  const BpeTokenizer t = BpeTokenizer::train(shakespeare_excerpt().substr(0, 200000), o);
+  const std::string text =
+      shakespeare_excerpt() + "<|endoftext|>" + shakespeare_excerpt().substr(0, 5000);
   set_num_threads(2);
   EXPECT_EQ(t.encode_parallel(text), t.encode(text));
   const std::vector<std::string> texts = {"", "First Citizen:", text.substr(1000, 7000), " x  "};
@@ -301,14 +291,14 @@ TEST_F(BpeFileTest, SaveAndLoadGiveTheSameTokenizer) {
   for (bool byte_level : {false, true}) {
     BpeOptions o = options(byte_level ? 700 : 300, byte_level);
     o.special_tokens = {"<|endoftext|>"};
-    const BpeTokenizer t = BpeTokenizer::train(shakespeare().substr(0, 100000), o);
+    const BpeTokenizer t = BpeTokenizer::train(shakespeare_excerpt().substr(0, 100000), o);
     const std::string path = this->path("tok.json");
     t.save(path);
     const BpeTokenizer back = BpeTokenizer::load(path);
     EXPECT_EQ(back.merges(), t.merges());
     EXPECT_EQ(back.vocab_size(), t.vocab_size());
     EXPECT_EQ(back.to_json(), t.to_json());
-    const std::string text = shakespeare().substr(200000, 20000);
+    const std::string text = shakespeare_excerpt().substr(200000, 20000);
     EXPECT_EQ(back.encode(text), t.encode(text));
   }
 }

@@ -82,7 +82,7 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
     if (!options.key_lengths.empty()) apply_key_length(scores, options.key_lengths[b]);
     if (mask4.defined()) apply_mask(scores, mask4.select(b).select(h), options.mask.kind);
     const Tensor weights = softmax(scores);
-    const Tensor output = matmul(weights, v4.select(b).select(kv_h));
+    const Tensor output = reference::matmul(weights, v4.select(b).select(kv_h));
     weights4.select(b).select(h).copy_from(weights);
     out4.select(b).select(h).copy_from(output);
   });

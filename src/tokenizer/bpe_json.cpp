@@ -25,8 +25,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kFormat = "attn-bpe";
-constexpr int64_t kVersion = 1;
+constexpr const char* kBpeFormat = "attn-bpe";
+constexpr int64_t kBpeVersion = 1;
 
 using detail::JsonField;
 using detail::JsonNumber;
@@ -72,8 +72,8 @@ const std::vector<std::string>& strings(const JsonField& f, const char* what) {
 
 std::string BpeTokenizer::to_json() const {
   json j;
-  j["format"] = kFormat;
-  j["version"] = kVersion;
+  j["format"] = kBpeFormat;
+  j["version"] = kBpeVersion;
   j["byte_level"] = options_.byte_level;
   j["vocab_size"] = options_.vocab_size;
   j["min_frequency"] = options_.min_frequency;
@@ -110,11 +110,11 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
   ATTN_CHECK(well_formed, "not a JSON document (", file.error(), ")");
   ATTN_CHECK(file.root_is_object(), "the document must be a JSON object");
   const JsonField& format = field(file, "format");
-  ATTN_CHECK(format.type == JsonType::kString && format.text == kFormat, "\"format\" must be \"",
-             kFormat, "\"");
+  ATTN_CHECK(format.type == JsonType::kString && format.text == kBpeFormat, "\"format\" must be \"",
+             kBpeFormat, "\"");
   const int64_t version = integer(field(file, "version"), "\"version\"", 0, 1 << 30);
-  ATTN_CHECK(version == kVersion, "unsupported version ", version, " (this build reads ", kVersion,
-             ")");
+  ATTN_CHECK(version == kBpeVersion, "unsupported version ", version, " (this build reads ",
+             kBpeVersion, ")");
   BpeOptions options;
   ATTN_CHECK(field(file, "byte_level").type == JsonType::kBool,
              "\"byte_level\" must be true or false");

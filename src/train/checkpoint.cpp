@@ -13,8 +13,8 @@
 namespace attn {
 namespace {
 
-constexpr char kFormat[] = "attn-gpt-checkpoint";
-constexpr char kVersion[] = "1";
+constexpr char kCheckpointFormat[] = "attn-gpt-checkpoint";
+constexpr char kCheckpointVersion[] = "1";
 
 std::string options_json(const TrainOptions& o) {
   const nlohmann::json j = {{"batch_size", o.batch_size},
@@ -96,10 +96,11 @@ void restore(const Safetensors& file, const Gpt& model, const std::string& prefi
 Safetensors open_checkpoint(const std::string& path) {
   Safetensors file = read_safetensors(path);
   const auto format = file.metadata.find("format");
-  ATTN_CHECK(format != file.metadata.end() && format->second == kFormat, path,
-             ": not an attn GPT checkpoint (metadata \"format\" is not \"", kFormat, "\")");
-  ATTN_CHECK(metadata(file, "version") == kVersion, path, ": checkpoint version \"",
-             metadata(file, "version"), "\"; this build reads version ", kVersion);
+  ATTN_CHECK(format != file.metadata.end() && format->second == kCheckpointFormat, path,
+             ": not an attn GPT checkpoint (metadata \"format\" is not \"", kCheckpointFormat,
+             "\")");
+  ATTN_CHECK(metadata(file, "version") == kCheckpointVersion, path, ": checkpoint version \"",
+             metadata(file, "version"), "\"; this build reads version ", kCheckpointVersion);
   return file;
 }
 
@@ -170,8 +171,8 @@ void Trainer::save(const std::string& path, const Tokenizer& tokenizer) const {
   std::ostringstream rng_state;
   rng_state << data_rng_;
   const std::map<std::string, std::string> meta = {
-      {"format", kFormat},
-      {"version", kVersion},
+      {"format", kCheckpointFormat},
+      {"version", kCheckpointVersion},
       {"config", to_json(config_)},
       {"train_options", options_json(options_)},
       {"iteration", std::to_string(iteration_)},
