@@ -4,9 +4,7 @@
 // words are complete; texts with no place to cut, special tokens across every boundary.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 

@@ -23,21 +23,6 @@ namespace attn::testing {
 
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
-#ifdef ATTN_TEST_DATA_DIR
-// The first 256 KiB of tinyshakespeare (cut at a line end), committed with the tests.
-inline const std::string& shakespeare_excerpt() {
-  static const std::string text = [] {
-    const std::string path = ATTN_TEST_DATA_DIR "/shakespeare_excerpt.txt";
-    std::ifstream in(path, std::ios::binary);
-    if (!in.good()) throw std::runtime_error("cannot read test data " + path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }();
-  return text;
-}
-#endif
-
 // Max |a − b| over all elements; shapes must match. NaN anywhere counts as infinite error.
 inline ::testing::AssertionResult AllClose(const Tensor& a, const Tensor& b, double tolerance) {
   if (a.shape() != b.shape()) {
@@ -96,6 +81,19 @@ inline std::string slurp(const std::filesystem::path& p) {
   s << in.rdbuf();
   return s.str();
 }
+
+#ifdef ATTN_TEST_DATA_DIR
+// The first 256 KiB of tinyshakespeare (cut at a line end), committed with the tests.
+inline const std::string& shakespeare_excerpt() {
+  static const std::string text = [] {
+    const std::filesystem::path path = ATTN_TEST_DATA_DIR "/shakespeare_excerpt.txt";
+    std::string bytes = slurp(path);
+    if (bytes.empty()) throw std::runtime_error("cannot read test data " + path.string());
+    return bytes;
+  }();
+  return text;
+}
+#endif
 
 // A pipe holding `bytes` (at most the pipe's 64 KiB buffer), readable at path(); its write end
 // stays open until close_writer() or the end, so a reader that reads past `bytes` would wait.

@@ -8,11 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include "attn/threads.hpp"
