@@ -171,12 +171,6 @@ CLI::Validator rule_check(std::string rule, std::function<bool(double)> holds, s
       name);
 }
 
-std::string bound_text(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", v);
-  return text;
-}
-
 }  // namespace
 
 CLI::Validator positive() {
@@ -207,9 +201,15 @@ CLI::Validator finite() {
       "finite", [](double) { return true; }, "FINITE");
 }
 
+std::string number_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
 CLI::Validator in_range(double lo, double hi, bool lo_open, bool hi_open) {
   const std::string range =
-      (lo_open ? "(" : "[") + bound_text(lo) + ", " + bound_text(hi) + (hi_open ? ")" : "]");
+      (lo_open ? "(" : "[") + number_text(lo) + ", " + number_text(hi) + (hi_open ? ")" : "]");
   return rule_check(
       "in " + range,
       [=](double v) { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); },

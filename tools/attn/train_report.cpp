@@ -30,12 +30,6 @@ std::string now_utc() {
   return buffer;
 }
 
-std::string setting_text(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
 std::vector<std::pair<std::string, std::string>> configuration(const Trainer& trainer,
                                                                const Tokenizer& tokenizer,
                                                                int threads) {
@@ -53,12 +47,12 @@ std::vector<std::pair<std::string, std::string>> configuration(const Trainer& tr
   rows.emplace_back("batch_size × grad_accum",
                     std::to_string(o.batch_size) + " × " + std::to_string(o.grad_accum));
   rows.emplace_back("max_iters", std::to_string(o.max_iters));
-  rows.emplace_back("lr, min_lr", setting_text(o.lr) + ", " + setting_text(o.min_lr));
+  rows.emplace_back("lr, min_lr", number_text(o.lr) + ", " + number_text(o.min_lr));
   rows.emplace_back("warmup_iters, lr_decay_iters",
                     std::to_string(o.warmup_iters) + ", " +
                         std::to_string(o.lr_decay_iters > 0 ? o.lr_decay_iters : o.max_iters));
-  rows.emplace_back("weight_decay", setting_text(o.adamw.weight_decay));
-  rows.emplace_back("grad_clip", setting_text(o.grad_clip));
+  rows.emplace_back("weight_decay", number_text(o.adamw.weight_decay));
+  rows.emplace_back("grad_clip", number_text(o.grad_clip));
   rows.emplace_back("precision", to_string(o.precision));
   rows.emplace_back("seed", std::to_string(o.seed));
   rows.emplace_back("threads", std::to_string(threads));
