@@ -222,6 +222,13 @@ TEST_F(Npy, WritingReplacesTheFileWholeAndLeavesNoTemporary) {
 
 // The reader under .npy, safetensors and the tokenizer file: exact bytes (empty, binary, larger
 // than its 16 KiB reads, from a pipe), and its byte limit.
+TEST(ByteCountText, SaysWholeGibAndMib) {
+  EXPECT_EQ(byte_count_text(kMaxNpyBytes), "17179869184 bytes (16 GiB)");
+  EXPECT_EQ(byte_count_text(kMaxConfigBytes), "1048576 bytes (1 MiB)");
+  EXPECT_EQ(byte_count_text(3 * kMaxConfigBytes + 1), "3145729 bytes");
+  EXPECT_EQ(byte_count_text(0), "0 bytes");
+}
+
 TEST_F(Npy, WholeFileReads) {
   std::string bytes;
   for (int i = 0; i < 40000; ++i) bytes += static_cast<char>(i * 7 + i / 256);
@@ -231,7 +238,7 @@ TEST_F(Npy, WholeFileReads) {
   }
   EXPECT_EQ(read_whole_file(path("f.bin"), bytes.size()), bytes);
   EXPECT_TRUE(ThrowsWith([&] { read_whole_file(path("f.bin"), bytes.size() - 1); },
-                         "40000 bytes, more than the 39999 this file may have"));
+                         "40000 bytes, more than the 39999 bytes this file may have"));
   // A pipe has no size: the whole of it is read, and the limit is found by reading.
   for (const uint64_t limit : {uint64_t{3000}, uint64_t{1000}}) {
     testing::Pipe pipe(bytes.substr(0, 3000));
@@ -262,7 +269,7 @@ TEST_F(Npy, HeaderIsCheckedBeforeTheData) {
   header.replace(shape_at, 4, "(8589934592,)");  // 2^33 floats
   header.erase(header.rfind('\n') - 9, 9);       // 9 spaces of padding fewer: the same length
   EXPECT_TRUE(ThrowsWith([&] { read_npy(testing::Pipe(header).path()); },
-                         "at most 17179869184 (16 GiB) are read"));
+                         "at most 17179869184 bytes (16 GiB) are read"));
 
   // A pipe that goes on past the data the header promised.
   EXPECT_TRUE(ThrowsWith([&] { read_npy(testing::Pipe(npy_bytes(t) + "extra").path()); },

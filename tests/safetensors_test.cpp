@@ -109,8 +109,19 @@ TEST_F(Safetensor, BrokenFilesFailClearly) {
     EXPECT_TRUE(ThrowsWith([&] { parse_safetensors(c.bytes, "bad.safetensors"); }, c.message))
         << c.message;
   }
+  // A length past the limit is said to be past it, whether or not it fits the file.
   std::string huge(8, '\xff');
-  EXPECT_TRUE(ThrowsWith([&] { parse_safetensors(huge + "{}", "h"); }, "does not fit"));
+  EXPECT_TRUE(ThrowsWith([&] { parse_safetensors(huge + "{}", "h"); },
+                         "its header length 18446744073709551615 is more than the 104857600 bytes "
+                         "(100 MiB) a header may have"));
+  std::string past_limit(8, '\0');
+  past_limit[3] = '\x08';  // 2^27 = 128 MiB of header, in a file 8 bytes longer
+  past_limit.resize(8 + (size_t{1} << 27), ' ');
+  EXPECT_TRUE(
+      ThrowsWith([&] { parse_safetensors(past_limit, "h"); }, "is more than the 104857600 bytes"));
+  // From a pipe, which has no size, the limit is all there is to check before reading.
+  EXPECT_TRUE(ThrowsWith([&] { read_safetensors(testing::Pipe(past_limit.substr(0, 100)).path()); },
+                         "its header length 134217728 is more than the 104857600 bytes"));
   EXPECT_TRUE(ThrowsWith([&] { read_safetensors(path("absent.safetensors")); }, "cannot open"));
 }
 
@@ -136,7 +147,7 @@ TEST_F(Safetensor, HeaderIsCheckedBeforeTheData) {
   const std::string huge =
       image(R"({"x":{"dtype":"F32","shape":[17179869184,2],"data_offsets":[0,137438953472]}})", "");
   EXPECT_TRUE(ThrowsWith([&] { read_safetensors(testing::Pipe(huge).path()); },
-                         "at most 68719476736 (64 GiB) are read"));
+                         "at most 68719476736 bytes (64 GiB) are read"));
 }
 
 TEST_F(Safetensor, RandomMutationsNeverCrash) {

@@ -41,6 +41,11 @@ inline constexpr uint64_t kMaxCorpusBytes = uint64_t{1} << 30;        // a corpu
 inline constexpr uint64_t kMaxPromptBytes = uint64_t{64} << 20;       // a prompt file: 64 MiB
 inline constexpr uint64_t kMaxConfigBytes = uint64_t{1} << 20;        // an option file: 1 MiB
 
+// A byte count for a message, in whole GiB or MiB when it is a multiple of one:
+// byte_count_text(kMaxNpyBytes) == "17179869184 bytes (16 GiB)", byte_count_text(100) ==
+// "100 bytes". The limits above are said this way, so a message never restates one.
+std::string byte_count_text(uint64_t bytes);
+
 // Up to n more bytes of file (fewer only at its end); attn::Error naming `name` when a read
 // fails. The readers take a header this way and check it before reading the rest.
 std::string read_bytes(std::FILE* file, uint64_t n, const std::string& name);

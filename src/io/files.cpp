@@ -18,6 +18,14 @@
 
 namespace attn {
 
+std::string byte_count_text(uint64_t bytes) {
+  std::string text = std::to_string(bytes) + " bytes";
+  constexpr uint64_t kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
+  if (bytes != 0 && bytes % kGiB == 0) return text + " (" + std::to_string(bytes / kGiB) + " GiB)";
+  if (bytes != 0 && bytes % kMiB == 0) return text + " (" + std::to_string(bytes / kMiB) + " MiB)";
+  return text;
+}
+
 namespace {
 
 // Opens path for reading without blocking: a FIFO that no process writes to would block open()
@@ -85,15 +93,14 @@ std::string read_whole_file(const std::string& path, uint64_t max_bytes) {
   const InputFile input(path);
   if (input.size() && *input.size() > max_bytes) {
     throw Error(path + ": " + std::to_string(*input.size()) + " bytes, more than the " +
-                std::to_string(max_bytes) + " this file may have");
+                byte_count_text(max_bytes) + " this file may have");
   }
   std::string contents;
   if (input.size()) contents.reserve(*input.size());
   read_chunks(input.get(), path, [&](std::string_view chunk) {
     contents.append(chunk);
     if (contents.size() > max_bytes) {
-      throw Error(path + ": longer than the " + std::to_string(max_bytes) +
-                  " bytes this file may have");
+      throw Error(path + ": longer than the " + byte_count_text(max_bytes) + " this file may have");
     }
   });
   return contents;

@@ -314,7 +314,7 @@ size_t data_start_of(const std::string& bytes, size_t header_start, const std::s
   const size_t header_len = read_le(bytes, kMagicSize + 2, header_start - kMagicSize - 2);
   if (header_len > kMaxNpyHeaderBytes) {
     throw Error(detail::concat(name, ": .npy header of ", header_len, " bytes; at most ",
-                               kMaxNpyHeaderBytes, " are read"));
+                               byte_count_text(kMaxNpyHeaderBytes), " are read"));
   }
   return header_start + header_len;
 }
@@ -357,8 +357,8 @@ Layout layout_of(const std::string& bytes, const std::string& name) {
   layout.data_bytes = static_cast<size_t>(count) * item_size(layout.dtype);
   if (layout.data_bytes > kMaxNpyBytes) {
     throw Error(detail::concat(name, ": shape ", to_string(header.shape), " of '", header.descr,
-                               "' is ", layout.data_bytes, " bytes; at most ", kMaxNpyBytes,
-                               " (16 GiB) are read"));
+                               "' is ", layout.data_bytes, " bytes; at most ",
+                               byte_count_text(kMaxNpyBytes), " are read"));
   }
   return layout;
 }

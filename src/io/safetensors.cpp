@@ -27,6 +27,20 @@ using json = nlohmann::json;
 constexpr uint64_t kMaxSafetensorsHeaderBytes = 100u << 20;  // the reference implementation's limit
 constexpr char kMetadataKey[] = "__metadata__";
 
+// Why a header of `header_bytes` is refused, or "" when it is not; `file_bytes` is unknown
+// for a pipe. The limit is checked first: it is the reason when both fail.
+std::string header_length_problem(uint64_t header_bytes, std::optional<uint64_t> file_bytes) {
+  if (header_bytes > kMaxSafetensorsHeaderBytes) {
+    return detail::concat("its header length ", header_bytes, " is more than the ",
+                          byte_count_text(kMaxSafetensorsHeaderBytes), " a header may have");
+  }
+  if (file_bytes && header_bytes > *file_bytes - 8) {
+    return detail::concat("its header length ", header_bytes, " does not fit the ", *file_bytes,
+                          "-byte file");
+  }
+  return "";
+}
+
 float half_to_float(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
   float magnitude;
@@ -156,9 +170,8 @@ Safetensors parse_image(std::string_view bytes, const std::string& name,
   ATTN_CHECK(bytes.size() >= 8, name, ": too short for a safetensors file (", bytes.size(),
              " bytes)");
   const uint64_t header_bytes = read_u64(bytes);
-  ATTN_CHECK(header_bytes <= kMaxSafetensorsHeaderBytes && header_bytes <= bytes.size() - 8, name,
-             ": not a safetensors file: its header length ", header_bytes, " does not fit the ",
-             bytes.size(), "-byte file");
+  const std::string problem = header_length_problem(header_bytes, bytes.size());
+  ATTN_CHECK(problem.empty(), name, ": not a safetensors file: ", problem);
   json own;
   try {
     if (parsed == nullptr) own = json::parse(bytes.substr(8, header_bytes));
@@ -250,14 +263,12 @@ Safetensors read_safetensors(const std::string& path) {
   const InputFile input(path);
   const std::optional<uint64_t> size = input.size();
   ATTN_CHECK(!size || *size <= kMaxSafetensorsBytes, path, ": ", *size, " bytes; at most ",
-             kMaxSafetensorsBytes, " (64 GiB) are read");
+             byte_count_text(kMaxSafetensorsBytes), " are read");
   std::string bytes = read_bytes(input.get(), 8, path);
   if (bytes.size() == 8) {
     const uint64_t header_bytes = read_u64(bytes);
-    ATTN_CHECK(header_bytes <= kMaxSafetensorsHeaderBytes && (!size || header_bytes <= *size - 8),
-               path, ": not a safetensors file: its header length ", header_bytes,
-               size ? " does not fit the " + std::to_string(*size) + "-byte file"
-                    : " is more than the 100 MiB a header may have");
+    const std::string problem = header_length_problem(header_bytes, size);
+    ATTN_CHECK(problem.empty(), path, ": not a safetensors file: ", problem);
     bytes += read_bytes(input.get(), header_bytes, path);
     // Parsed once here and handed to parse_image; a header that is not a JSON object is left
     // for parse_image to describe, from the bytes read so far.
@@ -276,7 +287,7 @@ Safetensors read_safetensors(const std::string& path) {
       }
       // A pipe: what the header promises and one byte more, to tell trailing data.
       ATTN_CHECK(data <= kMaxSafetensorsBytes, path, ": the header's tensors need ", data,
-                 " bytes; at most ", kMaxSafetensorsBytes, " (64 GiB) are read");
+                 " bytes; at most ", byte_count_text(kMaxSafetensorsBytes), " are read");
       bytes += read_bytes(input.get(), data + 1, path);
       return parse_image(bytes, path, &header);
     }

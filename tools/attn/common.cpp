@@ -148,8 +148,8 @@ std::string read_input(const std::string& path, uint64_t max_bytes) {
   std::string text;
   read_chunks(path, [&](std::string_view chunk) {
     text.append(chunk);
-    ATTN_CHECK(text.size() <= max_bytes, "standard input: longer than the ", max_bytes,
-               " bytes it may have here");
+    ATTN_CHECK(text.size() <= max_bytes, "standard input: longer than the ",
+               byte_count_text(max_bytes), " it may have here");
   });
   return text;
 }
