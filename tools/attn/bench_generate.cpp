@@ -17,6 +17,7 @@
 #include "bench_util.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpt_flops.hpp"
 #include "hot/bandwidth.hpp"
 #include "hot/fma_peak.hpp"
 
@@ -51,22 +52,6 @@ double bytes_per_token(const Gpt& model, double cached) {
   const double weights =
       static_cast<double>(model.weight_bytes()) - 4.0 * wpe + 4.0 * static_cast<double>(c.n_embd);
   return weights + 2.0 * 4.0 * static_cast<double>(c.n_layer * c.n_embd) * cached;
-}
-
-// FLOPs of a prompt of t tokens as Gpt::decode runs it with LogitRows::kLast (2 per
-// multiply-add): every layer's QKV product on all t rows; causal attention, Wo and the MLP on
-// all rows in every layer but the last, on the last row there; the head on one row. LayerNorm,
-// GELU and the residual sums are left out (a few per cent of a FLOP count this size).
-double prompt_flops(const GptConfig& c, double t) {
-  const double e = static_cast<double>(c.n_embd), layers = static_cast<double>(c.n_layer);
-  const double kv_heads = static_cast<double>(c.n_kv_head > 0 ? c.n_kv_head : c.n_head);
-  const double qkv = e * (e + 2.0 * kv_heads * e / static_cast<double>(c.n_head));
-  const double rest = e * e + 8.0 * e * e;               // Wo, W₁ (C, 4C), W₂ (4C, C)
-  const double attention_all = 2.0 * e * t * (t + 1.0);  // QKᵀ and A·V over the causal triangle
-  const double attention_last = 4.0 * e * t;             // one query over t keys
-  return 2.0 * (layers * t * qkv + (layers - 1.0) * t * rest + rest) +
-         (layers - 1.0) * attention_all + attention_last +
-         2.0 * e * static_cast<double>(c.vocab_size);
 }
 
 struct Run {
