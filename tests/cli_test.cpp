@@ -293,7 +293,8 @@ TEST_F(Cli, TrainResumeAndGenerate) {
   ASSERT_EQ(nucleus.status, 0) << nucleus.err;
   EXPECT_NE(nucleus.err.find("tokens/s"), std::string::npos) << nucleus.err;
   EXPECT_EQ(a.err, "");  // not a terminal: no summary unless --stats
-  expect_error(gen + " --top-p 0", "--top-p: must be > 0, got 0");
+  expect_error(gen + " --top-p 0", "--top-p: must be in (0, 1], got 0");
+  expect_error(gen + " --top-p 1.5", "--top-p: must be in (0, 1], got 1.5");
   expect_error(gen + " --prompt-file " + path("prompt.txt"), "--prompt excludes --prompt-file");
 
   // Mixed precision: said in the header line, kept by the checkpoint for --resume. Without
@@ -400,6 +401,10 @@ TEST_F(Cli, TrainProtectsRunsNamesFlagsAndRepeatsFromAConfig) {
                "--n-kv-head (3) must divide --n-head (2)");
   expect_error(base + " --n-layer 0 --out " + path("refused"),
                "--n-layer: must be in [1, 1024], got 0");
+  // Ranges are said with whole numbers in full, in messages and in --help.
+  expect_error(base + " --block-size 2000000 --out " + path("refused"),
+               "--block-size: must be in [1, 1048576], got 2000000");
+  EXPECT_NE(run("train --help").out.find("INT:[1, 1048576]"), std::string::npos);
   expect_error(base + " --eval-iters 0 --out " + path("refused"),
                "--eval-iters: must be > 0, got 0");
   expect_error(base + " --val-fraction 0.9 --out " + path("refused"), "--val-fraction");
@@ -1096,7 +1101,7 @@ TEST_F(Cli, ErrorsAreOneLineWithAStatusBelow128) {
 
   expect_error("sdpa --q " + path("x.npy"), "--k is required");
   expect_error("sdpa --q a --k b --v c --out d --impl turbo", "--impl");
-  expect_error("demo --threads 0", "--threads");
+  expect_error("demo --threads 0", "--threads: must be in [1, 1024], got 0");
   expect_error("frobnicate", "frobnicate");
   std::ofstream(path("bad.npy")) << "not numpy at all";
   expect_error("heatmap --weights " + path("bad.npy"), "not a .npy file");

@@ -227,10 +227,10 @@ void add_bench_command(CLI::App& app) {
       ->add_option("--threads", dec->threads,
                    "thread counts, e.g. --threads 1,2 (default: all cores)")
       ->delimiter(',')
-      ->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1024));
   decode->add_option("--runs", dec->runs, "timed runs (median reported)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(in_range(1, 100000));
   decode->add_flag("--compete", dec->compete, "keep one core busy with another process meanwhile");
   decode->add_flag("--json", dec->json, "one JSON object per line");
   decode->footer(

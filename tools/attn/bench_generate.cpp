@@ -203,9 +203,9 @@ void add_bench_generate_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "thread counts, e.g. --threads 1,2 (default: 1 and all)")
       ->delimiter(',')
-      ->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1024));
   cmd->add_option("--runs", a->runs, "timed runs (median reported)")
-      ->check(CLI::Range(1, 1000))
+      ->check(in_range(1, 1000))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "one JSON object per line");
   cmd->callback([a] { run_generate_bench(*a); });

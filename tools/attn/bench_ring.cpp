@@ -148,7 +148,7 @@ void add_bench_ring_command(CLI::App& bench) {
   RingBenchArgs& a = *args;
   cmd->add_option("--seq", a.seq, "sequence lengths (comma-separated)")
       ->delimiter(',')
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 22))
+      ->check(in_range(2, int64_t{1} << 22))
       ->capture_default_str();
   cmd->add_option("--heads", a.heads, "query heads")->check(positive())->capture_default_str();
   cmd->add_option("--kv-heads", a.kv_heads, "K/V heads (default: --heads)")->check(positive());
@@ -159,11 +159,11 @@ void add_bench_ring_command(CLI::App& bench) {
       ->check(CLI::IsMember({"zigzag", "contiguous"}))
       ->capture_default_str();
   cmd->add_option("--runs", a.runs, "timed runs per figure (the median)")
-      ->check(CLI::Range(1, 1000))
+      ->check(in_range(1, 1000))
       ->capture_default_str();
   cmd->add_option("--threads", a.threads,
                   "threads per process for the ring (default: the cores over the processes)")
-      ->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1024));
   cmd->add_option("--mpi-timeout", a.timeout, "seconds a rank waits for the others")
       ->check(positive())
       ->capture_default_str();

@@ -33,11 +33,11 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
   command
       .add_option("--threads", a.threads, "thread counts, e.g. --threads 1,2 (default: all cores)")
       ->delimiter(',')
-      ->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1024));
   add_impl_option(command, a.impl);
   command.add_option("--runs", a.runs, "timed runs (median reported)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(in_range(1, 1000));
   command
       .add_option("--reference-max-seq", a.reference_max_seq,
                   "time the reference path only up to this length (it is slow)")

@@ -177,7 +177,7 @@ void add_bpe_command(CLI::App& app) {
   tr->add_option("--vocab-size", train->options.vocab_size,
                  "tokens at most: special tokens + base alphabet + merges")
       ->required()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->check(in_range(1, int64_t{1} << 24));
   tr->add_option("--min-frequency", train->options.min_frequency,
                  "stop when no pair occurs this often")
       ->capture_default_str()
@@ -190,7 +190,7 @@ void add_bpe_command(CLI::App& app) {
   tr->add_option("--out", train->out, "where to write the tokenizer (JSON; '-': standard output)")
       ->required();
   tr->add_option("--threads", train->threads, "threads for counting words (default: all cores)")
-      ->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1024));
   tr->footer(
       "Example: attn bpe train --corpus input.txt --vocab-size 4096 --byte-level --out tok.json");
   tr->callback([train] { run_train(*train); });
@@ -208,7 +208,7 @@ void add_bpe_command(CLI::App& app) {
       ->required();
   en->add_option("input", enc->input, "the text (- or nothing: standard input)");
   en->add_option("--threads", enc->threads, "threads (default: all cores)")
-      ->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1024));
   CLI::Option* stats = en->add_flag("--stats", enc->stats, "print statistics instead of the ids");
   en->add_flag("--tokens", enc->tokens,
                "print the tokens as the tokenizer displays them (a space as 'Ġ', a newline as "

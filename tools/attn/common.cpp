@@ -203,7 +203,9 @@ CLI::Validator finite() {
 
 std::string number_text(double v) {
   char text[32];
-  std::snprintf(text, sizeof text, "%g", v);
+  // Whole numbers in full (1048576, not %g's 1.04858e+06), the rest in %g's short form.
+  const bool whole = v == std::trunc(v) && std::fabs(v) < 0x1p53;
+  std::snprintf(text, sizeof text, whole ? "%.0f" : "%g", v);
   return text;
 }
 
@@ -228,7 +230,7 @@ void add_causal_align_option(CLI::App& command, std::string& align) {
 
 void add_threads_option(CLI::App& command, int& threads) {
   command.add_option("--threads", threads, "threads to use (default: all cores)")
-      ->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1024));
 }
 
 void apply_threads(int threads) { set_num_threads(threads); }

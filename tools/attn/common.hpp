@@ -61,7 +61,8 @@ CLI::Validator non_negative();
 CLI::Validator finite();
 // Seeds: digits only (strtoull would take "-1" as 2^64 - 1), at most 2^64 - 1.
 CLI::Validator unsigned_integer();
-// A number as printf's %g writes it (six significant digits): ranges, report settings.
+// A number for a message: whole numbers in full, the rest as %g writes them: ranges, report
+// settings.
 std::string number_text(double v);
 // "--dropout: must be in [0, 1), got 1"; --help shows the range.
 CLI::Validator in_range(double lo, double hi, bool lo_open = false, bool hi_open = false);

@@ -119,8 +119,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-p", a.options.sampling.top_p,
                   "nucleus sampling: draw from the most likely tokens whose probabilities first "
                   "reach p together (1 = off)")
-      ->check(CLI::Range(0.0f, 1.0f))
-      ->check(positive())
+      ->check(in_range(0, 1, /*lo_open=*/true))
       ->capture_default_str();
   cmd->add_option("--seed", a.options.seed, "sampling seed: the same seed gives the same text")
       ->check(unsigned_integer())

@@ -369,7 +369,7 @@ void add_train_command(CLI::App& app) {
                   "or a tokenizer JSON file from 'attn bpe train'")
       ->capture_default_str();
   cmd->add_option("--vocab-size", a.vocab_size, "vocabulary of --tokenizer bpe")
-      ->check(CLI::Range(257, 1 << 20))
+      ->check(in_range(257, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--resume", a.resume,
                 "continue DIR/checkpoint.safetensors (model and training options come from it; "
