@@ -942,6 +942,11 @@ TEST_F(Cli, HeatmapSelectorsScalesWidthAndTokenLabels) {
   expect_error("heatmap --weights " + path("w2.npy") + " --head 2",
                "--head 2 out of range: the weights (6, 6) have no head dim");
   EXPECT_EQ(run("heatmap --weights " + path("w2.npy") + " --head 0").status, 0);
+  // The file as the first argument: the same map.
+  const CliResult positional = run("heatmap " + path("w3.npy") + " --head 1");
+  ASSERT_EQ(positional.status, 0) << positional.err;
+  EXPECT_EQ(positional.out, run("heatmap --weights " + path("w3.npy") + " --head 1").out);
+  expect_error("heatmap " + path("w2.npy") + " " + path("w2.npy"), "not expected");
   // --scale row: every row has a full block.
   const CliResult row = run("heatmap --weights " + path("w2.npy") + " --scale row");
   ASSERT_EQ(row.status, 0) << row.err;

@@ -140,8 +140,10 @@ void add_heatmap_command(CLI::App& app) {
       "heatmap",
       "Show attention weights as a heat map (rows = queries, columns = keys): in the terminal,\n"
       "or as a PNG/SVG picture of one head or of every head (--grid).");
-  cmd->add_option("--weights", args->weights,
-                  "weights W.npy: (Tq, Tk), (H, Tq, Tk), or (B, H, Tq, Tk) / (L, H, Tq, Tk)")
+  // Also the first positional argument: `attn heatmap w.npy` is what people type first.
+  cmd->add_option("--weights,weights", args->weights,
+                  "weights W.npy: (Tq, Tk), (H, Tq, Tk), or (B, H, Tq, Tk) / (L, H, Tq, Tk), "
+                  "as the first argument or after --weights")
       ->required();
   cmd->add_option("--head", args->head, "which head to show")->capture_default_str();
   cmd->add_option("--batch,--layer", args->batch,
