@@ -108,6 +108,9 @@ TEST_F(Cli, VersionBareHelpAndUsageAsPeopleExpect) {
   EXPECT_NE(sdpa_help.out.find("Usage: attn sdpa [OPTIONS]"), std::string::npos) << sdpa_help.out;
   EXPECT_NE(sdpa_help.out.find("--q FILE REQUIRED"), std::string::npos) << sdpa_help.out;
   EXPECT_NE(run("generate --help").out.find("--checkpoint DIR"), std::string::npos);
+  // train's --out is a directory, bpe train's (a subcommand of the same name) a file.
+  EXPECT_NE(run("train --help").out.find("--out DIR"), std::string::npos);
+  EXPECT_NE(run("bpe train --help").out.find("--out FILE"), std::string::npos);
 }
 
 TEST_F(Cli, AnUnknownOptionIsNamedBeforeAMissingOne) {

@@ -118,12 +118,15 @@ void name_path_options(CLI::App& app) {
       {"--prompt-file", "FILE"}};
   // generate's and bench generate's --weights is a dtype (f32, bf16), not a file.
   const bool weights_is_dtype = app.get_name() == "generate";
+  // attn train's --out is a directory; attn bpe train's is a file.
+  const bool out_is_dir = app.get_name() == "train" && app.get_parent() != nullptr &&
+                          app.get_parent()->get_parent() == nullptr;
   for (CLI::Option* option : app.get_options()) {
     for (const auto& [name, type] : kPaths) {
       if (weights_is_dtype && std::string(name) == "--weights") continue;
       if (option->check_lname(std::string(name).substr(2))) option->type_name(type);
     }
-    if (app.get_name() == "train" && option->check_lname("out")) option->type_name("DIR");
+    if (out_is_dir && option->check_lname("out")) option->type_name("DIR");
   }
   for (CLI::App* sub : app.get_subcommands({})) name_path_options(*sub);
 }
