@@ -261,7 +261,8 @@ TEST(BpeTokenizer, RejectsBadOptions) {
   EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::train("abc", options(300, true, 0)); },
                          "min_frequency must be >= 1"));
   EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::train("ab\xFF", options(300, false)); },
-                         "character mode needs UTF-8 text"));
+                         "character mode needs UTF-8 text, and in the corpus byte 2 (0xff) "
+                         "starts no UTF-8 character; byte_level"));
   BpeOptions o = options(300, true);
   o.special_tokens = {"<s>", "<s>"};
   EXPECT_TRUE(ThrowsWith([&] { BpeTokenizer::train("abc", o); }, "given twice"));
@@ -426,6 +427,11 @@ TEST(CharTokenizer, OneIdPerCharacterInCodePointOrder) {
   EXPECT_TRUE(ThrowsWith([&] { t.decode(std::vector<int64_t>{10}); }, "id 10 outside [0, 10)"));
   EXPECT_TRUE(ThrowsWith([] { CharTokenizer::train(""); }, "the corpus is empty"));
   EXPECT_TRUE(ThrowsWith([] { CharTokenizer::from_characters({"a", "a"}); }, "given twice"));
+  // Not UTF-8: the message says where (an ö cut after its first byte, then a lone 0xff).
+  EXPECT_TRUE(ThrowsWith([] { CharTokenizer::train("w\xC3\xB6rld w\xC3"); },
+                         "byte 8 (0xc3) starts no UTF-8 character"));
+  EXPECT_TRUE(ThrowsWith([] { CharTokenizer::train("ok\xFFok"); },
+                         "the corpus is not UTF-8 text: byte 2 (0xff)"));
 }
 
 // Tokens as people see them (labels of the attention pictures), for either kind.

@@ -169,9 +169,11 @@ BpeTokenizer BpeTokenizer::train(std::string_view corpus, const BpeOptions& opti
     ATTN_CHECK(detail::is_utf8(special), "train_bpe: special token \"", special,
                "\" is not UTF-8 text");
   }
-  ATTN_CHECK(options.byte_level || detail::is_utf8(corpus),
-             "train_bpe: character mode needs UTF-8 text; the corpus is not (use byte_level for "
-             "arbitrary bytes)");
+  if (!options.byte_level) {
+    const std::string where = detail::first_non_utf8(corpus);
+    ATTN_CHECK(where.empty(), "train_bpe: character mode needs UTF-8 text, and in the corpus ",
+               where, "; byte_level (attn bpe train --byte-level) takes any bytes");
+  }
   const std::vector<std::pair<std::string, int64_t>> counted =
       count_words(corpus, options.special_tokens);
 

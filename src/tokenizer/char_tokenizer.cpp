@@ -10,7 +10,9 @@
 namespace attn {
 
 CharTokenizer CharTokenizer::train(std::string_view corpus) {
-  ATTN_CHECK(detail::is_utf8(corpus), "CharTokenizer: the corpus is not UTF-8 text");
+  const std::string where = detail::first_non_utf8(corpus);
+  ATTN_CHECK(where.empty(), "CharTokenizer: the corpus is not UTF-8 text: ", where,
+             "; a byte-level BPE tokenizer takes any bytes (attn train --tokenizer bpe)");
   // Distinct characters only: one string per character of a 1 MB corpus took 36 MB.
   std::set<std::string_view> distinct;
   for (size_t i = 0; i < corpus.size();) {

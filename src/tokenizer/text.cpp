@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <tuple>
 #include <unordered_map>
 
@@ -160,13 +161,28 @@ size_t utf8_length(std::string_view s, size_t pos) {
   return length;
 }
 
-bool is_utf8(std::string_view s) {
+namespace {
+
+// The offset of the first byte that starts no well-formed character, or s.size().
+size_t non_utf8_offset(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const size_t length = utf8_length(s, i);
-    if (length == 1 && static_cast<unsigned char>(s[i]) >= 0x80) return false;
+    if (length == 1 && static_cast<unsigned char>(s[i]) >= 0x80) return i;
     i += length;
   }
-  return true;
+  return s.size();
+}
+
+}  // namespace
+
+bool is_utf8(std::string_view s) { return non_utf8_offset(s) == s.size(); }
+
+std::string first_non_utf8(std::string_view s) {
+  const size_t at = non_utf8_offset(s);
+  if (at == s.size()) return "";
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(s[at]));
+  return "byte " + std::to_string(at) + " (" + byte + ") starts no UTF-8 character";
 }
 
 std::string utf8_encode(char32_t cp) {

@@ -79,6 +79,10 @@ size_t utf8_length(std::string_view s, size_t pos);
 // Whether s is well-formed UTF-8 throughout.
 bool is_utf8(std::string_view s);
 
+// Where s stops being UTF-8, for a message: "" when it is UTF-8 throughout, else e.g.
+// "byte 1115394 (0xff) starts no UTF-8 character".
+std::string first_non_utf8(std::string_view s);
+
 // The UTF-8 encoding of code point cp.
 std::string utf8_encode(char32_t cp);
 
