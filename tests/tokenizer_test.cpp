@@ -260,6 +260,9 @@ TEST(BpeTokenizer, RejectsBadOptions) {
                  "vocab_size (3) is smaller than the special tokens and the base alphabet (5)"));
   EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::train("abc", options(300, true, 0)); },
                          "min_frequency must be >= 1"));
+  EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::train("", options(300, false)); },
+                         "the corpus has no characters to learn"));
+  EXPECT_EQ(BpeTokenizer::train("", options(300, true)).vocab_size(), 256);
   EXPECT_TRUE(ThrowsWith([] { BpeTokenizer::train("ab\xFF", options(300, false)); },
                          "character mode needs UTF-8 text, and in the corpus byte 2 (0xff) "
                          "starts no UTF-8 character; byte_level"));

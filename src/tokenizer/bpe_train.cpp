@@ -192,6 +192,10 @@ BpeTokenizer BpeTokenizer::train(std::string_view corpus, const BpeOptions& opti
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     alphabet = std::move(seen);
+    // Else every text would encode as <unk>s.
+    ATTN_CHECK(!alphabet.empty(),
+               "train_bpe: the corpus has no characters to learn (it is empty, or only special "
+               "tokens); byte_level starts from the 256 bytes instead");
   }
   BpeTokenizer t = with_base(options, alphabet);
   ATTN_CHECK(t.vocab_size() <= options.vocab_size, "train_bpe: vocab_size (", options.vocab_size,
