@@ -55,8 +55,8 @@ Tensor to_tensor(const py::handle& obj, const char* name, Accept accept) {
   }
   const auto rank = array.ndim();
   if (rank < 1 || rank > Tensor::kMaxRank) {
-    throw py::value_error(std::string(name) + " must have rank 1 to 4, got rank " +
-                          std::to_string(rank));
+    throw py::value_error(std::string(name) + " has rank " + std::to_string(rank) +
+                          "; attn's arrays have 1 to 4 dims");
   }
   for (py::ssize_t d = 0; d < rank; ++d) {
     if (array.shape(d) == 0) throw py::value_error(std::string(name) + " is empty");

@@ -135,7 +135,7 @@ def test_two_python_threads_get_the_results_of_one(rng):
     (lambda q: attn.sdpa("q", q, q), "q must hold floating", TypeError),
     (lambda q: attn.sdpa(None, q, q), "q is required", TypeError),
     (lambda q: attn.sdpa(q[..., ::2], q[..., ::2], q[..., ::2]), "q: its last dim must be contiguous", ValueError),
-    (lambda q: attn.sdpa(np.zeros((1, 2, 3, 4, 5), np.float32), q, q), "rank 1 to 4", ValueError),
+    (lambda q: attn.sdpa(np.zeros((1, 2, 3, 4, 5), np.float32), q, q), "has rank 5; attn's arrays have 1 to 4 dims", ValueError),
     (lambda q: attn.sdpa(q, q, q, causal_align="left"), "causal alignment", ValueError),
     (lambda q: attn.sdpa(q, q, q, window=-1), "window", ValueError),
 ])
