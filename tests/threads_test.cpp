@@ -75,9 +75,12 @@ INSTANTIATE_TEST_SUITE_P(Threads, ThreadCount, ::testing::Values(1, 2, 3, 9));
 TEST(Threads, SetAndDefault) {
   set_num_threads(3);
   EXPECT_EQ(num_threads(), 3);
+  EXPECT_TRUE(testing::ThrowsWith([] { set_num_threads(-1); },
+                                  "n must be in [0, 1024] (0: the default), got -1"));
+  EXPECT_TRUE(testing::ThrowsWith([] { set_num_threads(kMaxThreads + 1); }, "got 1025"));
+  EXPECT_EQ(num_threads(), 3);  // unchanged by the refusals
   set_num_threads(0);
   EXPECT_GE(num_threads(), 1);
-  EXPECT_TRUE(testing::ThrowsWith([] { set_num_threads(-1); }, "n (-1) must be >= 0"));
 }
 
 }  // namespace

@@ -6,11 +6,15 @@
 
 namespace attn {
 
+// The most threads a count may ask for: each is a pool thread, so a typo of 10^6 would
+// otherwise try to start a million of them.
+inline constexpr int kMaxThreads = 1024;
+
 // The thread count for every parallel loop of the library. Defaults to the ATTN_NUM_THREADS
-// environment variable when it is set (a whole number from 1 to 1024; anything else is an
-// attn::Error), else to the number of cores.
+// environment variable when it is set (a whole number from 1 to kMaxThreads; anything else is
+// an attn::Error), else to the number of cores.
 int num_threads();
-// Sets the count (n ≥ 1; 0 restores the default). Throws attn::Error for n < 0.
+// Sets the count (1 to kMaxThreads; 0 restores the default). attn::Error for any other n.
 void set_num_threads(int n);
 
 // Calls body(i) for every i in [0, n), spread over num_threads() threads (the caller is one of

@@ -20,7 +20,8 @@ PYBIND11_MODULE(_attn, m) {
   py::register_local_exception<attn::Error>(m, "Error", PyExc_ValueError);
   m.attr("__version__") = attn::version();
   m.def("set_num_threads", &attn::set_num_threads,
-        "set_num_threads(n): threads for every parallel loop (0 = the default).", py::arg("n"));
+        "set_num_threads(n): threads for every parallel loop, 1 to 1024 (0 = the default).",
+        py::arg("n"));
   m.def("get_num_threads", &attn::num_threads, "The thread count in use.");
   attn::limit_simd_from_environment();  // ATTN_SIMD, as the CLI reads it
   m.def(

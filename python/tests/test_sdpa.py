@@ -138,6 +138,7 @@ def test_two_python_threads_get_the_results_of_one(rng):
     (lambda q: attn.sdpa(np.zeros((1, 2, 3, 4, 5), np.float32), q, q), "has rank 5; attn's arrays have 1 to 4 dims", ValueError),
     (lambda q: attn.sdpa(q, q, q, causal_align="left"), "causal alignment", ValueError),
     (lambda q: attn.sdpa(q, q, q, window=-1), "window", ValueError),
+    (lambda q: attn.set_num_threads(5000), r"n must be in \[0, 1024\]", ValueError),
 ])
 def test_bad_input_raises_naming_the_argument(rng, call, message, error):
     q = rng.standard_normal((1, 2, 7, 8), dtype=np.float32)

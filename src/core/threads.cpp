@@ -36,15 +36,16 @@ thread_local bool t_inside_pool_job = false;
 thread_local int t_worker = 0;  // this thread's worker index inside a job
 
 // ATTN_NUM_THREADS when set (and not empty), else the core count. A value that is not a whole
-// number in [1, 1024] is an error rather than silently ignored: a typo should not quietly run
-// with a different thread count.
+// number in [1, kMaxThreads] is an error rather than silently ignored: a typo should not quietly
+// run with a different thread count.
 int default_threads() {
   const char* env = std::getenv("ATTN_NUM_THREADS");
   if (env != nullptr && *env != '\0') {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
-    ATTN_CHECK(end != env && *end == '\0' && n >= 1 && n <= 1024,
-               "ATTN_NUM_THREADS must be a whole number from 1 to 1024, got '", env, "'");
+    ATTN_CHECK(end != env && *end == '\0' && n >= 1 && n <= kMaxThreads,
+               "ATTN_NUM_THREADS must be a whole number from 1 to ", kMaxThreads, ", got '", env,
+               "'");
     return static_cast<int>(n);
   }
   return std::max(1u, std::thread::hardware_concurrency());
@@ -219,7 +220,8 @@ bool inside_parallel_body() { return t_inside_pool_job; }
 }  // namespace detail
 
 void set_num_threads(int n) {
-  ATTN_CHECK(n >= 0, "set_num_threads: n (", n, ") must be >= 0");
+  ATTN_CHECK(n >= 0 && n <= kMaxThreads, "set_num_threads: n must be in [0, ", kMaxThreads,
+             "] (0: the default), got ", n);
   g_requested_threads.store(n);
 }
 

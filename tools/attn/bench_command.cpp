@@ -227,7 +227,7 @@ void add_bench_command(CLI::App& app) {
       ->add_option("--threads", dec->threads,
                    "thread counts, e.g. --threads 1,2 (default: all cores)")
       ->delimiter(',')
-      ->check(in_range(1, 1024));
+      ->check(in_range(1, kMaxThreads));
   decode->add_option("--runs", dec->runs, "timed runs (median reported)")
       ->capture_default_str()
       ->check(in_range(1, 100000));

@@ -203,7 +203,7 @@ void add_bench_generate_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "thread counts, e.g. --threads 1,2 (default: 1 and all)")
       ->delimiter(',')
-      ->check(in_range(1, 1024));
+      ->check(in_range(1, kMaxThreads));
   cmd->add_option("--runs", a->runs, "timed runs (median reported)")
       ->check(in_range(1, 1000))
       ->capture_default_str();

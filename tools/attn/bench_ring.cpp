@@ -163,7 +163,7 @@ void add_bench_ring_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--threads", a.threads,
                   "threads per process for the ring (default: the cores over the processes)")
-      ->check(in_range(1, 1024));
+      ->check(in_range(1, kMaxThreads));
   cmd->add_option("--mpi-timeout", a.timeout, "seconds a rank waits for the others")
       ->check(positive())
       ->capture_default_str();

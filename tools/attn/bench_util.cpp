@@ -13,6 +13,7 @@
 
 #include "attn/error.hpp"
 #include "attn/simd.hpp"
+#include "attn/threads.hpp"
 #include "common.hpp"
 
 namespace attn::cli {
@@ -33,7 +34,7 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
   command
       .add_option("--threads", a.threads, "thread counts, e.g. --threads 1,2 (default: all cores)")
       ->delimiter(',')
-      ->check(in_range(1, 1024));
+      ->check(in_range(1, kMaxThreads));
   add_impl_option(command, a.impl);
   command.add_option("--runs", a.runs, "timed runs (median reported)")
       ->capture_default_str()

@@ -190,7 +190,7 @@ void add_bpe_command(CLI::App& app) {
   tr->add_option("--out", train->out, "where to write the tokenizer (JSON; '-': standard output)")
       ->required();
   tr->add_option("--threads", train->threads, "threads for counting words (default: all cores)")
-      ->check(in_range(1, 1024));
+      ->check(in_range(1, kMaxThreads));
   tr->footer(
       "Example: attn bpe train --corpus input.txt --vocab-size 4096 --byte-level --out tok.json");
   tr->callback([train] { run_train(*train); });
@@ -208,7 +208,7 @@ void add_bpe_command(CLI::App& app) {
       ->required();
   en->add_option("input", enc->input, "the text (- or nothing: standard input)");
   en->add_option("--threads", enc->threads, "threads (default: all cores)")
-      ->check(in_range(1, 1024));
+      ->check(in_range(1, kMaxThreads));
   CLI::Option* stats = en->add_flag("--stats", enc->stats, "print statistics instead of the ids");
   en->add_flag("--tokens", enc->tokens,
                "print the tokens as the tokenizer displays them (a space as 'Ġ', a newline as "

@@ -230,7 +230,7 @@ void add_causal_align_option(CLI::App& command, std::string& align) {
 
 void add_threads_option(CLI::App& command, int& threads) {
   command.add_option("--threads", threads, "threads to use (default: all cores)")
-      ->check(in_range(1, 1024));
+      ->check(in_range(1, kMaxThreads));
 }
 
 void apply_threads(int threads) { set_num_threads(threads); }
