@@ -410,6 +410,31 @@ TEST_F(Training, BrokenCheckpointsFailClearly) {
   EXPECT_TRUE(ThrowsWith([&] { load_checkpoint(path("cut")); }, path("cut")));
 }
 
+// A learning rate far too large: the run stops at the first non-finite loss, saying when and
+// at which rate, before AdamW applies any of it.
+TEST(Trainer, ADivergingRunStopsWithTheIterationAndTheRate) {
+  const CharTokenizer tok = CharTokenizer::train(kText);
+  TrainOptions o = small_options();
+  o.lr = 1e10f;
+  o.min_lr = 1e9f;
+  o.max_iters = 50;
+  Trainer trainer(small_config(tok.vocab_size()), o, corpus_tokens(tok, 20));
+  std::string message;
+  try {
+    while (!trainer.done()) trainer.step();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("training diverged at iteration "), std::string::npos) << message;
+  EXPECT_NE(message.find(": the loss is nan (learning rate "), std::string::npos) << message;
+}
+
+TEST(ErrorMessage, ANanIsNanWhateverItsSign) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(detail::concat("loss ", -nan, ", ", nan, ", ", -1.5, ", ", 2),
+            "loss nan, nan, -1.5, 2");
+}
+
 TEST(TrainerArguments, Errors) {
   const CharTokenizer tok = CharTokenizer::train(kText);
   EXPECT_TRUE(ThrowsWith(

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace attn {
 
@@ -36,11 +37,24 @@ class Error : public std::runtime_error {
 
 namespace detail {
 
+// One argument of concat. A NaN is "nan" whatever its sign bit (the stream writes "-nan"
+// for the NaN that 0·-inf gives, which reads like a different value).
+template <typename T>
+void append_to(std::ostringstream& out, const T& value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (value != value) {
+      out << "nan";
+      return;
+    }
+  }
+  out << value;
+}
+
 // Streams every argument into one string: concat("got ", 3, " heads") == "got 3 heads".
 template <typename... Args>
 std::string concat(const Args&... args) {
   std::ostringstream out;
-  (out << ... << args);
+  (append_to(out, args), ...);
   return out.str();
 }
 

@@ -147,8 +147,8 @@ StepResult Trainer::step() {
   }
   if (group_) group_->sum({&loss, 1}, "the loss sum");
   r.loss = static_cast<float>(loss / static_cast<double>(o.grad_accum));
-  ATTN_CHECK(std::isfinite(r.loss), "training diverged: the loss is ", r.loss, " at iteration ",
-             iteration_);
+  ATTN_CHECK(std::isfinite(r.loss), "training diverged at iteration ", iteration_, ": the loss is ",
+             r.loss, " (learning rate ", r.lr, "; a smaller one may help)");
   r.grad_norm = grad_norm(model_);
   optimizer_.step(model_, r.lr, clip_scale(r.grad_norm, o.grad_clip));
   ++iteration_;
