@@ -404,6 +404,13 @@ TEST_F(Cli, TrainProtectsRunsNamesFlagsAndRepeatsFromAConfig) {
                "--n-kv-head (3) must divide --n-head (2)");
   expect_error(base + " --n-layer 0 --out " + path("refused"),
                "--n-layer: must be in [1, 1024], got 0");
+  // A value that is not a number is named with the flag, as a range is.
+  expect_error(base + " --warmup-iters two --out " + path("refused"),
+               "--warmup-iters: 'two' is not a whole number");
+  expect_error(base + " --dropout abc --out " + path("refused"),
+               "--dropout: 'abc' is not a number");
+  expect_error("bench forward --seq 10,abc",
+               "--seq: '10,abc' is not a comma-separated list of whole numbers");
   // Ranges are said with whole numbers in full, in messages and in --help.
   expect_error(base + " --block-size 2000000 --out " + path("refused"),
                "--block-size: must be in [1, 1048576], got 2000000");

@@ -86,6 +86,27 @@ std::string reached_command(CLI::App& app) {
   return path;
 }
 
+// CLI11's "Could not convert: --n-layer = two" in the tool's words: "--n-layer: 'two' is not a
+// whole number". Other messages are returned as they are.
+std::string conversion_message(CLI::App& app, const std::string& what) {
+  static const std::string kPrefix = "Could not convert: ";
+  const size_t equals = what.find(" = ");
+  if (!what.starts_with(kPrefix) || equals == std::string::npos) return what;
+  const std::string name = what.substr(kPrefix.size(), equals - kPrefix.size());
+  CLI::App* command = &app;
+  while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+  const CLI::Option* option = command->get_option_no_throw(name);
+  if (option == nullptr) return what;
+  const std::string type = option->get_type_name().substr(0, option->get_type_name().find(':'));
+  const bool list = option->get_items_expected_max() > 1;
+  std::string kind = type == "INT" || type == "UINT" ? "whole number"
+                     : type == "FLOAT"               ? "number"
+                                                     : "";
+  if (kind.empty()) return what;
+  kind = list ? "a comma-separated list of " + kind + "s" : "a " + kind;
+  return name + ": '" + what.substr(equals + 3) + "' is not " + kind;
+}
+
 // The first argument that looks like an option and that no command took: CLI11 reports a
 // missing required option before an unknown one ("--q is required" for a mistyped --qq), so the
 // unknown one is named first.
@@ -200,7 +221,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     const std::string unknown = unknown_option(app);
-    const std::string what = unknown.empty() ? std::string(e.what()) : "unknown option " + unknown;
+    const std::string what =
+        unknown.empty() ? conversion_message(app, e.what()) : "unknown option " + unknown;
     print_error(what + " (run '" + reached_command(app) + " --help')");
     return 2;
   } catch (const std::exception& e) {
