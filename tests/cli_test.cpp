@@ -670,6 +670,9 @@ TEST_F(Cli, ExportedModelsGenerateWhatTheirCheckpointDoes) {
   ASSERT_EQ(exported.status, 0) << exported.err;
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
     EXPECT_TRUE(fs::exists(path("hf") + "/" + f)) << f;
+  EXPECT_NE(exported.err.find(": config.json, model.safetensors, tokenizer.json ("),
+            std::string::npos)
+      << exported.err;
   const std::string gen = " --prompt 'naïve  words' --max-new-tokens 12 --seed 5";
   const CliResult from_checkpoint = run("generate --checkpoint " + path("bpe") + gen);
   const CliResult from_hf = run("generate --model " + path("hf") + gen);

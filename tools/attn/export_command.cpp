@@ -1,6 +1,7 @@
 // attn export --hf: a model in Hugging Face's GPT-2 layout, from a checkpoint of attn train or
 // with random weights in the shape of one of OpenAI's GPT-2 models (for benchmarks: nothing is
 // downloaded).
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -48,6 +49,15 @@ Files gpt2_tokenizer_files(const std::string& dir, int64_t model_vocab) {
   return files;
 }
 
+// Writes the directory, then says what it holds (on stderr, as explore and heatmap do).
+void write_hf(const Gpt& model, const std::string& dir, const Files& tokenizer) {
+  save_hf(model, dir, tokenizer);
+  std::string names = "config.json, model.safetensors";
+  for (const auto& [name, bytes] : tokenizer) names += ", " + name;
+  std::fprintf(stderr, "attn: wrote %s: %s (%lld parameters)\n", dir.c_str(), names.c_str(),
+               static_cast<long long>(model.num_parameters()));
+}
+
 void run_export(const ExportArgs& args) {
   ATTN_CHECK(args.checkpoint.empty() != args.random.empty(),
              "give one of --checkpoint (a model of attn train) or --random (a GPT-2 shape)");
@@ -61,12 +71,12 @@ void run_export(const ExportArgs& args) {
     const Files tokenizer =
         args.tokenizer.empty() ? Files{} : gpt2_tokenizer_files(args.tokenizer, config.vocab_size);
     const Gpt model(config, args.seed);
-    return save_hf(model, args.hf, tokenizer);
+    return write_hf(model, args.hf, tokenizer);
   }
   ATTN_CHECK(args.tokenizer.empty(), "--tokenizer goes with --random; a checkpoint has its own");
   const Checkpoint ckpt = load_checkpoint(args.checkpoint);
   const Files tokenizer = checkpoint_tokenizer(ckpt.tokenizer, args);
-  save_hf(ckpt.model, args.hf, tokenizer);
+  write_hf(ckpt.model, args.hf, tokenizer);
 }
 
 }  // namespace
