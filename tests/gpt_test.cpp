@@ -591,6 +591,7 @@ TEST(Gpt, Errors) {
   EXPECT_TRUE(ThrowsWith([&] { model.forward(ok, bad, 1); }, "target 9"));
   EXPECT_TRUE(ThrowsWith([&] { model.forward(long_ids, long_ids, 1); }, "exceed block_size 6"));
   EXPECT_TRUE(ThrowsWith([&] { model.forward(ok, ok, 2); }, "do not split into 2 rows"));
+  EXPECT_TRUE(ThrowsWith([&] { model.logits({}, 1); }, "Gpt::logits: no token ids"));
   EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
   model.forward(ok, ok, 1);
   model.loss(ok, ok, 1);  // evaluation reuses the training buffers: the pending backward is gone

@@ -167,8 +167,9 @@ void Gpt::zero_grad() {
 }
 
 void Gpt::check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const {
-  ATTN_CHECK(batch >= 1 && !ids.empty() && static_cast<int64_t>(ids.size()) % batch == 0,
-             "Gpt::", what, ": ", ids.size(), " ids do not split into ", batch, " rows");
+  ATTN_CHECK(!ids.empty(), "Gpt::", what, ": no token ids; give at least one");
+  ATTN_CHECK(batch >= 1 && static_cast<int64_t>(ids.size()) % batch == 0, "Gpt::", what, ": ",
+             ids.size(), " ids do not split into ", batch, " rows");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
   ATTN_CHECK(t <= config_.block_size, "Gpt::", what, ": sequences of ", t,
              " tokens exceed block_size ", config_.block_size);
