@@ -257,6 +257,8 @@ TEST_F(Cli, TrainResumeAndGenerate) {
   ASSERT_EQ(train.status, 0) << train.err;
   EXPECT_NE(train.out.find("iter      0  train loss"), std::string::npos) << train.out;
   EXPECT_NE(train.out.find("done: 10 iterations"), std::string::npos) << train.out;
+  EXPECT_NE(train.out.find("(1 layer, 2 heads, n_embd 16"), std::string::npos) << train.out;
+  EXPECT_NE(train.out.find(" tokens, 1 thread\n"), std::string::npos) << train.out;
   const std::string csv = slurp(path("run/metrics.csv"));
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 10 + 3);  // header, steps, 3 evaluations

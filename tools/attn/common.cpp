@@ -209,6 +209,10 @@ std::string number_text(double v) {
   return text;
 }
 
+std::string count_text(int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 CLI::Validator in_range(double lo, double hi, bool lo_open, bool hi_open) {
   const std::string range =
       (lo_open ? "(" : "[") + number_text(lo) + ", " + number_text(hi) + (hi_open ? ")" : "]");

@@ -64,6 +64,8 @@ CLI::Validator unsigned_integer();
 // A number for a message: whole numbers in full, the rest as %g writes them: ranges, report
 // settings.
 std::string number_text(double v);
+// "1 layer", "4 layers": a count and its noun, plural but for one.
+std::string count_text(int64_t n, const std::string& noun);
 // "--dropout: must be in [0, 1), got 1"; --help shows the range.
 CLI::Validator in_range(double lo, double hi, bool lo_open = false, bool hi_open = false);
 

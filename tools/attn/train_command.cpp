@@ -242,8 +242,8 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   std::filesystem::create_directories(args.out);
   // Temporaries of a run killed mid-write (a checkpoint is 8 MB) go before this one writes.
   if (const int stale = remove_stale_temporaries(args.out); stale > 0) {
-    std::printf("removed %d temporary file%s left by a run that was killed while writing\n", stale,
-                stale == 1 ? "" : "s");
+    std::printf("removed %s left by a run that was killed while writing\n",
+                count_text(stale, "temporary file").c_str());
   }
   if (!args.resume) write_file_atomically(args.out + "/config.ini", config_text);
   const GptConfig& c = trainer->model().config();
@@ -251,13 +251,14 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   ProgressBar bar;
   const bool terminal = bar.shown();
   std::printf(
-      "attn train: %lld parameters (%lld layers, %lld heads, n_embd %lld, block %lld), "
-      "vocabulary %lld (%s), %zu tokens, %s%d threads%s%s\n",
-      static_cast<long long>(trainer->model().num_parameters()), static_cast<long long>(c.n_layer),
-      static_cast<long long>(c.n_head), static_cast<long long>(c.n_embd),
-      static_cast<long long>(c.block_size), static_cast<long long>(c.vocab_size),
-      tokenizer->kind().c_str(), trainer->token_count(),
-      group ? (std::to_string(group->size()) + " processes x ").c_str() : "", num_threads(),
+      "attn train: %lld parameters (%s, %s, n_embd %lld, block %lld), "
+      "vocabulary %lld (%s), %zu tokens, %s%s%s%s\n",
+      static_cast<long long>(trainer->model().num_parameters()),
+      count_text(c.n_layer, "layer").c_str(), count_text(c.n_head, "head").c_str(),
+      static_cast<long long>(c.n_embd), static_cast<long long>(c.block_size),
+      static_cast<long long>(c.vocab_size), tokenizer->kind().c_str(), trainer->token_count(),
+      group ? (std::to_string(group->size()) + " processes x ").c_str() : "",
+      count_text(num_threads(), "thread").c_str(),
       trainer->model().training_precision() == MatmulPrecision::kBFloat16 ? ", bf16 products" : "",
       args.resume ? (", resumed at iteration " + std::to_string(trainer->iteration())).c_str()
                   : "");
@@ -330,9 +331,9 @@ void run_train(TrainArgs& args, const std::string& config_text) {
     std::snprintf(pace, sizeof pace, "%.1f ms/iter",
                   1e3 * train_seconds / static_cast<double>(timed_steps));
   }
-  std::printf("done: %lld iterations, %s; wrote %s, %s/metrics.csv, %s/loss.svg, %s/report.html\n",
-              static_cast<long long>(trainer->iteration()), pace, ckpt.c_str(), args.out.c_str(),
-              args.out.c_str(), args.out.c_str());
+  std::printf("done: %s, %s; wrote %s, %s/metrics.csv, %s/loss.svg, %s/report.html\n",
+              count_text(trainer->iteration(), "iteration").c_str(), pace, ckpt.c_str(),
+              args.out.c_str(), args.out.c_str(), args.out.c_str());
   profile.print(c, o, num_threads());
   if (group && timed_steps > 0) {
     std::printf("gradient sums: %lld buckets; the steps waited %.1f ms/iter for them (%.1f %%)\n",
