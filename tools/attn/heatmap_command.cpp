@@ -148,7 +148,7 @@ void add_heatmap_command(CLI::App& app) {
   cmd->add_option("--head", args->head, "which head to show")->capture_default_str();
   cmd->add_option("--batch,--layer", args->batch,
                   "which entry of dim 0 of 4-D weights to show: the batch entry of `attn mha "
-                  "--weights-out`, the layer of a model's (L, H, T, T) weights")
+                  "--weights`, the layer of a model's (L, H, T, T) weights")
       ->capture_default_str();
   cmd->add_option("--tokens", args->tokens,
                   "labels: one word per key, e.g. \"the cat sat\", or the output of 'attn bpe "
