@@ -1124,7 +1124,8 @@ TEST_F(Cli, ExploreWritesOnePageOrExplainsWhyNot) {
   const CliResult ok = run("explore --checkpoint " + path("run") + " --text 'the fox' --out " +
                            path("a.html") + " --save-weights " + path("w.npy"));
   ASSERT_EQ(ok.status, 0) << ok.err;
-  EXPECT_NE(ok.err.find("((1, 2, 7, 7) weights, 7 tokens); open file://"), std::string::npos)
+  EXPECT_NE(ok.err.find("((1, 2, 7, 7) weights, 7 tokens), " + path("w.npy") + "; open file://"),
+            std::string::npos)
       << ok.err;
   const std::string page = slurp(path("a.html"));
   EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);

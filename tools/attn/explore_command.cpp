@@ -101,8 +101,12 @@ void run_explore(const ExploreArgs& args) {
   write_files_atomically(files);
   std::error_code ec;
   const std::filesystem::path page = std::filesystem::absolute(args.out, ec);
-  std::fprintf(stderr, "attn: wrote %s (%s weights, %zu tokens); open file://%s in a browser\n",
-               args.out.c_str(), e.weights.shape_string().c_str(), e.tokens.size(), page.c_str());
+  std::string others;  // the files beside the page
+  for (size_t i = 1; i < files.size(); ++i)
+    others += (i + 1 == files.size() && i > 1 ? " and " : ", ") + files[i].first;
+  std::fprintf(stderr, "attn: wrote %s (%s weights, %zu tokens)%s; open file://%s in a browser\n",
+               args.out.c_str(), e.weights.shape_string().c_str(), e.tokens.size(), others.c_str(),
+               page.c_str());
 }
 
 }  // namespace
