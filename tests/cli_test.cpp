@@ -152,6 +152,8 @@ TEST_F(Cli, HelpAndDocsMentionOnlyFlagsThatExist) {
              (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '-'))
         ++end;
       const std::string flag = text.substr(flag_at, end - flag_at);
+      // A build without MPI (the sanitizer presets) has `bench ring` as a stub with no flags.
+      if (help[path].find("(not in this build)") != std::string::npos) continue;
       ++mentions;
       EXPECT_TRUE(has_flag(help[path], flag))
           << source << " mentions 'attn " << path << " " << flag << "'";
