@@ -19,9 +19,11 @@ PYBIND11_MODULE(_attn, m) {
   m.doc() = "attn: causal multi-head attention in C++20, from numpy.";
   py::register_local_exception<attn::Error>(m, "Error", PyExc_ValueError);
   m.attr("__version__") = attn::version();
-  m.def("set_num_threads", &attn::set_num_threads,
-        "set_num_threads(n): threads for every parallel loop, 1 to 1024 (0 = the default).",
-        py::arg("n"));
+  // The limit from its constant; static, so the text outlives this call.
+  static const std::string set_num_threads_doc =
+      "set_num_threads(n): threads for every parallel loop, 1 to " +
+      std::to_string(attn::kMaxThreads) + " (0 = the default).";
+  m.def("set_num_threads", &attn::set_num_threads, set_num_threads_doc.c_str(), py::arg("n"));
   m.def("get_num_threads", &attn::num_threads, "The thread count in use.");
   attn::limit_simd_from_environment();  // ATTN_SIMD, as the CLI reads it
   m.def(
