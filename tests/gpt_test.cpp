@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "attn/threads.hpp"
 #include "gpt_reference.hpp"
@@ -594,15 +596,80 @@ TEST(Gpt, Errors) {
   EXPECT_TRUE(ThrowsWith([&] { model.logits({}, 1); }, "Gpt::logits: no token ids"));
   EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
   model.forward(ok, ok, 1);
-  model.loss(ok, ok, 1);  // evaluation reuses the training buffers: the pending backward is gone
-  EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
-  model.forward(ok, ok, 1);
   EXPECT_THROW(model.forward(ok, bad, 1), Error);  // a forward that failed cancels the pending one
   EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
   EXPECT_TRUE(ThrowsWith([&] { generate(model, {}, {}); }, "at least one token"));
   EXPECT_EQ(gpt_config_from_json(to_json(tiny(PositionKind::kRotary))).positions,
             PositionKind::kRotary);
   EXPECT_TRUE(ThrowsWith([&] { gpt_config_from_json(R"({"vocab_size": 3})"); }, "GptConfig"));
+}
+
+// Inference owns its buffers: an evaluation between forward() and backward() (of another shape
+// too) leaves the pending backward as it was, so its gradients are the ones without it.
+TEST(Gpt, EvaluationBetweenForwardAndBackwardChangesNothing) {
+  const GptConfig config = tiny();
+  Gpt plain(config, 4), interrupted(config, 4);
+  const std::vector<int64_t> ids = {1, 2, 3, 4, 5, 0}, targets = {2, 3, 4, 5, 0, 1};
+  const std::vector<int64_t> other = {3, 3, 1};
+  const float plain_loss = plain.forward(ids, targets, 2);
+  plain.backward();
+  const float interrupted_loss = interrupted.forward(ids, targets, 2);
+  interrupted.loss(ids, targets, 2);
+  interrupted.loss(other, other, 1);
+  interrupted.logits(other, 3);
+  interrupted.attention_weights(other);
+  interrupted.backward();
+  EXPECT_EQ(plain_loss, interrupted_loss);
+  EXPECT_TRUE(testing::BitwiseEqual(plain.gradients(), interrupted.gradients()));
+  const Gpt& as_const = Gpt(config, 4);
+  EXPECT_TRUE(ThrowsWith([&] { as_const.gradients(); }, "has none yet"));
+}
+
+// One model, many callers: threads calling the const methods of one Gpt at once (logits of
+// several lengths and batches, attention weights, decoding into their own caches, generation)
+// each get, bit for bit, what one thread alone gets. Under make test-tsan this also proves
+// that no call writes what another reads.
+TEST(Gpt, SharedModelGivesEveryThreadItsOneThreadAnswer) {
+  GptConfig config = tiny(PositionKind::kRotary);
+  config.block_size = 16;
+  config.vocab_size = 11;
+  const Gpt model(config, 9);
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t t : {1, 2, 5, 16}) prompts.push_back(random_batch(1, t, config.vocab_size, t).ids);
+  const std::vector<int64_t> pair = random_batch(2, 7, config.vocab_size, 3).ids;
+  GenerateOptions sampling;
+  sampling.max_new_tokens = 6;
+  sampling.seed = 5;
+  // What one thread gets.
+  std::vector<Tensor> logits, weights;
+  for (const auto& p : prompts) logits.push_back(model.logits(p, 1));
+  for (const auto& p : prompts) weights.push_back(model.attention_weights(p));
+  const Tensor pair_logits = model.logits(pair, 2);
+  const std::vector<int64_t> generated = generate(model, prompts[1], sampling);
+  GptCache alone = model.make_cache(1);
+  const Tensor decoded = model.decode(prompts[2], 1, alone);
+
+  constexpr int kThreads = 4, kRounds = 12;
+  std::atomic<int> mismatches{0}, calls{0};
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < kThreads; ++thread) {
+    threads.emplace_back([&, thread] {
+      for (int round = 0; round < kRounds; ++round) {
+        const size_t i = static_cast<size_t>(thread + round) % prompts.size();
+        bool same = testing::BitwiseEqual(model.logits(prompts[i], 1), logits[i]) &&
+                    testing::BitwiseEqual(model.attention_weights(prompts[i]), weights[i]) &&
+                    testing::BitwiseEqual(model.logits(pair, 2), pair_logits);
+        GptCache cache = model.make_cache(1);
+        same = same && testing::BitwiseEqual(model.decode(prompts[2], 1, cache), decoded);
+        same = same && generate(model, prompts[1], sampling) == generated;
+        if (!same) mismatches.fetch_add(1);
+        calls.fetch_add(5);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(calls.load(), kThreads * kRounds * 5);
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace

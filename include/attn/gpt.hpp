@@ -16,7 +16,11 @@
 // and backward; every product runs on oneDNN. Results are bitwise the same for every thread
 // count (each reduction has a fixed order).
 // Decoding: a GptCache holds one KVCache per layer; decode() feeds new tokens only.
-// The const methods reuse internal buffers: one Gpt must not be used from two threads at once.
+// Threads: the const methods (logits, loss, attention_weights, decode, make_cache, …) change
+// nothing in the model — each call owns its buffers, and a decode's state is the caller's
+// GptCache — so any number of threads may call them on one Gpt at once, with the answers one
+// thread gets. The non-const ones (forward, backward, zero_grad, set_weights_dtype, the
+// parameters' and gradients' writable views) need the model to themselves.
 #pragma once
 
 #include <cstdint>
@@ -100,6 +104,7 @@ enum class LogitRows { kEvery, kLast };
 class GptCache;
 namespace nn {
 struct Activations;  // src/nn/gpt_internal.hpp
+struct LayerActivations;
 struct LayerOffsets;
 }  // namespace nn
 
@@ -122,12 +127,15 @@ class Gpt {
   // The float parameters; attn::Error once the matrices are bf16 (their floats are gone).
   Tensor& parameters();
   const Tensor& parameters() const;
-  Tensor& gradients() { return gradient_buffer(); }
-  const Tensor& gradients() const { return gradient_buffer(); }
+  // The gradients, in the parameters' layout: allocated (zeros) by the first non-const call;
+  // the const forms are attn::Error before that (a const model never allocates).
+  Tensor& gradients();
+  const Tensor& gradients() const;
   const std::vector<GptParameter>& parameter_table() const { return table_; }
   // A view of one parameter (or its gradient) by name; attn::Error for an unknown name, and
   // for a matrix whose floats a switch to bf16 released.
   Tensor parameter(const std::string& name) const;
+  Tensor gradient(const std::string& name);
   Tensor gradient(const std::string& name) const;
 
   // Inference with bf16 weights: set_weights_dtype(kBFloat16) rounds the matrices — wte and
@@ -168,15 +176,15 @@ class Gpt {
 
   // Inference (no dropout): logits (batch, T, vocab) for ids (batch, T).
   Tensor logits(std::span<const int64_t> ids, int64_t batch) const;
-  // The mean cross-entropy without dropout (evaluation). It reuses the training buffers, so a
-  // backward() must come before it, not after.
+  // The mean cross-entropy without dropout (evaluation). It leaves a pending backward() as it
+  // is.
   float loss(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch) const;
 
   // Every layer's attention weights for one sequence of ids (1 ≤ T ≤ block_size):
   // (n_layer, n_head, T, T), row i of head h in layer l the softmax query i of that head spreads
   // over keys 0 … i (the causal triangle above is 0). The forward runs as logits() does; the
   // weights come from the reference softmax of the queries and keys each layer computed, so the
-  // training path never materialises them. Like loss(), it reuses the training buffers.
+  // training path never materialises them.
   Tensor attention_weights(std::span<const int64_t> ids) const;
 
   // Decoding: a cache of block_size positions per layer.
@@ -196,15 +204,15 @@ class Gpt {
   Gpt(const GptConfig& config, Zeros);  // the table and a buffer of zeros
   void draw(uint64_t seed);             // GPT-2's initialisation into the buffer
   Tensor named_view(const Tensor& buffer, const std::string& name) const;
-  Tensor& gradient_buffer() const;  // allocated (zeros) on the first call
   void check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const;
   void check_ids_and_targets(std::span<const int64_t> ids, std::span<const int64_t> targets,
                              int64_t batch, const char* what) const;
   float mean_cross_entropy(nn::Activations& a, const int64_t* targets) const;
   void embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t position,
              float* x) const;
-  void forward_logits(std::span<const int64_t> ids, nn::Activations& a) const;
-  nn::Activations& inference_activations(int64_t batch, int64_t t) const;
+  using LayerHook = std::function<void(int64_t layer, const nn::LayerActivations&)>;
+  void forward_logits(std::span<const int64_t> ids, nn::Activations& a,
+                      const LayerHook& after_layer = {}) const;
   // logits (rows, vocab) = ln (rows, C)·wteᵀ, on the float or the bf16 wte.
   void head_logits(const float* ln, int64_t rows, MatmulPrecision precision, float* logits) const;
   bool is_matrix(const GptParameter& p) const;
@@ -212,7 +220,7 @@ class Gpt {
 
   GptConfig config_;
   Tensor parameters_;
-  mutable Tensor gradients_;  // undefined until gradient_buffer()
+  Tensor gradients_;  // undefined until gradients() first allocates them
   std::vector<GptParameter> table_;
   std::vector<Layer> layers_;
   Tensor sinusoids_;  // (block_size, C) when positions are sinusoidal
@@ -220,10 +228,8 @@ class Gpt {
   // (the slots of the other parameters unused); null while the matrices are float.
   std::shared_ptr<uint16_t> bf16_;
   Offsets global_;
-  // Training buffers (forward() → backward()); loss() and logits() reuse them when the shape
-  // matches, else inference_acts_.
-  mutable std::unique_ptr<nn::Activations> acts_;
-  mutable std::unique_ptr<nn::Activations> inference_acts_;
+  // The training buffers, from forward() to backward(); inference never touches them.
+  std::unique_ptr<nn::Activations> acts_;
   MatmulPrecision training_precision_ = MatmulPrecision::kFloat32;
 };
 

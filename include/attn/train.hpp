@@ -174,7 +174,7 @@ class Trainer {
   TrainOptions options_;
   std::vector<int64_t> train_, val_;
   uint64_t fingerprint_;
-  mutable Gpt model_;
+  Gpt model_;
   AdamW optimizer_;
   std::mt19937_64 data_rng_;
   int64_t iteration_ = 0;

@@ -153,16 +153,26 @@ Tensor Gpt::parameter(const std::string& name) const {
   }
   return named_view(parameters_, name);
 }
-Tensor& Gpt::gradient_buffer() const {
+Tensor& Gpt::gradients() {
   if (!gradients_.defined()) gradients_ = Tensor({parameters_.numel()});
   return gradients_;
 }
 
-Tensor Gpt::gradient(const std::string& name) const { return named_view(gradient_buffer(), name); }
+// The const forms never allocate, so that a const Gpt has no state to race on.
+const Tensor& Gpt::gradients() const {
+  ATTN_CHECK(gradients_.defined(),
+             "Gpt::gradients: the model has none yet; training (zero_grad, forward and "
+             "backward) allocates them");
+  return gradients_;
+}
+
+Tensor Gpt::gradient(const std::string& name) { return named_view(gradients(), name); }
+
+Tensor Gpt::gradient(const std::string& name) const { return named_view(gradients(), name); }
 
 void Gpt::zero_grad() {
   const detail::PhaseScope clock(Phase::kOptimizer);  // the gradients' bookkeeping
-  Tensor& gradients = gradient_buffer();
+  Tensor& gradients = this->gradients();
   std::fill(gradients.data(), gradients.data() + gradients.numel(), 0.0f);
 }
 
@@ -202,15 +212,19 @@ void Gpt::embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t 
 }
 
 // Embeddings, blocks, final LayerNorm and the tied head into a.probs (the logits, for now).
-void Gpt::forward_logits(std::span<const int64_t> ids, nn::Activations& a) const {
+// after_layer, when given, sees each layer's buffers before the next layer reuses them.
+void Gpt::forward_logits(std::span<const int64_t> ids, nn::Activations& a,
+                         const LayerHook& after_layer) const {
   a.bf16 = bf16_.get();
   embed(ids, a.batch, a.t, 0, a.encoded.data());
   a.dropout.apply(a.encoded.data(), a.rows * config_.n_embd, nn::DropoutSite::kEmbedding, 0);
   const float* params = parameters_.data();
   const float* x = a.encoded.data();
   for (size_t l = 0; l < layers_.size(); ++l) {
-    nn::block_forward(config_, layers_[l].at, params, x, a.layers[l], a, static_cast<int64_t>(l));
-    x = a.layers[l].residual3.data();
+    nn::LayerActivations& la = a.layer(l);
+    nn::block_forward(config_, layers_[l].at, params, x, la, a, static_cast<int64_t>(l));
+    if (after_layer) after_layer(static_cast<int64_t>(l), la);
+    x = la.residual3.data();
   }
   const int64_t c = config_.n_embd;
   nn::layer_norm_forward(x, params + global_.lnf_w, at_or_null(params, global_.lnf_b), a.rows, c,
@@ -240,7 +254,7 @@ float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> target
   check_ids_and_targets(ids, targets, batch, "forward");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
   if (!acts_ || acts_->batch != batch || acts_->t != t) {
-    acts_ = std::make_unique<Activations>(config_, batch, t);
+    acts_ = std::make_unique<Activations>(config_, batch, t, nn::ActivationUse::kTraining);
   }
   Activations& a = *acts_;
   a.has_forward = false;  // until the loss is known: a failed forward leaves nothing to backward
@@ -254,50 +268,36 @@ float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> target
   return loss;
 }
 
+// Inference owns its buffers: each call allocates one layer's worth (nn::ActivationUse), so
+// any number of threads may run one model at once, and a pending backward() is never touched.
+// Dropout is off (the buffers' default) and the products run in float.
 float Gpt::loss(std::span<const int64_t> ids, std::span<const int64_t> targets,
                 int64_t batch) const {
   check_ids_and_targets(ids, targets, batch, "loss");
-  Activations& a = inference_activations(batch, static_cast<int64_t>(ids.size()) / batch);
+  Activations a(config_, batch, static_cast<int64_t>(ids.size()) / batch,
+                nn::ActivationUse::kInference);
   forward_logits(ids, a);
   return mean_cross_entropy(a, targets.data());
-}
-
-// Buffers for loss() and logits(): the training buffers when the shape matches or there are
-// none yet (evaluation runs the training batch shape; a second set would double the
-// activation memory), else a set kept while the shape repeats. Either way dropout is off, the
-// products run in float, and a pending backward() is cancelled (its probabilities are
-// overwritten).
-nn::Activations& Gpt::inference_activations(int64_t batch, int64_t t) const {
-  const bool training_shape = !acts_ || (acts_->batch == batch && acts_->t == t);
-  std::unique_ptr<nn::Activations>& buffers = training_shape ? acts_ : inference_acts_;
-  if (!buffers || buffers->batch != batch || buffers->t != t) {
-    buffers = std::make_unique<Activations>(config_, batch, t);
-  }
-  buffers->has_forward = false;
-  buffers->dropout.seed(0.0f, 0);
-  buffers->precision = MatmulPrecision::kFloat32;
-  return *buffers;
 }
 
 Tensor Gpt::logits(std::span<const int64_t> ids, int64_t batch) const {
   check_ids(ids, batch, "logits");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
-  Activations& a = inference_activations(batch, t);
+  Activations a(config_, batch, t, nn::ActivationUse::kInference);
   forward_logits(ids, a);
-  return a.probs.clone().reshape({batch, t, config_.vocab_size});
+  return a.probs.reshape({batch, t, config_.vocab_size});  // the call's own buffer: no copy
 }
 
 Tensor Gpt::attention_weights(std::span<const int64_t> ids) const {
   check_ids(ids, 1, "attention_weights");
   const int64_t t = static_cast<int64_t>(ids.size());
-  Activations& a = inference_activations(1, t);
-  forward_logits(ids, a);
+  Activations a(config_, 1, t, nn::ActivationUse::kInference);
   Tensor weights({config_.n_layer, config_.n_head, t, t});
-  for (int64_t l = 0; l < config_.n_layer; ++l) {
-    const Tensor layer = detail::attention_layer_weights(
-        nn::attention_shape(config_), a.layers[l].qkv, nn::block_attention_options());
+  forward_logits(ids, a, [&](int64_t l, const nn::LayerActivations& la) {
+    const Tensor layer = detail::attention_layer_weights(nn::attention_shape(config_), la.qkv,
+                                                         nn::block_attention_options());
     weights.select(l).copy_from(layer.select(0));
-  }
+  });
   return weights;
 }
 
@@ -307,7 +307,7 @@ void Gpt::backward(float loss_scale, const std::function<void(int64_t)>& final_f
   a.has_forward = false;  // the probabilities become dlogits below
   const int64_t c = config_.n_embd, v = config_.vocab_size;
   const float* params = parameters_.data();
-  float* grads = gradient_buffer().data();
+  float* grads = gradients().data();
   nn::cross_entropy_backward(a.probs.data(), a.targets.data(), a.rows, v,
                              loss_scale / static_cast<float>(a.rows));
   // Tied head: logits = lnf·wteᵀ, so d_lnf = dlogits·wte and d_wte += dlogitsᵀ·lnf.

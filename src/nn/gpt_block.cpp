@@ -55,10 +55,11 @@ void Dropout::apply(float* x, int64_t n, DropoutSite site, int64_t layer) const 
   });
 }
 
-Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_)
+Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_, ActivationUse use)
     : batch(batch_), t(t_), rows(batch_ * t_) {
   const int64_t c = config.n_embd, width = qkv_width(config), h = config.n_head;
-  for (int64_t l = 0; l < config.n_layer; ++l) {
+  const int64_t layer_sets = use == ActivationUse::kTraining ? config.n_layer : 1;
+  for (int64_t l = 0; l < layer_sets; ++l) {
     LayerActivations la;
     la.ln1 = Tensor({rows, c});
     la.ln1_mean = Tensor({rows});
@@ -80,13 +81,14 @@ Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_)
   lnf_mean = Tensor({rows});
   lnf_rstd = Tensor({rows});
   probs = Tensor({rows, config.vocab_size});
+  scratch = Tensor({rows, c});
+  if (use == ActivationUse::kInference) return;
   d_residual = Tensor({rows, c});
   d_branch = Tensor({rows, c});
   d_ln = Tensor({rows, c});
   d_att = Tensor({batch, t, h, c / h});
   d_qkv = Tensor({batch, t, width});
   d_fch = Tensor({rows, 4 * c});
-  scratch = Tensor({rows, c});
 }
 
 void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,

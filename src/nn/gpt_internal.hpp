@@ -95,15 +95,25 @@ struct LayerActivations {
   Tensor residual3;      // the block's output
 };
 
-// Everything the training forward keeps for the backward, allocated once per (B, T).
+// What a set of activations is for. Training keeps every layer's buffers for the backward and
+// the backward's scratch; inference keeps one layer's buffers, reused by every layer in turn
+// (block_forward may read its input from the buffers it writes), and no backward scratch:
+// about 1/n_layer of the memory, so every inference call can afford its own.
+enum class ActivationUse { kTraining, kInference };
+
+// The buffers of one forward pass over (B, T) tokens, allocated once per (B, T) for training
+// (Gpt keeps them from forward() to backward()) and once per call for inference (the call owns
+// them, so calls on one model from several threads never share a buffer).
 struct Activations {
-  Activations(const GptConfig& config, int64_t batch, int64_t t);
+  Activations(const GptConfig& config, int64_t batch, int64_t t, ActivationUse use);
+  // Layer l's buffers: its own in training, the one shared set in inference.
+  LayerActivations& layer(size_t l) { return layers.size() == 1 ? layers.front() : layers[l]; }
   int64_t batch, t, rows;
   std::vector<LayerActivations> layers;
   Tensor encoded;                  // token + position vectors (rows, C)
   Tensor lnf, lnf_mean, lnf_rstd;  // the final LayerNorm
   Tensor probs;                    // (rows, vocab): softmax of the logits, then dlogits
-  // Backward scratch, shared by the layers.
+  // Backward scratch, shared by the layers (undefined for inference).
   Tensor d_residual, d_branch, d_ln, d_att, d_qkv, d_fch, scratch;
   std::vector<int64_t> ids, targets;
   Dropout dropout;
@@ -120,6 +130,8 @@ void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* p
                  MatmulPrecision precision = MatmulPrecision::kFloat32,
                  const uint16_t* bf16 = nullptr);
 
+// x may be la.residual3 (inference reuses one layer's buffers): x is read only before
+// residual3 is written.
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                    const float* x, LayerActivations& la, Activations& a, int64_t layer);
 // a.d_residual holds dL/d(block output) and becomes dL/d(block input) = dL/dx.

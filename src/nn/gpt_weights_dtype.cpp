@@ -56,7 +56,6 @@ void Gpt::set_weights_dtype(WeightsDtype dtype) {
   bf16_ = std::move(bf16);
   gradients_ = Tensor();  // training is over for this model
   acts_.reset();
-  inference_acts_.reset();
 }
 
 int64_t Gpt::weight_bytes() const {
