@@ -19,7 +19,11 @@ namespace {
 
 using namespace pybind11::literals;
 
-// The layer and what its last training forward kept for backward.
+// The layer and what its last training forward kept for backward. Threads: every call copies
+// the handles of the weights (and of `saved`) while it holds the GIL and computes on its copies
+// without it, and `saved` is replaced only under the GIL; so a call never sees a half-assigned
+// tensor, and concurrent forwards each give the one-thread answer. backward() pairs with the
+// last forward() to finish, from whichever thread.
 struct PyMha {
   MultiHeadAttention layer;
   MhaActivations saved;
@@ -103,11 +107,14 @@ operands to bfloat16 (sums in float).)")
           [](PyMha& m, const py::handle& x, bool causal, std::optional<int64_t> window) {
             const Tensor tx = to_tensor(x, "x");
             const SdpaOptions o = layer_options(causal, window);
+            const MultiHeadAttention layer = m.layer;
+            MhaActivations saved;
             Tensor y;
             {
               py::gil_scoped_release unlocked;
-              y = m.layer.forward(tx, o, m.saved);
+              y = layer.forward(tx, o, saved);
             }
+            m.saved = std::move(saved);
             m.has_forward = true;
             return to_array(y);
           },
@@ -118,10 +125,12 @@ operands to bfloat16 (sums in float).)")
           [](PyMha& m, const py::handle& d_y) {
             if (!m.has_forward) throw py::value_error("backward: call forward(x) first");
             const Tensor td = to_tensor(d_y, "d_y");
+            const MultiHeadAttention layer = m.layer;
+            const MhaActivations saved = m.saved;
             MhaGradients g;
             {
               py::gil_scoped_release unlocked;
-              g = m.layer.backward(m.saved, td);
+              g = layer.backward(saved, td);
             }
             py::dict out;
             out["dx"] = to_array(g.dx);
@@ -138,10 +147,11 @@ operands to bfloat16 (sums in float).)")
           "decode",
           [](PyMha& m, const py::handle& x, KVCache& cache) {
             const Tensor tx = to_tensor(x, "x");
+            const MultiHeadAttention layer = m.layer;
             Tensor y;
             {
               py::gil_scoped_release unlocked;
-              y = m.layer.forward(tx, cache);
+              y = layer.forward(tx, cache);
             }
             return to_array(y);
           },

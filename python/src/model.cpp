@@ -45,6 +45,7 @@ struct Generation {
   std::shared_ptr<LoadedGpt> loaded;  // keeps the model alive
   std::unique_ptr<Generator> generator;
   int64_t remaining;
+  bool running = false;  // set and read under the GIL: one next() at a time, as Python's own
 };
 
 // Loads with `read` (a path -> {model, tokenizer}), the weights kept as `weights` says; the
@@ -82,13 +83,19 @@ void add_model(py::module_& m) {
   py::class_<Generation>(m, "_Generation")
       .def("__iter__", [](Generation& g) -> Generation& { return g; })
       .def("__next__", [](Generation& g) {
+        if (g.running) throw py::value_error("generator already executing");
         if (g.remaining <= 0) throw py::stop_iteration();
         --g.remaining;
         int64_t id;
-        {
+        g.running = true;
+        try {
           py::gil_scoped_release unlocked;
           id = g.generator->next();
+        } catch (...) {
+          g.running = false;
+          throw;
         }
+        g.running = false;
         const int64_t one[] = {id};
         return py::bytes(g.loaded->decode(one));
       });

@@ -2,9 +2,7 @@
 GPT-2's forward written out in numpy (float64) on a small model in Hugging Face's layout."""
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +12,7 @@ import attn
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 GPT2_FILES = FIXTURES / "gpt2"
-sys.path.insert(0, str(FIXTURES))
-from safetensors_writer import float32, write_safetensors  # noqa: E402
+import gpt2_files
 
 
 def test_gpt2_tokenizer_gives_the_npm_packages_ids():
@@ -53,21 +50,7 @@ LAYERS, HEADS, EMBD, POSITIONS, VOCAB = 2, 2, 8, 16, 50257
 
 
 def random_gpt2(seed=7):
-    """GPT-2's tensors by their Hugging Face names; Conv1D weights are stored (in, out)."""
-    rng = np.random.default_rng(seed)
-    normal = lambda *shape, std=0.3: (rng.standard_normal(shape) * std).astype(np.float32)
-    w = {"wte.weight": normal(VOCAB, EMBD, std=1.0), "wpe.weight": normal(POSITIONS, EMBD)}
-    for i in range(LAYERS):
-        for name, shape in [("ln_1", (EMBD,)), ("ln_2", (EMBD,))]:
-            w[f"h.{i}.{name}.weight"] = 1.0 + normal(*shape, std=0.1)
-            w[f"h.{i}.{name}.bias"] = normal(*shape, std=0.1)
-        for name, n_in, n_out in [("attn.c_attn", EMBD, 3 * EMBD), ("attn.c_proj", EMBD, EMBD),
-                                  ("mlp.c_fc", EMBD, 4 * EMBD), ("mlp.c_proj", 4 * EMBD, EMBD)]:
-            w[f"h.{i}.{name}.weight"] = normal(n_in, n_out)
-            w[f"h.{i}.{name}.bias"] = normal(n_out, std=0.1)
-    w["ln_f.weight"] = 1.0 + normal(EMBD, std=0.1)
-    w["ln_f.bias"] = normal(EMBD, std=0.1)
-    return w
+    return gpt2_files.random_gpt2(seed, LAYERS, EMBD, POSITIONS)
 
 
 def layer_norm(x, w, b):
@@ -111,13 +94,7 @@ def gpt2_logits(w, ids):
 @pytest.fixture
 def gpt2_dir(tmp_path):
     weights = random_gpt2()
-    write_safetensors(tmp_path / "model.safetensors",
-                      {"transformer." + name: float32(array) for name, array in weights.items()})
-    (tmp_path / "config.json").write_text(json.dumps(
-        {"n_layer": LAYERS, "n_head": HEADS, "n_embd": EMBD, "n_positions": POSITIONS,
-         "vocab_size": VOCAB, "activation_function": "gelu_new"}))
-    for name in ("encoder.json", "vocab.bpe"):
-        shutil.copy(GPT2_FILES / name, tmp_path / name)
+    gpt2_files.write_gpt2_dir(tmp_path, weights, heads=HEADS)
     return tmp_path, weights
 
 
