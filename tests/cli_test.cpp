@@ -649,21 +649,9 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
   config.n_head = 2;
   config.n_embd = 8;
   const Gpt model(config, 5);
-  const std::map<std::string, std::string> hf = {
-      {"attn.wqkv", "attn.c_attn.weight"}, {"attn.bqkv", "attn.c_attn.bias"},
-      {"attn.wo", "attn.c_proj.weight"},   {"attn.bo", "attn.c_proj.bias"},
-      {"mlp.wfc", "mlp.c_fc.weight"},      {"mlp.bfc", "mlp.c_fc.bias"},
-      {"mlp.wproj", "mlp.c_proj.weight"},  {"mlp.bproj", "mlp.c_proj.bias"}};
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const GptParameter& p : model.parameter_table()) {
-    std::string name = p.name == "wte" || p.name == "wpe" ? p.name + ".weight" : p.name;
-    for (const auto& [ours, theirs] : hf) {
-      const size_t at = name.find(ours);
-      if (at != std::string::npos && at + ours.size() == name.size())
-        name.replace(at, ours.size(), theirs);
-    }
-    tensors.emplace_back("transformer." + name, model.parameter(p.name));
-  }
+  for (const GptParameter& p : model.parameter_table())
+    tensors.emplace_back("transformer." + p.hf_name, model.parameter(p.name));
   const fs::path dir = path("gpt2");
   fs::create_directories(dir);
   write_safetensors((dir / "model.safetensors").string(), tensors);

@@ -9,9 +9,11 @@
 #include <atomic>
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 
+#include "attn/gpt_flops.hpp"
 #include "attn/threads.hpp"
 #include "gpt_reference.hpp"
 #include "src/nn/gpt_internal.hpp"
@@ -670,6 +672,33 @@ TEST(Gpt, SharedModelGivesEveryThreadItsOneThreadAnswer) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(calls.load(), kThreads * kRounds * 5);
   EXPECT_EQ(mismatches.load(), 0);
+}
+
+// The FLOP model reads the parameter layout: it must give the products counted by hand,
+// C·(C + 2·kv_width) for Wqkv (narrower with GQA) and C² + 8C² for Wo and the MLP a token,
+// and the tied head's C·vocab.
+TEST(Gpt, FlopsReadOffTheLayoutAreTheHandCount) {
+  GptConfig c;
+  c.vocab_size = 50;
+  c.block_size = 16;
+  c.n_layer = 3;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 32;
+  const double e = 32.0, kv_width = 2.0 * 8.0, qkv = e * (e + 2.0 * kv_width), rest = 9.0 * e * e;
+  const double head = e * 50.0;
+  EXPECT_DOUBLE_EQ(training_matmul_flops(c, 2.0), 6.0 * 2.0 * 16.0 * (3.0 * (qkv + rest) + head));
+  const double t = 10.0;
+  const double prompt =
+      2.0 * (3.0 * t * qkv + 2.0 * t * rest + rest + head + 2.0 * t * (t + 1.0) * e + 2.0 * e * t);
+  EXPECT_DOUBLE_EQ(prompt_flops(c, t), prompt);
+  // GPT-2's names come with the layout: every parameter has one, and they are distinct.
+  const Gpt model(c);
+  std::set<std::string> names;
+  for (const GptParameter& p : model.parameter_table()) names.insert(p.hf_name);
+  EXPECT_EQ(names.size(), model.parameter_table().size());
+  EXPECT_EQ(model.parameter_table()[2].hf_name, "h.0.ln_1.weight");
+  EXPECT_TRUE(names.count("h.2.attn.c_attn.weight") && names.count("h.1.mlp.c_proj.bias"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "attn/gemm.hpp"
 #include "attn/gpt.hpp"
 #include "attn/gpt2_tokenizer.hpp"
+#include "attn/gpt_flops.hpp"
 #include "attn/hf.hpp"
 #include "attn/io.hpp"
 #include "attn/kv_cache.hpp"

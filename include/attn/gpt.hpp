@@ -87,6 +87,7 @@ struct GptParameter {
   int64_t offset;    // in floats, into parameters()
   Shape shape;
   ParameterRole role;
+  std::string hf_name;  // GPT-2's name in Hugging Face's files, without "transformer."
 };
 
 // How a model holds its matrices: float, or bfloat16 (the top 16 bits of a float: half the
@@ -105,7 +106,7 @@ class GptCache;
 namespace nn {
 struct Activations;  // src/nn/gpt_internal.hpp
 struct LayerActivations;
-struct LayerOffsets;
+struct GptLayout;  // src/nn/gpt_layout.hpp
 }  // namespace nn
 
 class Gpt {
@@ -131,7 +132,7 @@ class Gpt {
   // the const forms are attn::Error before that (a const model never allocates).
   Tensor& gradients();
   const Tensor& gradients() const;
-  const std::vector<GptParameter>& parameter_table() const { return table_; }
+  const std::vector<GptParameter>& parameter_table() const;
   // A view of one parameter (or its gradient) by name; attn::Error for an unknown name, and
   // for a matrix whose floats a switch to bf16 released.
   Tensor parameter(const std::string& name) const;
@@ -196,10 +197,6 @@ class Gpt {
                 LogitRows rows = LogitRows::kEvery) const;
 
  private:
-  struct Layer;
-  struct Offsets {  // of the tensors outside the blocks; −1 when absent
-    int64_t wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1;
-  };
   struct Zeros {};
   Gpt(const GptConfig& config, Zeros);  // the table and a buffer of zeros
   void draw(uint64_t seed);             // GPT-2's initialisation into the buffer
@@ -220,14 +217,12 @@ class Gpt {
 
   GptConfig config_;
   Tensor parameters_;
-  Tensor gradients_;  // undefined until gradients() first allocates them
-  std::vector<GptParameter> table_;
-  std::vector<Layer> layers_;
-  Tensor sinusoids_;  // (block_size, C) when positions are sinusoidal
+  Tensor gradients_;                             // undefined until gradients() first allocates them
+  std::shared_ptr<const nn::GptLayout> layout_;  // never changes: shared by moves
+  Tensor sinusoids_;                             // (block_size, C) when positions are sinusoidal
   // bf16 weights: the matrices' bfloat16 copies at their own offsets in the parameter layout
   // (the slots of the other parameters unused); null while the matrices are float.
   std::shared_ptr<uint16_t> bf16_;
-  Offsets global_;
   // The training buffers, from forward() to backward(); inference never touches them.
   std::unique_ptr<nn::Activations> acts_;
   MatmulPrecision training_precision_ = MatmulPrecision::kFloat32;

@@ -24,86 +24,30 @@ namespace attn {
 
 using nn::Activations;
 using nn::at_or_null;
-using nn::LayerOffsets;
 
-namespace {
-
-// Appends a parameter to the table; returns its offset.
-int64_t add(std::vector<GptParameter>& table, int64_t& size, std::string name, Shape shape,
-            ParameterRole role) {
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  table.push_back({std::move(name), size, std::move(shape), role});
-  size += numel;
-  return table.back().offset;
-}
-
-}  // namespace
-
-int64_t parameter_count(const GptConfig& config) {
-  validate(config);
-  GptConfig c = config;
-  if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
-  const int64_t d = c.n_embd, width = nn::qkv_width(c), b = c.bias ? 1 : 0;
-  // As the table below: LayerNorms (weight, bias), Wqkv (+ bias), Wo (+ bias), Wfc, Wproj.
-  const int64_t per_layer = 2 * (d + b * d) + d * width + b * width + d * d + b * d + d * 4 * d +
-                            b * 4 * d + 4 * d * d + b * d;
-  const int64_t positions = c.positions == PositionKind::kLearned ? c.block_size * d : 0;
-  return c.vocab_size * d + positions + c.n_layer * per_layer + d + b * d;
-}
+int64_t parameter_count(const GptConfig& config) { return nn::gpt_layout(config).size; }
 
 Gpt::Gpt(const GptConfig& config, uint64_t seed) : Gpt(config, Zeros{}) { draw(seed); }
 
 Gpt Gpt::zeros(const GptConfig& config) { return Gpt(config, Zeros{}); }
 
-Gpt::Gpt(const GptConfig& config, Zeros) : config_(config) {
-  validate(config_);
+Gpt::Gpt(const GptConfig& config, Zeros)
+    : config_(config), layout_(std::make_shared<const nn::GptLayout>(nn::gpt_layout(config))) {
   if (config_.n_kv_head == 0) config_.n_kv_head = config_.n_head;
-  const int64_t c = config_.n_embd, v = config_.vocab_size, width = nn::qkv_width(config_);
-  const int64_t no_bias = -1;
-  int64_t size = 0;
-  Offsets global;
-  global.wte = add(table_, size, "wte", {v, c}, ParameterRole::kEmbedding);
-  if (config_.positions == PositionKind::kLearned) {
-    global.wpe = add(table_, size, "wpe", {config_.block_size, c}, ParameterRole::kEmbedding);
-  }
-  std::vector<LayerOffsets> offsets(static_cast<size_t>(config_.n_layer));
-  for (int64_t l = 0; l < config_.n_layer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    LayerOffsets& o = offsets[static_cast<size_t>(l)];
-    const bool b = config_.bias;
-    o.ln1_w = add(table_, size, p + "ln_1.weight", {c}, ParameterRole::kNormGain);
-    o.ln1_b = b ? add(table_, size, p + "ln_1.bias", {c}, ParameterRole::kNormBias) : no_bias;
-    o.wqkv = add(table_, size, p + "attn.wqkv", {c, width}, ParameterRole::kWeight);
-    o.bqkv = b ? add(table_, size, p + "attn.bqkv", {width}, ParameterRole::kBias) : no_bias;
-    o.wo = add(table_, size, p + "attn.wo", {c, c}, ParameterRole::kResidualProjection);
-    o.bo = b ? add(table_, size, p + "attn.bo", {c}, ParameterRole::kBias) : no_bias;
-    o.ln2_w = add(table_, size, p + "ln_2.weight", {c}, ParameterRole::kNormGain);
-    o.ln2_b = b ? add(table_, size, p + "ln_2.bias", {c}, ParameterRole::kNormBias) : no_bias;
-    o.wfc = add(table_, size, p + "mlp.wfc", {c, 4 * c}, ParameterRole::kWeight);
-    o.bfc = b ? add(table_, size, p + "mlp.bfc", {4 * c}, ParameterRole::kBias) : no_bias;
-    o.wproj = add(table_, size, p + "mlp.wproj", {4 * c, c}, ParameterRole::kResidualProjection);
-    o.bproj = b ? add(table_, size, p + "mlp.bproj", {c}, ParameterRole::kBias) : no_bias;
-  }
-  global.lnf_w = add(table_, size, "ln_f.weight", {c}, ParameterRole::kNormGain);
-  global.lnf_b =
-      config_.bias ? add(table_, size, "ln_f.bias", {c}, ParameterRole::kNormBias) : no_bias;
-  parameters_ = Tensor({size});
-  global_ = global;
-
+  parameters_ = Tensor({layout_->size});
   if (config_.positions == PositionKind::kSinusoidal) {
-    sinusoids_ = sinusoidal_encoding(config_.block_size, c);
+    sinusoids_ = sinusoidal_encoding(config_.block_size, config_.n_embd);
   }
-
-  for (const LayerOffsets& o : offsets) layers_.push_back({o});
 }
+
+const std::vector<GptParameter>& Gpt::parameter_table() const { return layout_->table; }
 
 // GPT-2's initialisation; each tensor is drawn from its own seed (the model's seed and its
 // index in the table).
 void Gpt::draw(uint64_t seed) {
   const float residual_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
-  for (size_t i = 0; i < table_.size(); ++i) {
-    const GptParameter& p = table_[i];
+  for (size_t i = 0; i < layout_->table.size(); ++i) {
+    const GptParameter& p = layout_->table[i];
     Tensor view = parameter(p.name);
     switch (p.role) {
       case ParameterRole::kNormGain:
@@ -129,7 +73,7 @@ Gpt::~Gpt() = default;
 
 // The named tensor's view into `buffer` (the parameters or their gradients).
 Tensor Gpt::named_view(const Tensor& buffer, const std::string& name) const {
-  for (const GptParameter& p : table_) {
+  for (const GptParameter& p : layout_->table) {
     if (p.name == name) return buffer.as_strided(p.shape, contiguous_strides(p.shape), p.offset);
   }
   throw Error("Gpt: no parameter named \"" + name + "\"");
@@ -147,7 +91,7 @@ const Tensor& Gpt::parameters() const {
 
 Tensor Gpt::parameter(const std::string& name) const {
   if (bf16_) {  // a matrix's floats are released
-    for (const GptParameter& p : table_) {
+    for (const GptParameter& p : layout_->table) {
       if (p.name == name && is_matrix(p)) check_float_weights(name.c_str());
     }
   }
@@ -195,13 +139,13 @@ void Gpt::embed(std::span<const int64_t> ids, int64_t batch, int64_t t, int64_t 
   const detail::PhaseScope clock(Phase::kEmbedding);
   const int64_t c = config_.n_embd;
   const float* table = config_.positions == PositionKind::kLearned
-                           ? parameters_.data() + global_.wpe
+                           ? parameters_.data() + layout_->global.wpe
                        : config_.positions == PositionKind::kSinusoidal ? sinusoids_.data()
                                                                         : nullptr;
   if (bf16_) {
-    nn::gather_rows(bf16_.get() + global_.wte, ids.data(), batch * t, c, x);
+    nn::gather_rows(bf16_.get() + layout_->global.wte, ids.data(), batch * t, c, x);
   } else {
-    nn::gather_rows(parameters_.data() + global_.wte, ids.data(), batch * t, c, x);
+    nn::gather_rows(parameters_.data() + layout_->global.wte, ids.data(), batch * t, c, x);
   }
   if (!table) return;
   for (int64_t row = 0; row < batch * t; ++row) {
@@ -220,15 +164,16 @@ void Gpt::forward_logits(std::span<const int64_t> ids, nn::Activations& a,
   a.dropout.apply(a.encoded.data(), a.rows * config_.n_embd, nn::DropoutSite::kEmbedding, 0);
   const float* params = parameters_.data();
   const float* x = a.encoded.data();
-  for (size_t l = 0; l < layers_.size(); ++l) {
+  for (size_t l = 0; l < layout_->blocks.size(); ++l) {
     nn::LayerActivations& la = a.layer(l);
-    nn::block_forward(config_, layers_[l].at, params, x, la, a, static_cast<int64_t>(l));
+    nn::block_forward(config_, layout_->blocks[l], params, x, la, a, static_cast<int64_t>(l));
     if (after_layer) after_layer(static_cast<int64_t>(l), la);
     x = la.residual3.data();
   }
   const int64_t c = config_.n_embd;
-  nn::layer_norm_forward(x, params + global_.lnf_w, at_or_null(params, global_.lnf_b), a.rows, c,
-                         a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data());
+  nn::layer_norm_forward(x, params + layout_->global.lnf_w,
+                         at_or_null(params, layout_->global.lnf_b), a.rows, c, a.lnf.data(),
+                         a.lnf_mean.data(), a.lnf_rstd.data());
   head_logits(a.lnf.data(), a.rows, a.precision, a.probs.data());
 }
 
@@ -312,31 +257,32 @@ void Gpt::backward(float loss_scale, const std::function<void(int64_t)>& final_f
                              loss_scale / static_cast<float>(a.rows));
   // Tied head: logits = lnf·wteᵀ, so d_lnf = dlogits·wte and d_wte += dlogitsᵀ·lnf.
   const float* dlogits = a.probs.data();
-  gemm(false, false, a.rows, c, v, 1.0f, dlogits, v, params + global_.wte, c, 0.0f, a.d_ln.data(),
-       c, a.precision);
-  gemm(true, false, v, c, a.rows, 1.0f, dlogits, v, a.lnf.data(), c, 1.0f, grads + global_.wte, c,
-       a.precision);
-  const float* x_final = layers_.empty() ? a.encoded.data() : a.layers.back().residual3.data();
+  gemm(false, false, a.rows, c, v, 1.0f, dlogits, v, params + layout_->global.wte, c, 0.0f,
+       a.d_ln.data(), c, a.precision);
+  gemm(true, false, v, c, a.rows, 1.0f, dlogits, v, a.lnf.data(), c, 1.0f,
+       grads + layout_->global.wte, c, a.precision);
+  const float* x_final =
+      layout_->blocks.empty() ? a.encoded.data() : a.layers.back().residual3.data();
   std::fill(a.d_residual.data(), a.d_residual.data() + a.rows * c, 0.0f);
-  nn::layer_norm_backward(a.d_ln.data(), x_final, params + global_.lnf_w, a.lnf_mean.data(),
-                          a.lnf_rstd.data(), a.rows, c, a.d_residual.data(), grads + global_.lnf_w,
-                          at_or_null(grads, global_.lnf_b));
+  nn::layer_norm_backward(a.d_ln.data(), x_final, params + layout_->global.lnf_w, a.lnf_mean.data(),
+                          a.lnf_rstd.data(), a.rows, c, a.d_residual.data(),
+                          grads + layout_->global.lnf_w, at_or_null(grads, layout_->global.lnf_b));
   // The buffer's order is wte, wpe, the blocks, ln_f: what is final grows from the end.
-  if (final_from) final_from(global_.lnf_w);
-  for (int64_t l = static_cast<int64_t>(layers_.size()) - 1; l >= 0; --l) {
+  if (final_from) final_from(layout_->global.lnf_w);
+  for (int64_t l = static_cast<int64_t>(layout_->blocks.size()) - 1; l >= 0; --l) {
     const float* x =
         l == 0 ? a.encoded.data() : a.layers[static_cast<size_t>(l) - 1].residual3.data();
-    nn::block_backward(config_, layers_[static_cast<size_t>(l)].at, params, grads, x,
+    nn::block_backward(config_, layout_->blocks[static_cast<size_t>(l)], params, grads, x,
                        a.layers[static_cast<size_t>(l)], a, l);
-    if (final_from) final_from(layers_[static_cast<size_t>(l)].at.ln1_w);
+    if (final_from) final_from(layout_->blocks[static_cast<size_t>(l)].ln1_w);
   }
   // Embeddings: the dropout mask, then the rows back to the tables, in row order.
   const detail::PhaseScope clock(Phase::kEmbedding);
   float* d_x = a.d_residual.data();
   a.dropout.apply(d_x, a.rows * c, nn::DropoutSite::kEmbedding, 0);
-  nn::scatter_add_rows(d_x, a.ids.data(), a.rows, c, grads + global_.wte);
+  nn::scatter_add_rows(d_x, a.ids.data(), a.rows, c, grads + layout_->global.wte);
   if (config_.positions == PositionKind::kLearned) {
-    float* d_wpe = grads + global_.wpe;
+    float* d_wpe = grads + layout_->global.wpe;
     for (int64_t r = 0; r < a.rows; ++r) {
       float* row = d_wpe + (r % a.t) * c;
       for (int64_t e = 0; e < c; ++e) row[e] += d_x[r * c + e];

@@ -16,7 +16,7 @@ using nn::at_or_null;
 GptCache Gpt::make_cache(int64_t batch, CacheDtype dtype) const {
   ATTN_CHECK(batch >= 1, "Gpt::make_cache: batch must be >= 1, got ", batch);
   GptCache cache;
-  for (size_t l = 0; l < layers_.size(); ++l) {
+  for (size_t l = 0; l < layout_->blocks.size(); ++l) {
     cache.layers.push_back(detail::make_layer_cache(nn::attention_shape(config_), batch,
                                                     config_.block_size, dtype, 0));
   }
@@ -38,8 +38,8 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
   check_ids(ids, batch, "decode");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch, rows = batch * t;
   const int64_t c = config_.n_embd, position = cache.position();
-  ATTN_CHECK(cache.layers.size() == layers_.size(), "Gpt::decode: the cache has ",
-             cache.layers.size(), " layers, the model ", layers_.size());
+  ATTN_CHECK(cache.layers.size() == layout_->blocks.size(), "Gpt::decode: the cache has ",
+             cache.layers.size(), " layers, the model ", layout_->blocks.size());
   ATTN_CHECK(position + t <= config_.block_size, "Gpt::decode: ", position, " cached + ", t,
              " new tokens exceed block_size ", config_.block_size);
   const float* params = parameters_.data();
@@ -51,9 +51,9 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
   // (its keys and values enter the cache all the same): `live` rows of x from there on.
   const bool last_only = logit_rows == LogitRows::kLast && t > 1;
   int64_t live = rows;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const nn::LayerOffsets& at = layers_[l].at;
-    const bool trim = last_only && l + 1 == layers_.size();
+  for (size_t l = 0; l < layout_->blocks.size(); ++l) {
+    const nn::LayerOffsets& at = layout_->blocks[l];
+    const bool trim = last_only && l + 1 == layout_->blocks.size();
     nn::layer_norm_forward(x.data(), params + at.ln1_w, at_or_null(params, at.ln1_b), rows, c,
                            ln.data(), mean.data(), rstd.data());
     detail::attention_layer_decode(
@@ -76,8 +76,9 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
   // The final LayerNorm and the head on the live rows: (batch, out_t) of them (with t = 1
   // every row is a last row).
   const int64_t out_t = live / batch;
-  nn::layer_norm_forward(x.data(), params + global_.lnf_w, at_or_null(params, global_.lnf_b), live,
-                         c, ln.data(), mean.data(), rstd.data());
+  nn::layer_norm_forward(x.data(), params + layout_->global.lnf_w,
+                         at_or_null(params, layout_->global.lnf_b), live, c, ln.data(), mean.data(),
+                         rstd.data());
   Tensor logits({batch, out_t, config_.vocab_size});
   head_logits(ln.data(), live, MatmulPrecision::kFloat32, logits.data());
   return logits;

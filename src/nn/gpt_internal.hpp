@@ -10,6 +10,7 @@
 #include "attn/gpt.hpp"
 #include "attn/tensor.hpp"
 #include "src/attention/layer.hpp"
+#include "src/nn/gpt_layout.hpp"
 
 namespace attn::nn {
 
@@ -19,11 +20,6 @@ inline const float* at_or_null(const float* base, int64_t offset) {
 inline float* at_or_null(float* base, int64_t offset) {
   return offset >= 0 ? base + offset : nullptr;
 }
-
-// Offsets (in floats) of one block's tensors in the parameter buffer; −1 for an absent bias.
-struct LayerOffsets {
-  int64_t ln1_w, ln1_b, wqkv, bqkv, wo, bo, ln2_w, ln2_b, wfc, bfc, wproj, bproj;
-};
 
 // A block's attention as the layer core sees it: causal, Wo back to n_embd, RoPE when rotary.
 inline detail::AttentionLayerShape attention_shape(const GptConfig& c) {
@@ -140,8 +136,3 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
                     int64_t layer);
 
 }  // namespace attn::nn
-
-// The pieces of the parameter buffer that belong to one block.
-struct attn::Gpt::Layer {
-  nn::LayerOffsets at;
-};

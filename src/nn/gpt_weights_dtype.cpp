@@ -46,7 +46,7 @@ void Gpt::set_weights_dtype(WeightsDtype dtype) {
   float* floats = parameters_.data();
   // One matrix at a time: rounded, then its float pages released, so the peak stays near the
   // float model plus one matrix.
-  for (const GptParameter& p : table_) {
+  for (const GptParameter& p : layout_->table) {
     if (!is_matrix(p)) continue;
     const int64_t numel = p.shape[0] * p.shape[1];
     kernels::round_to_bfloat16(floats + p.offset, p.shape[0], p.shape[1], p.shape[1],
@@ -60,7 +60,7 @@ void Gpt::set_weights_dtype(WeightsDtype dtype) {
 
 int64_t Gpt::weight_bytes() const {
   int64_t bytes = 0;
-  for (const GptParameter& p : table_) {
+  for (const GptParameter& p : layout_->table) {
     int64_t numel = 1;
     for (int64_t d : p.shape) numel *= d;
     bytes += numel * (bf16_ && is_matrix(p) ? 2 : 4);
@@ -72,12 +72,12 @@ void Gpt::head_logits(const float* ln, int64_t rows, MatmulPrecision precision,
                       float* logits) const {
   const int64_t c = config_.n_embd, v = config_.vocab_size;
   if (bf16_) {
-    detail::gemm_bf16_weights(true, rows, v, c, 1.0f, ln, c, bf16_.get() + global_.wte, c, 0.0f,
-                              logits, v);
+    detail::gemm_bf16_weights(true, rows, v, c, 1.0f, ln, c, bf16_.get() + layout_->global.wte, c,
+                              0.0f, logits, v);
     return;
   }
-  gemm(false, true, rows, v, c, 1.0f, ln, c, parameters_.data() + global_.wte, c, 0.0f, logits, v,
-       precision);
+  gemm(false, true, rows, v, c, 1.0f, ln, c, parameters_.data() + layout_->global.wte, c, 0.0f,
+       logits, v, precision);
 }
 
 }  // namespace attn

@@ -8,38 +8,12 @@
 #include "attn/hf.hpp"
 #include "attn/io.hpp"
 #include "src/core/release_pages.hpp"
-#include "src/train/hf_gpt2_names.hpp"
 #include "src/train/train_internal.hpp"
 
 namespace attn {
 
-namespace detail {
-
-// attn's name of each GPT-2 tensor of a block (after "h.{i}.").
-constexpr std::pair<const char*, const char*> kBlockNames[] = {
-    {"ln_1.weight", "ln_1.weight"},      {"ln_1.bias", "ln_1.bias"},
-    {"attn.c_attn.weight", "attn.wqkv"}, {"attn.c_attn.bias", "attn.bqkv"},
-    {"attn.c_proj.weight", "attn.wo"},   {"attn.c_proj.bias", "attn.bo"},
-    {"ln_2.weight", "ln_2.weight"},      {"ln_2.bias", "ln_2.bias"},
-    {"mlp.c_fc.weight", "mlp.wfc"},      {"mlp.c_fc.bias", "mlp.bfc"},
-    {"mlp.c_proj.weight", "mlp.wproj"},  {"mlp.c_proj.bias", "mlp.bproj"}};
-
-std::string hf_name(const std::string& attn_name) {
-  if (attn_name == "wte" || attn_name == "wpe") return attn_name + ".weight";
-  if (attn_name.rfind("h.", 0) != 0) return attn_name;  // ln_f.*
-  const size_t dot = attn_name.find('.', 2);
-  const std::string block = attn_name.substr(0, dot + 1), rest = attn_name.substr(dot + 1);
-  for (const auto& [hf, ours] : kBlockNames) {
-    if (rest == ours) return block + hf;
-  }
-  throw Error("no GPT-2 name for parameter " + attn_name);
-}
-
-}  // namespace detail
-
 namespace {
 
-using detail::hf_name;
 using nlohmann::json;
 
 // The file's tensors by GPT-2's bare name (the "transformer." prefix removed).
@@ -63,7 +37,7 @@ bool is_mask_buffer(const std::string& name) {
 void copy_parameters(const std::map<std::string, const Tensor*>& tensors, Gpt& model) {
   std::set<std::string> used = {"lm_head.weight"};
   for (const GptParameter& p : model.parameter_table()) {
-    const std::string name = hf_name(p.name);
+    const std::string& name = p.hf_name;
     const auto it = tensors.find(name);
     model.parameter(p.name).copy_from(
         detail::checked_parameter(it != tensors.end() ? it->second : nullptr, name, p, ""));

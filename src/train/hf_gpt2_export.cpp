@@ -6,7 +6,6 @@
 #include "attn/files.hpp"
 #include "attn/hf.hpp"
 #include "attn/io.hpp"
-#include "src/train/hf_gpt2_names.hpp"
 
 namespace attn {
 namespace {
@@ -45,7 +44,7 @@ std::string hf_safetensors_image(const Gpt& model) {
   check_expressible(model.config());
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const GptParameter& p : model.parameter_table()) {
-    tensors.emplace_back("transformer." + detail::hf_name(p.name), model.parameter(p.name));
+    tensors.emplace_back("transformer." + p.hf_name, model.parameter(p.name));
   }
   return safetensors_image(tensors, {{"format", "pt"}});
 }

@@ -12,12 +12,12 @@
 #include "attn/error.hpp"
 #include "attn/files.hpp"
 #include "attn/gpt.hpp"
+#include "attn/gpt_flops.hpp"
 #include "attn/hf.hpp"
 #include "attn/threads.hpp"
 #include "bench_util.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-#include "gpt_flops.hpp"
 #include "hot/bandwidth.hpp"
 #include "hot/fma_peak.hpp"
 

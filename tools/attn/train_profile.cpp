@@ -2,9 +2,9 @@
 
 #include <cstdio>
 
+#include "attn/gpt_flops.hpp"
 #include "attn/phase_clock.hpp"
 #include "attn/simd.hpp"
-#include "gpt_flops.hpp"
 #include "hot/fma_peak.hpp"
 
 namespace attn::cli {

@@ -1,11 +1,12 @@
 // How many FLOPs (2 per multiply-add) the GPT's passes do, for the benchmarks and `attn train
-// --profile` to report fractions of the FMA peak. Matrix products and attention only:
-// LayerNorm, GELU and the residual sums are a few per cent of these and are left out.
+// --profile` to report fractions of the FMA peak; read off the model's parameter layout. Matrix
+// products and attention only: LayerNorm, GELU and the residual sums are a few per cent of these
+// and are left out.
 #pragma once
 
 #include "attn/gpt.hpp"
 
-namespace attn::cli {
+namespace attn {
 
 // One training step on `windows` sequences of block_size tokens: every linear layer's
 // forward, and its backward at twice that (dX and dW).
@@ -19,4 +20,4 @@ double training_attention_flops(const GptConfig& c, double windows);
 // last, on the last row there; the head on one row.
 double prompt_flops(const GptConfig& c, double t);
 
-}  // namespace attn::cli
+}  // namespace attn
