@@ -672,7 +672,7 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
   EXPECT_EQ(r.out, "Hello world" + loaded.tokenizer.decode(ids) + "\n");
   // --weights bf16: the library's text with the matrices in bf16.
   HfGpt2 half = load_hf_gpt2(dir.string());
-  half.model.set_weights_dtype(WeightsDtype::kBFloat16);
+  half.model.set_weights_dtype(Dtype::kBFloat16);
   const std::vector<int64_t> half_ids =
       generate(half.model, half.tokenizer.encode("Hello world"), options);
   const CliResult h =

@@ -1,4 +1,4 @@
-// MatmulPrecision::kBFloat16 (attn/gemm.hpp, src/gemm_bf16.cpp): the operands' rounding to
+// Dtype::kBFloat16 (attn/gemm.hpp, src/gemm_bf16.cpp): the operands' rounding to
 // bfloat16 against the scalar attn::to_bfloat16, the products against the reference matmul
 // of the rounded operands (on oneDNN's bf16 kernel and on the float fallback), that the
 // rounding really happens, and thread-count independence.
@@ -92,7 +92,7 @@ void expect_matches_rounded_reference(const char* kernel) {
         const Tensor c0 = rand_normal({s.m, s.n}, 3);
         Tensor c = c0.clone();
         gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f, c.data(),
-             s.n, MatmulPrecision::kBFloat16);
+             s.n, Dtype::kBFloat16);
         const Tensor ra = rounded(a), rb = rounded(b);
         Tensor expected =
             reference::matmul(ta ? ra.transpose(0, 1) : ra, tb ? rb.transpose(0, 1) : rb);
@@ -121,13 +121,13 @@ TEST(GemmBf16, TheOperandsAreReallyRounded) {
   std::vector<float> c32(m * n), c16(m * n);
   gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c32.data(), n);
   gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c16.data(), n,
-       MatmulPrecision::kBFloat16);
+       Dtype::kBFloat16);
   EXPECT_FLOAT_EQ(c32[0], 64.0f * (1.0f + 0x1p-9f));
   EXPECT_EQ(c16[0], 64.0f);
   std::vector<float> biased(m * n);
   const std::vector<float> bias(n, 0.25f);
   gemm_bias(false, false, m, n, k, a.data(), k, b.data(), n, bias.data(), biased.data(), n,
-            MatmulPrecision::kBFloat16);
+            Dtype::kBFloat16);
   EXPECT_EQ(biased[5], 64.25f);
 }
 
@@ -139,9 +139,9 @@ TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {
     set_num_threads(threads);
     Tensor y({390, 512}), dw({128, 512});
     gemm(false, false, 390, 512, 128, 1.0f, x.data(), 128, w.data(), 512, 0.0f, y.data(), 512,
-         MatmulPrecision::kBFloat16);
+         Dtype::kBFloat16);
     gemm(true, false, 128, 512, 390, 1.0f, x.data(), 128, dy.data(), 512, 0.0f, dw.data(), 512,
-         MatmulPrecision::kBFloat16);
+         Dtype::kBFloat16);
     runs[threads - 1][0] = y;
     runs[threads - 1][1] = dw;
   }
@@ -173,7 +173,7 @@ TEST(GemmBf16Weights, EqualsTheFloatProductsOfTheSameValues) {
           std::vector<uint16_t> bits(static_cast<size_t>(b.numel()));
           kernels::round_to_bfloat16(b.data(), 1, b.numel(), b.numel(), bits.data());
           const Tensor bias = rand_normal({n}, 4);
-          const MatmulPrecision precision = MatmulPrecision::kFloat32;
+          const Dtype precision = Dtype::kFloat32;
           const std::string what = std::string(target) + " " + std::to_string(m) + "x" +
                                    std::to_string(n) + "x" + std::to_string(k) +
                                    " tb=" + std::to_string(tb) +

@@ -66,8 +66,8 @@ TEST(GptBf16Weights, DecodesBitForBitAsAFloatModelOfTheSameValues) {
   for (const Variant v : {Variant{PositionKind::kLearned, 0}, Variant{PositionKind::kRotary, 2}}) {
     Gpt half(small(v.positions, v.kv_heads), 3);
     const Gpt same = rounded_copy(half);
-    half.set_weights_dtype(WeightsDtype::kBFloat16);
-    EXPECT_EQ(half.weights_dtype(), WeightsDtype::kBFloat16);
+    half.set_weights_dtype(Dtype::kBFloat16);
+    EXPECT_EQ(half.weights_dtype(), Dtype::kBFloat16);
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       GptCache a = half.make_cache(1), b = same.make_cache(1);
@@ -93,7 +93,7 @@ TEST(GptBf16Weights, TheFullWindowIsTheFloatForwardOfTheSameValues) {
   const Gpt original(config, 4);
   Gpt half(config, 4);
   const Gpt same = rounded_copy(half);
-  half.set_weights_dtype(WeightsDtype::kBFloat16);
+  half.set_weights_dtype(Dtype::kBFloat16);
   const std::vector<int64_t> ids = random_ids(2 * 20, 61, 6), targets = random_ids(2 * 20, 61, 7);
   EXPECT_EQ(half.loss(ids, targets, 2), same.loss(ids, targets, 2));
   EXPECT_TRUE(testing::BitwiseEqual(half.logits(ids, 2), same.logits(ids, 2)));
@@ -132,7 +132,7 @@ TEST(GptBf16Weights, HoldsHalfTheBytesAndReleasesTheFloats) {
     if (kept_in_bf16(p)) matrix_params += p.shape[0] * p.shape[1];
   }
   const double before = resident_bytes();
-  model.set_weights_dtype(WeightsDtype::kBFloat16);
+  model.set_weights_dtype(Dtype::kBFloat16);
   const double after = resident_bytes();
   EXPECT_EQ(model.weight_bytes(), floats - 2 * matrix_params);
 #if defined(__SANITIZE_THREAD__)
@@ -147,10 +147,10 @@ TEST(GptBf16Weights, HoldsHalfTheBytesAndReleasesTheFloats) {
 
 TEST(GptBf16Weights, RefusesWhatNeedsTheFloats) {
   Gpt model(small(PositionKind::kLearned, 0), 2);
-  model.set_weights_dtype(WeightsDtype::kFloat32);  // a float model stays as it is
-  EXPECT_EQ(model.weights_dtype(), WeightsDtype::kFloat32);
-  model.set_weights_dtype(WeightsDtype::kBFloat16);
-  model.set_weights_dtype(WeightsDtype::kBFloat16);  // again: nothing to do
+  model.set_weights_dtype(Dtype::kFloat32);  // a float model stays as it is
+  EXPECT_EQ(model.weights_dtype(), Dtype::kFloat32);
+  model.set_weights_dtype(Dtype::kBFloat16);
+  model.set_weights_dtype(Dtype::kBFloat16);  // again: nothing to do
   const std::vector<int64_t> ids = {1, 2, 3}, targets = {2, 3, 4};
   EXPECT_TRUE(ThrowsWith([&] { model.forward(ids, targets, 1); },
                          "Gpt: forward needs the float weights, but this model keeps its "
@@ -158,11 +158,11 @@ TEST(GptBf16Weights, RefusesWhatNeedsTheFloats) {
   EXPECT_TRUE(ThrowsWith([&] { model.parameters(); }, "parameters needs the float weights"));
   EXPECT_TRUE(ThrowsWith([&] { model.parameter("h.1.mlp.wfc"); }, "h.1.mlp.wfc needs the float"));
   EXPECT_EQ(model.parameter("ln_f.weight").numel(), 32);  // kept in float
-  EXPECT_TRUE(ThrowsWith([&] { model.set_weights_dtype(WeightsDtype::kFloat32); },
+  EXPECT_TRUE(ThrowsWith([&] { model.set_weights_dtype(Dtype::kFloat32); },
                          "bf16 weights cannot become float again"));
   EXPECT_TRUE(ThrowsWith([] { weights_dtype_from_string("f16"); },
                          "weights must be \"f32\" or \"bf16\", got \"f16\""));
-  EXPECT_EQ(to_string(WeightsDtype::kBFloat16), "bf16");
+  EXPECT_EQ(to_string(Dtype::kBFloat16), "bf16");
 }
 
 }  // namespace

@@ -337,7 +337,7 @@ GptConfig split_config() {
 
 // One training forward and backward on 1 and on 2 threads: the same loss and gradients, bit
 // for bit.
-void expect_independent_of_the_thread_count(MatmulPrecision precision) {
+void expect_independent_of_the_thread_count(Dtype precision) {
   const GptConfig c = split_config();
   const Batch b = random_batch(4, 64, c.vocab_size, 3);
   float losses[2];
@@ -416,7 +416,7 @@ TEST(Gpt, AttentionWeightsRefuseBadIds) {
 }
 
 TEST(Gpt, ResultsDoNotDependOnTheThreadCount) {
-  expect_independent_of_the_thread_count(MatmulPrecision::kFloat32);
+  expect_independent_of_the_thread_count(Dtype::kFloat32);
 }
 
 // Mixed precision: the training passes round the products' operands to bf16, so loss and
@@ -428,7 +428,7 @@ TEST(Gpt, BfloatTrainingPassesStayCloseToFloatAndInferenceStaysFloat) {
   Gpt f32(c, 1), bf16(c, 1);
   perturb(f32, 5);
   perturb(bf16, 5);
-  bf16.set_training_precision(MatmulPrecision::kBFloat16);
+  bf16.set_training_precision(Dtype::kBFloat16);
   const float loss32 = f32.forward(b.ids, b.targets, 4), loss16 = bf16.forward(b.ids, b.targets, 4);
   f32.backward();
   bf16.backward();
@@ -442,7 +442,7 @@ TEST(Gpt, BfloatTrainingPassesStayCloseToFloatAndInferenceStaysFloat) {
   }
   EXPECT_LT(worst, 3e-2 * largest) << "worst gradient difference " << worst << " of " << largest;
   EXPECT_EQ(bf16.loss(b.ids, b.targets, 4), f32.loss(b.ids, b.targets, 4));
-  expect_independent_of_the_thread_count(MatmulPrecision::kBFloat16);
+  expect_independent_of_the_thread_count(Dtype::kBFloat16);
 }
 
 // A perturbed model with 4 query heads over 2 K/V heads, for the decoding tests.

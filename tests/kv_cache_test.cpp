@@ -84,7 +84,7 @@ TEST(KVCache, SlidingWindowRingEqualsTheWindowMask) {
   window.window = 100;
   const Tensor full = layer.forward(x, window);
   for (int64_t step : {1, 5}) {
-    KVCache ring = layer.make_cache(1, 0, CacheDtype::kFloat32, 100);  // capacity 100 + 15
+    KVCache ring = layer.make_cache(1, 0, Dtype::kFloat32, 100);  // capacity 100 + 15
     EXPECT_EQ(ring.capacity(), 115);
     EXPECT_TRUE(AllClose(run_in_steps(layer, x, ring, step), full, 1e-5)) << "step " << step;
     EXPECT_EQ(ring.size(), 115);  // bounded however long the sequence
@@ -125,7 +125,7 @@ TEST(KVCache, Bfloat16StorageStaysWithinItsBound) {
   c.head_dim = 64;
   c.capacity = 2000;
   KVCache f32(c);
-  c.dtype = CacheDtype::kBFloat16;
+  c.dtype = Dtype::kBFloat16;
   KVCache bf16(c);
   const Tensor k = rand_normal({1, 4, 2000, 64}, 9), v = rand_normal({1, 4, 2000, 64}, 10);
   f32.append(k, v);
@@ -149,7 +149,7 @@ TEST(KVCache, Bfloat16CacheEqualsFloatCacheOfTheSameValues) {
     c.window = 300;
     c.capacity = 320;
     KVCache f32(c);
-    c.dtype = CacheDtype::kBFloat16;
+    c.dtype = Dtype::kBFloat16;
     KVCache bf16(c);
     auto rounded = [](Tensor t) {
       for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = from_bfloat16(to_bfloat16(t.data()[i]));

@@ -29,7 +29,7 @@ Tensor fixture(const std::string& name, const std::string& array) {
 
 // Builds the fixture's layer, runs forward and backward, compares everything PyTorch wrote.
 void ExpectMatchesTorch(const std::string& name, int64_t heads, int64_t kv_heads, bool rope,
-                        MatmulPrecision precision = MatmulPrecision::kFloat32) {
+                        Dtype precision = Dtype::kFloat32) {
   SCOPED_TRACE(name);
   const Tensor x = fixture(name, "x");
   MhaConfig config;
@@ -50,7 +50,7 @@ void ExpectMatchesTorch(const std::string& name, int64_t heads, int64_t kv_heads
   options.causal = true;
   const Tensor y = layer.forward(x, options, saved);
   const MhaGradients g = layer.backward(saved, fixture(name, "d_y"));
-  if (precision == MatmulPrecision::kBFloat16) {
+  if (precision == Dtype::kBFloat16) {
     // Operands rounded to 8 mantissa bits (relative error ≤ 2⁻⁹ each), sums in float: a few
     // 2⁻⁹ of the largest value; and the rounding must show (far above float's 1e-4).
     EXPECT_TRUE(testing::RelativelyClose(y, fixture(name, "y"), 2e-2, "y"));
@@ -89,8 +89,8 @@ MultiHeadAttention make_layer(bool rope, bool bias) {
 }
 
 TEST(MhaBackward, Bf16ProductsStayWithinTheirRoundingOfPyTorch) {
-  ExpectMatchesTorch("mha_backward_causal", 2, 2, false, MatmulPrecision::kBFloat16);
-  ExpectMatchesTorch("mha_backward_gqa_rope", 4, 2, true, MatmulPrecision::kBFloat16);
+  ExpectMatchesTorch("mha_backward_causal", 2, 2, false, Dtype::kBFloat16);
+  ExpectMatchesTorch("mha_backward_gqa_rope", 4, 2, true, Dtype::kBFloat16);
 }
 
 TEST(MhaBackward, AGradientAtPositionTNeverReachesLaterInputs) {

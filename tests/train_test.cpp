@@ -275,9 +275,9 @@ TEST_F(Training, ABfloatRunResumesExactlyAndLearnsAsTheFloatRun) {
   o.max_iters = 40;
   const GptConfig c = small_config(tok.vocab_size());
   Trainer f32(c, o, corpus_tokens(tok, 20));
-  o.precision = MatmulPrecision::kBFloat16;
+  o.precision = Dtype::kBFloat16;
   Trainer whole(c, o, corpus_tokens(tok, 20));
-  EXPECT_EQ(whole.model().training_precision(), MatmulPrecision::kBFloat16);
+  EXPECT_EQ(whole.model().training_precision(), Dtype::kBFloat16);
   std::vector<float> expected, float_losses;
   while (!whole.done()) expected.push_back(whole.step().loss);
   while (!f32.done()) float_losses.push_back(f32.step().loss);
@@ -289,8 +289,8 @@ TEST_F(Training, ABfloatRunResumesExactlyAndLearnsAsTheFloatRun) {
   for (int i = 0; i < 5; ++i) got.push_back(first.step().loss);
   first.save(path("bf16.safetensors"), tok);
   Trainer second = Trainer::resume(path("bf16.safetensors"), corpus_tokens(tok, 20));
-  EXPECT_EQ(second.options().precision, MatmulPrecision::kBFloat16);
-  EXPECT_EQ(second.model().training_precision(), MatmulPrecision::kBFloat16);
+  EXPECT_EQ(second.options().precision, Dtype::kBFloat16);
+  EXPECT_EQ(second.model().training_precision(), Dtype::kBFloat16);
   while (!second.done()) got.push_back(second.step().loss);
   EXPECT_EQ(got, expected);
   EXPECT_TRUE(testing::BitwiseEqual(second.model().parameters(), whole.model().parameters()));
@@ -392,7 +392,7 @@ TEST_F(Training, BrokenCheckpointsFailClearly) {
     f.metadata["train_options"] = options.dump();
   });
   EXPECT_EQ(Trainer::resume(no_precision, corpus_tokens(tok, 20)).options().precision,
-            MatmulPrecision::kFloat32);
+            Dtype::kFloat32);
   const std::string fp16 = rewrite("fp16", [](Safetensors& f) {
     nlohmann::json options = nlohmann::json::parse(f.metadata["train_options"]);
     options["precision"] = "fp16";

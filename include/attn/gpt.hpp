@@ -90,12 +90,6 @@ struct GptParameter {
   std::string hf_name;  // GPT-2's name in Hugging Face's files, without "transformer."
 };
 
-// How a model holds its matrices: float, or bfloat16 (the top 16 bits of a float: half the
-// memory, and half the bytes a generated token reads).
-enum class WeightsDtype { kFloat32, kBFloat16 };
-std::string to_string(WeightsDtype dtype);  // "f32", "bf16"
-WeightsDtype weights_dtype_from_string(std::string_view name);
-
 // Which new positions Gpt::decode returns logits for: every one, or only the last of each
 // sequence — all that choosing the next token needs. With kLast the head (50257 × 768 per
 // position in GPT-2: 30 % of a 512-token prompt's FLOPs), and the last layer after its keys
@@ -149,10 +143,8 @@ class Gpt {
   // parameters() are attn::Error after it (load the model again for them), and views of
   // parameters() taken before it read zeros where the matrices were. kFloat32 keeps a float
   // model as it is.
-  void set_weights_dtype(WeightsDtype dtype);
-  WeightsDtype weights_dtype() const {
-    return bf16_ ? WeightsDtype::kBFloat16 : WeightsDtype::kFloat32;
-  }
+  void set_weights_dtype(Dtype dtype);
+  Dtype weights_dtype() const { return bf16_ ? Dtype::kBFloat16 : Dtype::kFloat32; }
   // Bytes of the weights as held: 4 a parameter, 2 for each matrix parameter once bf16.
   int64_t weight_bytes() const;
 
@@ -165,8 +157,8 @@ class Gpt {
   // runs a slice of (data parallel), so that dropout draws the masks the whole batch would.
   float forward(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch,
                 uint64_t dropout_seed = 0, int64_t first_window = 0);
-  void set_training_precision(MatmulPrecision precision) { training_precision_ = precision; }
-  MatmulPrecision training_precision() const { return training_precision_; }
+  void set_training_precision(Dtype precision) { training_precision_ = precision; }
+  Dtype training_precision() const { return training_precision_; }
   // Second half: gradients() += loss_scale · dLoss/dθ for the last forward (loss_scale < 1
   // averages accumulated micro-batches). final_from(o), when given, is called each time the
   // gradients [o, num_parameters()) are final — after ln_f, after each block (the buffer holds
@@ -189,7 +181,7 @@ class Gpt {
   Tensor attention_weights(std::span<const int64_t> ids) const;
 
   // Decoding: a cache of block_size positions per layer.
-  GptCache make_cache(int64_t batch, CacheDtype dtype = CacheDtype::kFloat32) const;
+  GptCache make_cache(int64_t batch, Dtype dtype = Dtype::kFloat32) const;
   // Feeds new tokens (batch, T_new) at positions cache.position() …; returns their logits
   // (batch, T_new, vocab), or with LogitRows::kLast (batch, 1, vocab) for the last of them.
   // More than block_size positions in all is an attn::Error.
@@ -211,7 +203,7 @@ class Gpt {
   void forward_logits(std::span<const int64_t> ids, nn::Activations& a,
                       const LayerHook& after_layer = {}) const;
   // logits (rows, vocab) = ln (rows, C)·wteᵀ, on the float or the bf16 wte.
-  void head_logits(const float* ln, int64_t rows, MatmulPrecision precision, float* logits) const;
+  void head_logits(const float* ln, int64_t rows, Dtype precision, float* logits) const;
   bool is_matrix(const GptParameter& p) const;
   void check_float_weights(const char* what) const;
 
@@ -225,7 +217,7 @@ class Gpt {
   std::shared_ptr<uint16_t> bf16_;
   // The training buffers, from forward() to backward(); inference never touches them.
   std::unique_ptr<nn::Activations> acts_;
-  MatmulPrecision training_precision_ = MatmulPrecision::kFloat32;
+  Dtype training_precision_ = Dtype::kFloat32;
 };
 
 // One KVCache per layer, all at the same position.

@@ -13,12 +13,11 @@
 #include <vector>
 
 #include "attn/bfloat16.hpp"
+#include "attn/dtype.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
-
-enum class CacheDtype { kFloat32, kBFloat16 };
 
 struct KVCacheConfig {
   int64_t batch = 1;
@@ -26,7 +25,7 @@ struct KVCacheConfig {
   int64_t head_dim = 64;  // d of K and of V
   int64_t capacity = 0;   // positions held; in window mode 0 means window + 15
   int64_t window = 0;     // 0: fixed mode; w > 0: keep the last w positions (ring buffer)
-  CacheDtype dtype = CacheDtype::kFloat32;
+  Dtype dtype = Dtype::kFloat32;
 };
 
 class KVCache {

@@ -81,7 +81,7 @@ struct MhaConfig {
   uint64_t seed = 0;  // weights ~ N(0, 1/d_model) from this seed; biases 0
   // The arithmetic of the layer's matrix products (attn/gemm.hpp): kBFloat16 rounds their
   // operands to bfloat16 and sums in float, as the GPT's mixed-precision training does.
-  MatmulPrecision precision = MatmulPrecision::kFloat32;
+  Dtype precision = Dtype::kFloat32;
 };
 
 // What MultiHeadAttention::forward keeps for the backward pass (training).
@@ -132,7 +132,7 @@ class MultiHeadAttention {
   // attend causally to everything cached (attend_cached).
   Tensor forward(const Tensor& x, KVCache& cache, const SdpaOptions& options = {}) const;
   // A cache shaped for this layer.
-  KVCache make_cache(int64_t batch, int64_t capacity, CacheDtype dtype = CacheDtype::kFloat32,
+  KVCache make_cache(int64_t batch, int64_t capacity, Dtype dtype = Dtype::kFloat32,
                      int64_t window = 0) const;
 
   Tensor wqkv, bqkv, wo, bo;

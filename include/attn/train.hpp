@@ -80,7 +80,7 @@ struct TrainOptions {
   double val_fraction = 0.1;  // the last part of the tokens is the validation split
   // The training passes' matrix products (Gpt::set_training_precision): kBFloat16 is mixed
   // precision, bf16 operands with float sums, parameters, moments and evaluation in float.
-  MatmulPrecision precision = MatmulPrecision::kFloat32;
+  Dtype precision = Dtype::kFloat32;
 };
 
 struct StepResult {

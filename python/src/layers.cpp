@@ -30,11 +30,7 @@ struct PyMha {
   bool has_forward = false;
 };
 
-CacheDtype cache_dtype(const std::string& name) {
-  if (name == "f32") return CacheDtype::kFloat32;
-  if (name == "bf16") return CacheDtype::kBFloat16;
-  throw py::value_error("dtype must be 'f32' or 'bf16', got '" + name + "'");
-}
+Dtype cache_dtype(const std::string& name) { return dtype_from_string(name, "dtype"); }
 
 SdpaOptions layer_options(bool causal, std::optional<int64_t> window) {
   SdpaOptions o;

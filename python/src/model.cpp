@@ -53,7 +53,7 @@ struct Generation {
 template <class Read>
 PyGpt load_with(const Read& read, const py::handle& path_like, const std::string& weights) {
   const std::string path = py::str(path_like);
-  const WeightsDtype dtype = weights_dtype_from_string(weights);
+  const Dtype dtype = weights_dtype_from_string(weights);
   auto loaded = std::make_shared<LoadedGpt>(read(path));
   loaded->model.set_weights_dtype(dtype);
   return PyGpt{std::move(loaded)};

@@ -84,5 +84,5 @@ def test_caches_take_f32_or_bf16(rng):
     exact = layer.decode(x, layer.make_cache(1, 8))
     rounded = layer.decode(x, attn.KVCache(1, 4, 4, 8, dtype="bf16"))
     np.testing.assert_allclose(rounded, exact, atol=2e-2)
-    with pytest.raises(ValueError, match="dtype must be 'f32' or 'bf16', got 'f16'"):
+    with pytest.raises(ValueError, match='dtype must be "f32" or "bf16", got "f16"'):
         layer.make_cache(1, 8, dtype="f16")

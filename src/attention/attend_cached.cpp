@@ -65,7 +65,7 @@ constexpr int64_t kFusedPrefillRows = 16;
 // `window` is effective_window's: 0 only when neither the cache nor the call has one, so the
 // cache is in fixed mode, and a fixed cache holds positions 0 .. position() − 1 in slots 0 on.
 bool fused_prefill_applies(const KVCache& cache, int64_t tq, int64_t window) {
-  return tq >= kFusedPrefillRows && window == 0 && cache.config().dtype == CacheDtype::kFloat32;
+  return tq >= kFusedPrefillRows && window == 0 && cache.config().dtype == Dtype::kFloat32;
 }
 
 SdpaResult fused_prefill(const Tensor& q, const KVCache& cache, const SdpaOptions& options) {
@@ -98,7 +98,7 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
   for (int i = 0; i < 3; ++i) p.q_stride[i] = q.strides()[i];
   p.k = cache.keys();
   p.v = cache.values();
-  p.bf16 = c.dtype == CacheDtype::kBFloat16;
+  p.bf16 = c.dtype == Dtype::kBFloat16;
   p.batch = c.batch;
   p.heads = q.dim(1);
   p.kv_heads = c.kv_heads;

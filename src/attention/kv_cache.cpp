@@ -26,7 +26,7 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   const int64_t elements = config.batch * config.kv_heads * config_.capacity * config.head_dim;
   ATTN_CHECK(elements <= (int64_t{1} << 36), "KVCache: ", elements, " elements is too large");
   const auto n = static_cast<size_t>(elements + kTailPadding);
-  if (config.dtype == CacheDtype::kFloat32) {
+  if (config.dtype == Dtype::kFloat32) {
     k32_.assign(n, 0.0f);
     v32_.assign(n, 0.0f);
   } else {
@@ -40,13 +40,13 @@ int64_t KVCache::size() const {
 }
 
 const void* KVCache::keys() const {
-  return config_.dtype == CacheDtype::kFloat32 ? static_cast<const void*>(k32_.data())
-                                               : static_cast<const void*>(k16_.data());
+  return config_.dtype == Dtype::kFloat32 ? static_cast<const void*>(k32_.data())
+                                          : static_cast<const void*>(k16_.data());
 }
 
 const void* KVCache::values() const {
-  return config_.dtype == CacheDtype::kFloat32 ? static_cast<const void*>(v32_.data())
-                                               : static_cast<const void*>(v16_.data());
+  return config_.dtype == Dtype::kFloat32 ? static_cast<const void*>(v32_.data())
+                                          : static_cast<const void*>(v16_.data());
 }
 
 void KVCache::append(const Tensor& k, const Tensor& v) {
@@ -93,7 +93,7 @@ void KVCache::append(const Tensor& k, const Tensor& v) {
   });
   for_each_value([&](int64_t, int64_t, int64_t, int64_t, int64_t at, float kx, float vx) {
     const auto i = static_cast<size_t>(at);
-    if (config_.dtype == CacheDtype::kFloat32) {
+    if (config_.dtype == Dtype::kFloat32) {
       k32_[i] = kx;
       v32_[i] = vx;
     } else {

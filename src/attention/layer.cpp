@@ -43,7 +43,7 @@ bool is_one_matrix(const AttentionLayerShape& s, const AttentionLayerWeights& w)
 // qkv (rows, width) = x·[Wq | Wk | Wv] + bqkv: one product for one matrix, else one per part
 // into its columns (no concatenated copy of the weights).
 void project_qkv(const AttentionLayerShape& s, const AttentionLayerWeights& w, const float* x,
-                 int64_t rows, MatmulPrecision precision, float* qkv) {
+                 int64_t rows, Dtype precision, float* qkv) {
   const int64_t width = s.qkv_width();
   if (is_one_matrix(s, w)) {
     linear_forward(x, w.wq, w.wqkv_bf16, w.bq, rows, s.d_model, width, qkv, precision);
@@ -78,8 +78,7 @@ HeadViews heads_of(const AttentionLayerShape& s, const Tensor& qkv) {
 // The projections of x (B·T rows) into qkv, the heads viewed, Q and K rotated for positions
 // position_offset … .
 HeadViews project_heads(const AttentionLayerShape& s, const AttentionLayerWeights& w,
-                        const float* x, int64_t position_offset, MatmulPrecision precision,
-                        Tensor qkv) {
+                        const float* x, int64_t position_offset, Dtype precision, Tensor qkv) {
   project_qkv(s, w, x, qkv.dim(0) * qkv.dim(1), precision, qkv.data());
   HeadViews h = heads_of(s, qkv);
   if (s.rope) {
@@ -118,7 +117,7 @@ Tensor qkv_heads(const AttentionLayerShape& s, const Tensor& qkv, QkvPart part) 
 }
 
 void attention_layer_forward(const AttentionLayerShape& s, const AttentionLayerWeights& w,
-                             const float* x, const SdpaOptions& options, MatmulPrecision precision,
+                             const float* x, const SdpaOptions& options, Dtype precision,
                              AttentionLayerState& state, float* y) {
   const HeadViews h = project_heads(s, w, x, 0, precision, state.qkv);
   sdpa_into(check_attention(h.q, h.k, h.v, options), h.q, h.k, h.v, options,
@@ -138,7 +137,7 @@ Tensor attention_layer_weights(const AttentionLayerShape& s, const Tensor& qkv,
 
 void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayerWeights& w,
                               const float* x, const AttentionLayerState& state, const float* d_y,
-                              const SdpaOptions& options, MatmulPrecision precision,
+                              const SdpaOptions& options, Dtype precision,
                               AttentionLayerScratch& scratch, float* d_x, bool accumulate_dx,
                               const AttentionLayerGradients& grads) {
   ATTN_CHECK(is_one_matrix(s, w) && w.wo,
@@ -168,7 +167,7 @@ void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayer
 
 void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWeights& w,
                             const Tensor& x, KVCache& cache, const SdpaOptions& options,
-                            MatmulPrecision precision, float* y, bool last_query_only) {
+                            Dtype precision, float* y, bool last_query_only) {
   const KVCacheConfig& c = cache.config();
   ATTN_CHECK(c.kv_heads == s.kv_heads && c.head_dim == s.head_dim, "attention: the cache holds ",
              c.kv_heads, " heads of ", c.head_dim, ", this layer needs ", s.kv_heads, " of ",
@@ -191,8 +190,8 @@ void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWe
                  precision);
 }
 
-KVCache make_layer_cache(const AttentionLayerShape& s, int64_t batch, int64_t capacity,
-                         CacheDtype dtype, int64_t window) {
+KVCache make_layer_cache(const AttentionLayerShape& s, int64_t batch, int64_t capacity, Dtype dtype,
+                         int64_t window) {
   KVCacheConfig c;
   c.batch = batch;
   c.kv_heads = s.kv_heads;

@@ -86,7 +86,7 @@ Tensor qkv_heads(const AttentionLayerShape& shape, const Tensor& qkv, QkvPart pa
 // The whole sequence: x (B·T, d_model) contiguous -> state (qkv, attended, logsumexp) and,
 // when weights.wo is set, y (B·T, d_out). options as for sdpa (causal, window, mask…).
 void attention_layer_forward(const AttentionLayerShape& shape, const AttentionLayerWeights& weights,
-                             const float* x, const SdpaOptions& options, MatmulPrecision precision,
+                             const float* x, const SdpaOptions& options, Dtype precision,
                              AttentionLayerState& state, float* y);
 
 // The attention weights (B, H, T, T) of the queries and keys a forward left in qkv (Q and K
@@ -109,7 +109,7 @@ struct AttentionLayerScratch {
 void attention_layer_backward(const AttentionLayerShape& shape,
                               const AttentionLayerWeights& weights, const float* x,
                               const AttentionLayerState& state, const float* d_y,
-                              const SdpaOptions& options, MatmulPrecision precision,
+                              const SdpaOptions& options, Dtype precision,
                               AttentionLayerScratch& scratch, float* d_x, bool accumulate_dx,
                               const AttentionLayerGradients& grads);
 
@@ -121,10 +121,10 @@ void attention_layer_backward(const AttentionLayerShape& shape,
 // next token.
 void attention_layer_decode(const AttentionLayerShape& shape, const AttentionLayerWeights& weights,
                             const Tensor& x, KVCache& cache, const SdpaOptions& options,
-                            MatmulPrecision precision, float* y, bool last_query_only = false);
+                            Dtype precision, float* y, bool last_query_only = false);
 
 // A cache shaped for the layer.
 KVCache make_layer_cache(const AttentionLayerShape& shape, int64_t batch, int64_t capacity,
-                         CacheDtype dtype, int64_t window);
+                         Dtype dtype, int64_t window);
 
 }  // namespace attn::detail

@@ -69,7 +69,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, KVCache& cache,
   return y;
 }
 
-KVCache MultiHeadAttention::make_cache(int64_t batch, int64_t capacity, CacheDtype dtype,
+KVCache MultiHeadAttention::make_cache(int64_t batch, int64_t capacity, Dtype dtype,
                                        int64_t window) const {
   return detail::make_layer_cache(detail::layer_shape(config_), batch, capacity, dtype, window);
 }

@@ -41,8 +41,8 @@ MhaResult multi_head_attention(const Tensor& x_in, const Tensor& wq_in, const Te
   detail::AttentionLayerState state{Tensor({batch, t, shape.qkv_width()}),
                                     Tensor({batch, t, n_heads, d_head}), nullptr};
   Tensor output = wo.defined() ? Tensor({batch, t, shape.d_out}) : Tensor{};
-  detail::attention_layer_forward(shape, weights, x.data(), options, MatmulPrecision::kFloat32,
-                                  state, wo.defined() ? output.data() : nullptr);
+  detail::attention_layer_forward(shape, weights, x.data(), options, Dtype::kFloat32, state,
+                                  wo.defined() ? output.data() : nullptr);
   if (!wo.defined()) output = state.attended.reshape({batch, t, d_model});  // merged heads
 
   MhaResult result{batched ? output : output.select(0), Tensor{}};

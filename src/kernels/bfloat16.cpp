@@ -1,7 +1,7 @@
 // See bfloat16.hpp.
 #include "src/kernels/bfloat16.hpp"
 
-#include "attn/kv_cache.hpp"
+#include "attn/bfloat16.hpp"
 #include "attn/simd.hpp"
 
 #undef HWY_TARGET_INCLUDE

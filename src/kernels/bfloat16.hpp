@@ -1,7 +1,7 @@
 // Rounding float matrices to bfloat16 (the top 16 bits of a float, 8 bits of mantissa), to
 // nearest with ties to even, vectorised with Highway: the operands of the bf16 matrix
 // products (attn/gemm.hpp). Highway's own DemoteTo truncates; this rounds as attn::to_bfloat16
-// (kv_cache.hpp) does, element for element, NaN staying a quiet NaN.
+// (attn/bfloat16.hpp) does, element for element, NaN staying a quiet NaN.
 #pragma once
 
 #include <cstdint>

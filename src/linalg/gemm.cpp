@@ -9,7 +9,7 @@
 // The split (gemm_split.hpp) depends on the shape and the machine's core count, never on
 // set_num_threads, so the results are bitwise the same for 1 and 2 threads.
 //
-// MatmulPrecision::kBFloat16 runs each block through src/gemm_bf16 instead of sgemm.
+// Dtype::kBFloat16 runs each block through src/gemm_bf16 instead of sgemm.
 //
 // oneDNN is opened on the first product (onednn_library.hpp), not at program start.
 #include "attn/gemm.hpp"
@@ -34,16 +34,16 @@ using detail::gemv_by_slabs;
 
 // One product on this thread, with OpenMP limited to one thread meanwhile (the worker's
 // setting restored after, also when it throws).
-void multiply_one_thread(MatmulPrecision precision, char ta, char tb, int64_t m, int64_t n,
-                         int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-                         int64_t ldb, float beta, float* c, int64_t ldc) {
+void multiply_one_thread(Dtype precision, char ta, char tb, int64_t m, int64_t n, int64_t k,
+                         float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                         float beta, float* c, int64_t ldc) {
   // One row against rows of B (a token's logits, B = wte): attn's kernel, no oneDNN. Its block
   // is a run of whole rows of B, read in order.
-  if (m == 1 && ta == 'N' && tb == 'T' && precision == MatmulPrecision::kFloat32) {
+  if (m == 1 && ta == 'N' && tb == 'T' && precision == Dtype::kFloat32) {
     return kernels::gemv_dots(a, b, k, n, ldb, alpha, beta, c);
   }
   const detail::OneOpenMpThread one_thread;
-  if (precision == MatmulPrecision::kBFloat16) {
+  if (precision == Dtype::kBFloat16) {
     detail::gemm_bf16_one_thread(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -55,9 +55,9 @@ void multiply_one_thread(MatmulPrecision precision, char ta, char tb, int64_t m,
 
 // The block's product on this thread: row r0 of op(A) is row r0 of A, or column r0 when A is
 // transposed; column c0 of op(B) likewise.
-void multiply_block(const Block& x, MatmulPrecision precision, char ta, char tb, int64_t k,
-                    float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                    float beta, float* c, int64_t ldc) {
+void multiply_block(const Block& x, Dtype precision, char ta, char tb, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) {
   const float* a_block = ta == 'T' ? a + x.r0 : a + x.r0 * lda;
   const float* b_block = tb == 'T' ? b + x.c0 * ldb : b + x.c0;
   multiply_one_thread(precision, ta, tb, x.rows, x.cols, k, alpha, a_block, lda, b_block, ldb, beta,
@@ -65,25 +65,15 @@ void multiply_block(const Block& x, MatmulPrecision precision, char ta, char tb,
 }
 
 // The one-row case of gemm: a generated token's products.
-bool is_gemv(int64_t m, bool trans_a, bool trans_b, MatmulPrecision precision) {
-  return m == 1 && !trans_a && !trans_b && precision == MatmulPrecision::kFloat32;
+bool is_gemv(int64_t m, bool trans_a, bool trans_b, Dtype precision) {
+  return m == 1 && !trans_a && !trans_b && precision == Dtype::kFloat32;
 }
 
 }  // namespace
 
-std::string to_string(MatmulPrecision precision) {
-  return precision == MatmulPrecision::kBFloat16 ? "bf16" : "f32";
-}
-
-MatmulPrecision matmul_precision_from_string(std::string_view name) {
-  if (name == "f32") return MatmulPrecision::kFloat32;
-  if (name == "bf16") return MatmulPrecision::kBFloat16;
-  throw Error(detail::concat("precision must be \"f32\" or \"bf16\", got \"", name, "\""));
-}
-
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-          MatmulPrecision precision) {
+          Dtype precision) {
   const detail::PhaseScope clock(Phase::kMatmul);
   detail::check_gemm_sizes("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
@@ -97,7 +87,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 
 void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                int64_t lda, const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
-               MatmulPrecision precision) {
+               Dtype precision) {
   const detail::PhaseScope clock(Phase::kMatmul);
   detail::check_gemm_sizes("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;

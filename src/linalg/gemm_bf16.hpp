@@ -1,5 +1,5 @@
 // One block of a matrix product with bfloat16 operands, on the calling thread: the
-// MatmulPrecision::kBFloat16 path of attn::gemm (gemm.cpp splits the product into
+// Dtype::kBFloat16 path of attn::gemm (gemm.cpp splits the product into
 // blocks over the threads and calls this for each). Internal to the library.
 #pragma once
 

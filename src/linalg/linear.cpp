@@ -18,7 +18,7 @@ void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums) {
 }
 
 void linear_forward(const float* x, const float* w, const float* bias, int64_t rows, int64_t in,
-                    int64_t out, float* y, MatmulPrecision precision) {
+                    int64_t out, float* y, Dtype precision) {
   if (bias) {
     gemm_bias(false, false, rows, out, in, x, in, w, out, bias, y, out, precision);
   } else {
@@ -37,7 +37,7 @@ void linear_forward(const float* x, const uint16_t* w, const float* bias, int64_
 
 void linear_backward(const float* dy, const float* x, const float* w, int64_t rows, int64_t in,
                      int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias,
-                     MatmulPrecision precision) {
+                     Dtype precision) {
   const PhaseScope clock(Phase::kMatmul);  // the bias's column sums too
   if (dx) {
     gemm(false, true, rows, in, out, 1.0f, dy, out, w, out, accumulate_dx ? 1.0f : 0.0f, dx, in,

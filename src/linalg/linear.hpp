@@ -14,7 +14,7 @@ void add_column_sums(const float* m, int64_t rows, int64_t cols, float* sums);
 
 // y (rows, out) = x (rows, in) · w (in, out) + bias (out; may be null).
 void linear_forward(const float* x, const float* w, const float* bias, int64_t rows, int64_t in,
-                    int64_t out, float* y, MatmulPrecision precision = MatmulPrecision::kFloat32);
+                    int64_t out, float* y, Dtype precision = Dtype::kFloat32);
 
 // The same with W kept in bfloat16 (gemm_bf16_weights: one row reads W as stored, more rows
 // widen it a piece at a time for the float product; the bits of float weights either way).
@@ -24,7 +24,7 @@ void linear_forward(const float* x, const uint16_t* w, const float* bias, int64_
 // W in float, or in bfloat16 when w_bf16 is set (w then only names the layout).
 inline void linear_forward(const float* x, const float* w, const uint16_t* w_bf16,
                            const float* bias, int64_t rows, int64_t in, int64_t out, float* y,
-                           MatmulPrecision precision) {
+                           Dtype precision) {
   if (w_bf16) return linear_forward(x, w_bf16, bias, rows, in, out, y);
   linear_forward(x, w, bias, rows, in, out, y, precision);
 }
@@ -33,6 +33,6 @@ inline void linear_forward(const float* x, const float* w, const uint16_t* w_bf1
 // dw += xᵀ·dy, d_bias += Σ_rows dy (d_bias may be null; always summed in float).
 void linear_backward(const float* dy, const float* x, const float* w, int64_t rows, int64_t in,
                      int64_t out, float* dx, bool accumulate_dx, float* dw, float* d_bias,
-                     MatmulPrecision precision = MatmulPrecision::kFloat32);
+                     Dtype precision = Dtype::kFloat32);
 
 }  // namespace attn::detail

@@ -93,7 +93,7 @@ Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_, Ac
 
 void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                  const float* ln, int64_t rows, float* hidden, float* activated, float* out,
-                 MatmulPrecision precision, const uint16_t* bf16) {
+                 Dtype precision, const uint16_t* bf16) {
   const int64_t c = config.n_embd;
   detail::linear_forward(ln, params + at.wfc, bf16_at(bf16, at.wfc), at_or_null(params, at.bfc),
                          rows, c, 4 * c, hidden, precision);

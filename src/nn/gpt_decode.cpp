@@ -13,7 +13,7 @@ namespace attn {
 
 using nn::at_or_null;
 
-GptCache Gpt::make_cache(int64_t batch, CacheDtype dtype) const {
+GptCache Gpt::make_cache(int64_t batch, Dtype dtype) const {
   ATTN_CHECK(batch >= 1, "Gpt::make_cache: batch must be >= 1, got ", batch);
   GptCache cache;
   for (size_t l = 0; l < layout_->blocks.size(); ++l) {
@@ -58,7 +58,7 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
                            ln.data(), mean.data(), rstd.data());
     detail::attention_layer_decode(
         nn::attention_shape(config_), nn::attention_weights(config_, at, params, bf16_.get()), ln,
-        cache.layers[l], SdpaOptions{}, MatmulPrecision::kFloat32, branch.data(), trim);
+        cache.layers[l], SdpaOptions{}, Dtype::kFloat32, branch.data(), trim);
     if (trim) {
       keep_last_rows(x.data(), batch, t, c);
       live = batch;
@@ -69,7 +69,7 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
     nn::layer_norm_forward(x.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), live, c,
                            ln.data(), mean.data(), rstd.data());
     nn::mlp_forward(config_, at, params, ln.data(), live, hidden.data(), activated.data(),
-                    branch.data(), MatmulPrecision::kFloat32, bf16_.get());
+                    branch.data(), Dtype::kFloat32, bf16_.get());
     const float* m = branch.data();
     for (int64_t i = 0; i < live * c; ++i) xs[i] += m[i];
   }
@@ -80,7 +80,7 @@ Tensor Gpt::decode(std::span<const int64_t> ids, int64_t batch, GptCache& cache,
                          at_or_null(params, layout_->global.lnf_b), live, c, ln.data(), mean.data(),
                          rstd.data());
   Tensor logits({batch, out_t, config_.vocab_size});
-  head_logits(ln.data(), live, MatmulPrecision::kFloat32, logits.data());
+  head_logits(ln.data(), live, Dtype::kFloat32, logits.data());
   return logits;
 }
 

@@ -113,8 +113,8 @@ struct Activations {
   Tensor d_residual, d_branch, d_ln, d_att, d_qkv, d_fch, scratch;
   std::vector<int64_t> ids, targets;
   Dropout dropout;
-  MatmulPrecision precision = MatmulPrecision::kFloat32;  // of this pass's matrix products
-  const uint16_t* bf16 = nullptr;  // the model's bf16 matrices, when it keeps them so
+  Dtype precision = Dtype::kFloat32;  // of this pass's matrix products
+  const uint16_t* bf16 = nullptr;     // the model's bf16 matrices, when it keeps them so
   bool has_forward = false;
 };
 
@@ -123,8 +123,7 @@ struct Activations {
 // it is set).
 void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                  const float* ln, int64_t rows, float* hidden, float* activated, float* out,
-                 MatmulPrecision precision = MatmulPrecision::kFloat32,
-                 const uint16_t* bf16 = nullptr);
+                 Dtype precision = Dtype::kFloat32, const uint16_t* bf16 = nullptr);
 
 // x may be la.residual3 (inference reuses one layer's buffers): x is read only before
 // residual3 is written.

@@ -12,16 +12,6 @@
 
 namespace attn {
 
-std::string to_string(WeightsDtype dtype) {
-  return dtype == WeightsDtype::kBFloat16 ? "bf16" : "f32";
-}
-
-WeightsDtype weights_dtype_from_string(std::string_view name) {
-  if (name == "f32") return WeightsDtype::kFloat32;
-  if (name == "bf16") return WeightsDtype::kBFloat16;
-  throw Error(detail::concat("weights must be \"f32\" or \"bf16\", got \"", name, "\""));
-}
-
 // The matrices a generated token streams: wte (the embedding and the tied head) and the
 // blocks' four. wpe is read one row per token, so halving it would save no time.
 bool Gpt::is_matrix(const GptParameter& p) const {
@@ -35,9 +25,9 @@ void Gpt::check_float_weights(const char* what) const {
              "their floats; load it again without bf16 weights");
 }
 
-void Gpt::set_weights_dtype(WeightsDtype dtype) {
+void Gpt::set_weights_dtype(Dtype dtype) {
   if (dtype == weights_dtype()) return;
-  ATTN_CHECK(dtype == WeightsDtype::kBFloat16,
+  ATTN_CHECK(dtype == Dtype::kBFloat16,
              "Gpt::set_weights_dtype: bf16 weights cannot become float again (their floats were "
              "released); load the model again");
   const int64_t n = parameters_.numel();
@@ -68,8 +58,7 @@ int64_t Gpt::weight_bytes() const {
   return bytes;
 }
 
-void Gpt::head_logits(const float* ln, int64_t rows, MatmulPrecision precision,
-                      float* logits) const {
+void Gpt::head_logits(const float* ln, int64_t rows, Dtype precision, float* logits) const {
   const int64_t c = config_.n_embd, v = config_.vocab_size;
   if (bf16_) {
     detail::gemm_bf16_weights(true, rows, v, c, 1.0f, ln, c, bf16_.get() + layout_->global.wte, c,

@@ -142,7 +142,7 @@ void run_decode(const DecodeArgs& a) {
     config.kv_heads = kv_heads;
     config.head_dim = a.head_dim;
     config.capacity = length;
-    config.dtype = bf16 ? CacheDtype::kBFloat16 : CacheDtype::kFloat32;
+    config.dtype = bf16 ? Dtype::kBFloat16 : Dtype::kFloat32;
     KVCache cache(config);
     const int64_t fill = 4096;  // append in pieces: the random K/V never exist whole
     for (int64_t t0 = 0; t0 < length; t0 += fill) {

@@ -66,7 +66,7 @@ void run_generate(GenerateArgs& args) {
   if (args.threads > 0) set_num_threads(args.threads);
   ATTN_CHECK(args.checkpoint.empty() != args.model.empty(),
              "give one of --checkpoint (a model of attn train) or --model (GPT-2's files)");
-  const WeightsDtype weights = weights_dtype_from_string(args.weights);
+  const Dtype weights = weights_dtype_from_string(args.weights);
   if (!args.model.empty()) {
     HfGpt2 gpt2 = load_hf_gpt2(args.model);
     gpt2.model.set_weights_dtype(weights);

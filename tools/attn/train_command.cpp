@@ -227,8 +227,8 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   // bf16 products pay only where the CPU has AVX-512 BF16; elsewhere the rounding costs and
   // nothing comes back (59 against 49 ms/iter in float on a Zen 3): float then, said once. The
   // options keep bf16, so the checkpoint does and a resume on such a CPU runs in bf16 again.
-  if (trainer->options().precision == MatmulPrecision::kBFloat16 && !simd_has_bf16_products()) {
-    trainer->model().set_training_precision(MatmulPrecision::kFloat32);
+  if (trainer->options().precision == Dtype::kBFloat16 && !simd_has_bf16_products()) {
+    trainer->model().set_training_precision(Dtype::kFloat32);
     if (lead) {
       std::printf(
           "--precision bf16: this CPU (%s) has no AVX-512 BF16, so the products run in float, "
@@ -259,7 +259,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
       static_cast<long long>(c.vocab_size), tokenizer->kind().c_str(), trainer->token_count(),
       group ? (std::to_string(group->size()) + " processes x ").c_str() : "",
       count_text(num_threads(), "thread").c_str(),
-      trainer->model().training_precision() == MatmulPrecision::kBFloat16 ? ", bf16 products" : "",
+      trainer->model().training_precision() == Dtype::kBFloat16 ? ", bf16 products" : "",
       args.resume ? (", resumed at iteration " + std::to_string(trainer->iteration())).c_str()
                   : "");
   std::fflush(stdout);
