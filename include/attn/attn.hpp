@@ -1,6 +1,7 @@
 // The whole public API in one include.
 #pragma once
 
+#include "attn/dtype.hpp"
 #include "attn/embedding.hpp"
 #include "attn/error.hpp"
 #include "attn/gemm.hpp"
@@ -12,9 +13,11 @@
 #include "attn/kv_cache.hpp"
 #include "attn/mask.hpp"
 #include "attn/mha.hpp"
+#include "attn/mha_reference.hpp"
 #include "attn/phase_clock.hpp"
 #include "attn/random.hpp"
 #include "attn/reference_matmul.hpp"
+#include "attn/rope.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
 #include "attn/simd.hpp"

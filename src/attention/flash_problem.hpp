@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "attn/sdpa.hpp"
-#include "src/attention/checks.hpp"
 #include "src/kernels/flash_problem.hpp"
+#include "src/reference/checks.hpp"
 
 namespace attn::detail {
 

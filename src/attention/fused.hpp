@@ -7,7 +7,7 @@
 
 #include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
-#include "src/attention/checks.hpp"
+#include "src/reference/checks.hpp"
 
 namespace attn::detail {
 

@@ -3,8 +3,8 @@
 // A·Wo is one product over contiguous rows.
 #include "src/attention/layer.hpp"
 
-#include "attn/embedding.hpp"
 #include "attn/error.hpp"
+#include "attn/rope.hpp"
 #include "src/attention/fused.hpp"
 #include "src/linalg/linear.hpp"
 

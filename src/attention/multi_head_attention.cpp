@@ -5,7 +5,7 @@
 #include "attn/error.hpp"
 #include "attn/mha.hpp"
 #include "src/attention/layer.hpp"
-#include "src/attention/mha_checks.hpp"
+#include "src/reference/mha_checks.hpp"
 
 namespace attn {
 

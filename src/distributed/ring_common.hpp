@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "attn/distributed.hpp"
-#include "src/attention/checks.hpp"
+#include "src/reference/checks.hpp"
 
 namespace attn::distributed::detail {
 

@@ -10,7 +10,6 @@
 #include "attn/error.hpp"
 #include "attn/gemm.hpp"
 #include "attn/random.hpp"
-#include "src/attention/checks.hpp"
 #include "src/core/parallel_ranges.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/linalg/linear.hpp"
@@ -19,6 +18,7 @@
 #include "src/nn/gelu.hpp"
 #include "src/nn/gpt_internal.hpp"
 #include "src/nn/layer_norm.hpp"
+#include "src/reference/checks.hpp"
 
 namespace attn {
 

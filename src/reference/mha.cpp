@@ -1,11 +1,10 @@
 // Multi-head attention, reference path: projections, head split, attention, merge, output
 // projection, one step per line.
-#include "attn/mha.hpp"
-
-#include "attn/embedding.hpp"
 #include "attn/error.hpp"
+#include "attn/mha_reference.hpp"
 #include "attn/reference_matmul.hpp"
-#include "src/attention/mha_checks.hpp"
+#include "attn/rope.hpp"
+#include "src/reference/mha_checks.hpp"
 
 namespace attn {
 namespace {

@@ -12,7 +12,7 @@
 #include "attn/error.hpp"
 #include "attn/reference_matmul.hpp"
 #include "attn/threads.hpp"
-#include "src/attention/checks.hpp"
+#include "src/reference/checks.hpp"
 
 namespace attn {
 namespace {

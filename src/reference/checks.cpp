@@ -1,4 +1,4 @@
-#include "src/attention/checks.hpp"
+#include "src/reference/checks.hpp"
 
 #include <cmath>
 #include <limits>

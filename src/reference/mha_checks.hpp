@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "attn/error.hpp"
-#include "attn/mha.hpp"
+#include "attn/mha_reference.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn::detail {

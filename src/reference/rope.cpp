@@ -1,9 +1,10 @@
-// Rotary position embeddings (apply_rope in include/attn/embedding.hpp): the attention layer
+// Rotary position embeddings (apply_rope in include/attn/rope.hpp): the attention layer
 // rotates Q and K in place, and its backward rotates dQ and dK back.
+#include "attn/rope.hpp"
+
 #include <cmath>
 #include <vector>
 
-#include "attn/embedding.hpp"
 #include "attn/error.hpp"
 
 namespace attn {
