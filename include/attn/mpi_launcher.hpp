@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <initializer_list>
 
 namespace attn::distributed {
 

@@ -5,6 +5,7 @@
 // BpeTokenizer; not part of the API.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
