@@ -30,7 +30,8 @@ LAYER_OF_HEADER = {
     "dtype.hpp": "core", "kv_cache.hpp": "attention", "embedding.hpp": "nn", "gpt.hpp": "nn", "gpt_flops.hpp": "nn",
     "tokenizer.hpp": "tokenizer", "gpt2_tokenizer.hpp": "tokenizer",
     "pair_ranks.hpp": "tokenizer", "token_index.hpp": "tokenizer", "io.hpp": "io",
-    "files.hpp": "io", "viz.hpp": "viz", "train.hpp": "train", "hf.hpp": "train",
+    "files.hpp": "io", "viz.hpp": "viz", "train.hpp": "train", "training_run.hpp": "train",
+    "hf.hpp": "train",
     "distributed.hpp": "distributed", "mpi_launcher.hpp": "distributed", "attn.hpp": None,
 }
 

@@ -25,6 +25,7 @@
 #include "attn/threads.hpp"
 #include "attn/tokenizer.hpp"
 #include "attn/train.hpp"
+#include "attn/training_run.hpp"
 #include "attn/version.hpp"
 #include "attn/viz.hpp"
 #include "attn/walkthrough.hpp"

@@ -35,6 +35,7 @@ from ._attn import (  # noqa: F401  (the public API)
     set_num_threads,
     simd_target,
     split_heads,
+    train,
     train_bpe,
 )
 

@@ -12,33 +12,12 @@
 #include "attn/hf.hpp"
 #include "attn/train.hpp"
 #include "bindings.hpp"
+#include "gpt_object.hpp"
 
 namespace attn::python {
 namespace {
 
 using namespace pybind11::literals;
-
-// A model and the tokenizer its ids belong to: attn train's, or GPT-2's beside a Hugging Face
-// model.
-struct LoadedGpt {
-  Gpt model;
-  std::variant<Tokenizer, Gpt2Tokenizer> tokenizer;
-
-  std::vector<int64_t> encode(std::string_view text) const {
-    return std::visit([&](const auto& t) { return t.encode(text); }, tokenizer);
-  }
-  std::string decode(std::span<const int64_t> ids) const {
-    return std::visit([&](const auto& t) { return t.decode(ids); }, tokenizer);
-  }
-  std::vector<int64_t> default_prompt() const {
-    return std::visit([](const auto& t) { return t.default_prompt(); }, tokenizer);
-  }
-};
-
-// What attn.Gpt holds: the model, shared with the generations started from it.
-struct PyGpt {
-  std::shared_ptr<LoadedGpt> loaded;
-};
 
 // The bytes of one token at a time (attn/__init__.py decodes them incrementally to text).
 struct Generation {

@@ -40,4 +40,5 @@ PYBIND11_MODULE(_attn, m) {
   attn::python::add_layers(m);
   attn::python::add_text(m);
   attn::python::add_model(m);
+  attn::python::add_training(m);
 }

@@ -18,25 +18,6 @@ namespace {
 
 using namespace pybind11::literals;
 
-// A corpus: a str, bytes, a list of either (joined by newlines) or a path (os.PathLike).
-std::string corpus_text(const py::handle& corpus) {
-  if (py::isinstance<py::bytes>(corpus)) return corpus.cast<std::string>();
-  if (py::isinstance<py::str>(corpus)) return corpus.cast<std::string>();
-  if (py::hasattr(corpus, "__fspath__")) {
-    return read_whole_file(py::str(corpus.attr("__fspath__")()).cast<std::string>(),
-                           kMaxCorpusBytes);
-  }
-  if (py::isinstance<py::list>(corpus) || py::isinstance<py::tuple>(corpus)) {
-    std::string text;
-    for (const py::handle& item : corpus) {
-      if (!text.empty()) text += '\n';
-      text += corpus_text(item);
-    }
-    return text;
-  }
-  throw py::type_error("corpus must be a str, bytes, a list of them or a path (os.PathLike)");
-}
-
 // str (UTF-8) or bytes, as bytes.
 std::string text_bytes(const py::handle& text, const char* name) {
   if (py::isinstance<py::bytes>(text) || py::isinstance<py::str>(text)) {
@@ -111,6 +92,24 @@ BpeTokenizer train(const py::handle& corpus, int64_t vocab_size, int64_t min_fre
 }
 
 }  // namespace
+
+std::string corpus_text(const py::handle& corpus) {
+  if (py::isinstance<py::bytes>(corpus)) return corpus.cast<std::string>();
+  if (py::isinstance<py::str>(corpus)) return corpus.cast<std::string>();
+  if (py::hasattr(corpus, "__fspath__")) {
+    return read_whole_file(py::str(corpus.attr("__fspath__")()).cast<std::string>(),
+                           kMaxCorpusBytes);
+  }
+  if (py::isinstance<py::list>(corpus) || py::isinstance<py::tuple>(corpus)) {
+    std::string text;
+    for (const py::handle& item : corpus) {
+      if (!text.empty()) text += '\n';
+      text += corpus_text(item);
+    }
+    return text;
+  }
+  throw py::type_error("corpus must be a str, bytes, a list of them or a path (os.PathLike)");
+}
 
 void add_text(py::module_& m) {
   py::class_<BpeTokenizer> bpe(m, "BpeTokenizer", R"(A byte-pair-encoding tokenizer.

@@ -3,20 +3,18 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
-#include "attn/simd.hpp"
 #include "attn/threads.hpp"
 #include "attn/train.hpp"
+#include "attn/training_run.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "loss_plot.hpp"
@@ -27,8 +25,6 @@
 
 namespace attn::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted = true; }
@@ -107,73 +103,6 @@ Tokenizer make_tokenizer(const TrainArgs& args, const std::string& corpus) {
   }
 }
 
-// A resumed run redoes the steps after its checkpoint: the rows a crashed or interrupted run
-// wrote past it are dropped first, so metrics.csv reads as one run. Kept: the header, every
-// row of an earlier iteration, and the evaluation at the checkpoint's iteration when the
-// resumed run will not evaluate there again (it does at an evaluation interval).
-void truncate_metrics(const std::string& path, int64_t iteration, bool evaluates_again) {
-  namespace fs = std::filesystem;
-  if (!fs::exists(path)) return;
-  std::ifstream in(path);
-  std::string kept, line;
-  for (bool header = true; std::getline(in, line); header = false) {
-    const long long iter = header ? -1 : std::strtoll(line.c_str(), nullptr, 10);
-    const bool evaluation = line.ends_with(",,");  // its timing columns are empty
-    if (header || iter < iteration || (iter == iteration && evaluation && !evaluates_again)) {
-      kept += line + '\n';
-    }
-  }
-  write_file_atomically(path, kept);
-}
-
-// Appends rows to DIR/metrics.csv (a new run starts the file with its header).
-class Metrics {
- public:
-  Metrics(const std::string& path, bool append)
-      : out_(path, append ? std::ios::app : std::ios::trunc) {
-    ATTN_CHECK(out_.good(), "cannot write ", path);
-    if (!append) out_ << "iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s\n";
-  }
-  void step(const StepResult& r, double ms, double tokens_per_s) {
-    out_ << r.iter << ',' << r.loss << ",," << r.lr << ',' << ms << ',' << tokens_per_s << '\n';
-    out_.flush();
-  }
-  void evaluation(int64_t iter, const EvalResult& e, float lr) {
-    out_ << iter << ',' << e.train_loss << ',' << e.val_loss << ',' << lr << ",,\n";
-    out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-};
-
-// Whether the run evaluates (and rank 0 checkpoints) before its next step: at
-// every --eval-interval and at the end. Every rank of a data-parallel run follows it, since
-// evaluation is collective.
-bool evaluates_now(const Trainer& trainer, const TrainArgs& args) {
-  return trainer.iteration() % args.eval_interval == 0 || trainer.done();
-}
-
-// An evaluation; in a data-parallel run also the check that every rank still holds the same
-// parameters (the gradient sums give every rank the same bits, so they cannot drift apart
-// unless something is wrong — a rank on a different CPU or library, say).
-EvalResult evaluate(const Trainer& trainer) {
-  const EvalResult e = trainer.evaluate();
-  ATTN_CHECK(trainer.replicas_agree(), "the processes' parameters differ after iteration ",
-             trainer.iteration(), "; data-parallel training needs the same attn build and CPU ",
-             "kind on every rank");
-  return e;
-}
-
-// A rank other than 0: the same steps and evaluations, nothing written or printed.
-void train_as_follower(Trainer& trainer, const TrainArgs& args) {
-  while (true) {
-    if (evaluates_now(trainer, args)) evaluate(trainer);
-    if (trainer.done()) return;
-    trainer.step();
-  }
-}
-
 std::string eta(double seconds) {
   char buffer[32];
   const long s = static_cast<long>(seconds);
@@ -224,20 +153,60 @@ void run_train(TrainArgs& args, const std::string& config_text) {
     std::vector<int64_t> tokens = tokenizer->encode(corpus);
     trainer.emplace(args.model, args.train, std::move(tokens), args.train.seed);
   }
-  // bf16 products pay only where the CPU has AVX-512 BF16; elsewhere the rounding costs and
-  // nothing comes back (59 against 49 ms/iter in float on a Zen 3): float then, said once. The
-  // options keep bf16, so the checkpoint does and a resume on such a CPU runs in bf16 again.
-  if (trainer->options().precision == Dtype::kBFloat16 && !simd_has_bf16_products()) {
-    trainer->model().set_training_precision(Dtype::kFloat32);
-    if (lead) {
-      std::printf(
-          "--precision bf16: this CPU (%s) has no AVX-512 BF16, so the products run in float, "
-          "which is faster here\n",
-          simd_target().c_str());
-    }
-  }
   trainer->set_group(group);
-  if (!lead) return train_as_follower(*trainer, args);
+  ProgressBar bar;
+  RunReport report("attn train: " + args.out, args.report_sample_tokens);
+  StepProfile profile(args.profile, kProfileWarmUp);
+  const GptConfig& c = trainer->model().config();
+  const TrainOptions& o = trainer->options();
+  const int64_t tokens_per_step = o.batch_size * o.grad_accum * c.block_size;
+  double train_seconds = 0.0;
+  int64_t timed_steps = 0;
+  // The run: the library's loop; this command adds the directory's other files, the progress
+  // bar and the log lines.
+  TrainingCallbacks on;
+  on.notice = [](const std::string& text) { std::printf("%s\n", text.c_str()); };
+  on.should_stop = [] { return g_interrupted.load(); };
+  on.before_step = [&] { profile.start_step(); };
+  on.evaluation = [&](int64_t iter, const EvalResult& e) {
+    report.evaluation(iter, e);
+    bar.clear();
+    std::printf("iter %6lld  train loss %.4f  val loss %.4f\n", static_cast<long long>(iter),
+                e.train_loss, e.val_loss);
+    std::fflush(stdout);
+  };
+  on.checkpoint_written = [&] {
+    write_files_atomically(
+        {{args.out + "/loss.svg", loss_svg(report.loss_history())},
+         {args.out + "/report.html", report.html(*trainer, *tokenizer, num_threads())}});
+  };
+  on.after_step = [&](const StepResult& r, double seconds) {
+    profile.end_step(seconds);
+    train_seconds += seconds;
+    ++timed_steps;
+    report.step(r, static_cast<double>(tokens_per_step) / seconds);
+    const double mean = train_seconds / static_cast<double>(timed_steps);
+    if (bar.shown()) {
+      char detail[96];
+      std::snprintf(detail, sizeof detail, "loss %.4f  %.1f ms/iter  %.0f tokens/s  ETA %s", r.loss,
+                    mean * 1e3, static_cast<double>(tokens_per_step) / mean,
+                    eta(mean * static_cast<double>(o.max_iters - r.iter - 1)).c_str());
+      bar.update(r.iter + 1, o.max_iters, detail);
+    } else if ((r.iter + 1) % args.log_interval == 0) {
+      std::printf("iter %6lld  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s\n",
+                  static_cast<long long>(r.iter + 1), r.loss, r.lr, mean * 1e3,
+                  static_cast<double>(tokens_per_step) / mean);
+      std::fflush(stdout);
+    }
+  };
+  TrainingRunOptions run_options;
+  run_options.eval_interval = args.eval_interval;
+  run_options.dir = args.out;
+  run_options.resumed = args.resume;
+  if (!lead) {  // the same steps and evaluations, nothing written or printed
+    TrainingRun(*trainer, *tokenizer, run_options).run();
+    return;
+  }
   // Only now, with everything checked, does the run get a directory: a refused run leaves none.
   std::filesystem::create_directories(args.out);
   // Temporaries of a run killed mid-write (a checkpoint is 8 MB) go before this one writes.
@@ -246,10 +215,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
                 count_text(stale, "temporary file").c_str());
   }
   if (!args.resume) write_file_atomically(args.out + "/config.ini", config_text);
-  const GptConfig& c = trainer->model().config();
-  const TrainOptions& o = trainer->options();
-  ProgressBar bar;
-  const bool terminal = bar.shown();
+  TrainingRun run(*trainer, *tokenizer, run_options, on);
   std::printf(
       "attn train: %lld parameters (%s, %s, n_embd %lld, block %lld), "
       "vocabulary %lld (%s), %zu tokens, %s%s%s%s\n",
@@ -263,64 +229,11 @@ void run_train(TrainArgs& args, const std::string& config_text) {
       args.resume ? (", resumed at iteration " + std::to_string(trainer->iteration())).c_str()
                   : "");
   std::fflush(stdout);
-
-  if (args.resume) {
-    truncate_metrics(args.out + "/metrics.csv", trainer->iteration(),
-                     evaluates_now(*trainer, args));
-  }
-  Metrics metrics(args.out + "/metrics.csv", args.resume);
-  RunReport report("attn train: " + args.out, args.report_sample_tokens);
   if (args.resume) report.read_metrics(args.out + "/metrics.csv");
-  const int64_t tokens_per_step = o.batch_size * o.grad_accum * c.block_size;
-  double train_seconds = 0.0;
-  int64_t timed_steps = 0;
-  StepProfile profile(args.profile, kProfileWarmUp);
-  auto save = [&] {
-    trainer->save(ckpt, *tokenizer);
-    write_files_atomically(
-        {{args.out + "/loss.svg", loss_svg(report.loss_history())},
-         {args.out + "/report.html", report.html(*trainer, *tokenizer, num_threads())}});
-  };
-  while (true) {
-    const int64_t iter = trainer->iteration();
-    if (evaluates_now(*trainer, args)) {
-      const EvalResult e = evaluate(*trainer);
-      metrics.evaluation(iter, e, trainer->learning_rate_at(iter));
-      report.evaluation(iter, e);
-      bar.clear();
-      std::printf("iter %6lld  train loss %.4f  val loss %.4f\n", static_cast<long long>(iter),
-                  e.train_loss, e.val_loss);
-      std::fflush(stdout);
-      save();
-    }
-    if (trainer->done() || g_interrupted) break;
-    profile.start_step();
-    const Clock::time_point start = Clock::now();
-    const StepResult r = trainer->step();
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    profile.end_step(seconds);
-    train_seconds += seconds;
-    ++timed_steps;
-    metrics.step(r, seconds * 1e3, static_cast<double>(tokens_per_step) / seconds);
-    report.step(r, static_cast<double>(tokens_per_step) / seconds);
-    const double mean = train_seconds / static_cast<double>(timed_steps);
-    if (terminal) {
-      char detail[96];
-      std::snprintf(detail, sizeof detail, "loss %.4f  %.1f ms/iter  %.0f tokens/s  ETA %s", r.loss,
-                    mean * 1e3, static_cast<double>(tokens_per_step) / mean,
-                    eta(mean * static_cast<double>(o.max_iters - r.iter - 1)).c_str());
-      bar.update(r.iter + 1, o.max_iters, detail);
-    } else if ((r.iter + 1) % args.log_interval == 0) {
-      std::printf("iter %6lld  loss %.4f  lr %.2e  %.1f ms/iter  %.0f tokens/s\n",
-                  static_cast<long long>(r.iter + 1), r.loss, r.lr, mean * 1e3,
-                  static_cast<double>(tokens_per_step) / mean);
-      std::fflush(stdout);
-    }
-  }
+  const RunEnd end = run.run();
   std::signal(SIGINT, SIG_DFL);
   bar.clear();
-  if (g_interrupted) {
-    save();
+  if (end == RunEnd::kStopped) {
     std::printf("interrupted at iteration %lld; checkpoint saved to %s (continue with --resume)\n",
                 static_cast<long long>(trainer->iteration()), ckpt.c_str());
     std::exit(130);
