@@ -109,7 +109,7 @@ TEST(CausalAlign, CausalMaskAndNames) {
 
 TEST(CausalAlign, ACacheRefusesTopLeft) {
   KVCacheConfig c;
-  c.kv_heads = 1;
+  c.n_kv_heads = 1;
   c.head_dim = 4;
   c.capacity = 8;
   KVCache cache(c);

@@ -95,7 +95,7 @@ TEST(KVCache, SlidingWindowRingEqualsTheWindowMask) {
 TEST(KVCache, GroupedQueryMatchesTheReferenceWithRepeatedHeads) {
   KVCacheConfig c;
   c.batch = 2;
-  c.kv_heads = 2;
+  c.n_kv_heads = 2;
   c.head_dim = 40;
   c.capacity = 1500;
   KVCache cache(c);
@@ -121,7 +121,7 @@ TEST(KVCache, Bfloat16StorageStaysWithinItsBound) {
   // average).
   KVCacheConfig c;
   c.batch = 1;
-  c.kv_heads = 4;
+  c.n_kv_heads = 4;
   c.head_dim = 64;
   c.capacity = 2000;
   KVCache f32(c);
@@ -144,7 +144,7 @@ TEST(KVCache, Bfloat16StorageStaysWithinItsBound) {
 TEST(KVCache, Bfloat16CacheEqualsFloatCacheOfTheSameValues) {
   for (int64_t d : {8, 16, 24, 32, 40, 48, 64, 96, 128}) {
     KVCacheConfig c;
-    c.kv_heads = 2;
+    c.n_kv_heads = 2;
     c.head_dim = d;
     c.window = 300;
     c.capacity = 320;
@@ -180,7 +180,7 @@ TEST(KVCache, BfloatConversionRoundsToNearestEven) {
 
 TEST(KVCache, ResultsDoNotDependOnTheThreadCount) {
   KVCacheConfig c;
-  c.kv_heads = 2;
+  c.n_kv_heads = 2;
   c.head_dim = 64;
   c.capacity = 5000;
   KVCache cache(c);
@@ -218,7 +218,7 @@ TEST(Rope, ScoresDependOnlyOnTheDistance) {
 
 TEST(KVCache, Errors) {
   KVCacheConfig c;
-  c.kv_heads = 2;
+  c.n_kv_heads = 2;
   c.head_dim = 8;
   c.capacity = 10;
   KVCache fixed(c);

@@ -21,7 +21,7 @@ namespace attn {
 
 struct KVCacheConfig {
   int64_t batch = 1;
-  int64_t kv_heads = 1;
+  int64_t n_kv_heads = 1;
   int64_t head_dim = 64;  // d of K and of V
   int64_t capacity = 0;   // positions held; in window mode 0 means window + 15
   int64_t window = 0;     // 0: fixed mode; w > 0: keep the last w positions (ring buffer)

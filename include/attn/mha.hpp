@@ -63,7 +63,7 @@ class MultiHeadAttention {
 
   const MhaConfig& config() const { return config_; }
   int64_t head_dim() const { return config_.d_model / config_.n_heads; }
-  int64_t kv_heads() const { return config_.n_kv_heads; }
+  int64_t n_kv_heads() const { return config_.n_kv_heads; }
 
   // A whole sequence: x (B, T, d_model) -> (B, T, d_model). options as for sdpa (e.g. causal).
   Tensor forward(const Tensor& x, const SdpaOptions& options = {}) const;

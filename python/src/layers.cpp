@@ -52,20 +52,20 @@ SdpaOptions layer_options(bool causal, std::optional<int64_t> window) {
 
 void add_layers(py::module_& m) {
   py::class_<KVCache>(m, "KVCache", R"(The key/value cache of one attention layer for decoding:
-(batch, kv_heads, capacity, head_dim) for K and V, float32 or bfloat16 ("bf16", half the bytes
+(batch, n_kv_heads, capacity, head_dim) for K and V, float32 or bfloat16 ("bf16", half the bytes
 read per step). window > 0 keeps the last `window` positions in a ring buffer.)")
-      .def(py::init([](int64_t batch, int64_t kv_heads, int64_t head_dim, int64_t capacity,
+      .def(py::init([](int64_t batch, int64_t n_kv_heads, int64_t head_dim, int64_t capacity,
                        int64_t window, const std::string& dtype) {
              KVCacheConfig c;
              c.batch = batch;
-             c.kv_heads = kv_heads;
+             c.n_kv_heads = n_kv_heads;
              c.head_dim = head_dim;
              c.capacity = capacity;
              c.window = window;
              c.dtype = cache_dtype(dtype);
              return KVCache(c);
            }),
-           "batch"_a = 1, "kv_heads"_a = 1, "head_dim"_a = 64, "capacity"_a = 0, "window"_a = 0,
+           "batch"_a = 1, "n_kv_heads"_a = 1, "head_dim"_a = 64, "capacity"_a = 0, "window"_a = 0,
            "dtype"_a = "f32")
       .def_property_readonly("position", &KVCache::position, "positions appended since reset")
       .def_property_readonly("capacity", &KVCache::capacity)

@@ -32,9 +32,9 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
                             int64_t window) {
   const KVCacheConfig& c = cache.config();
   ATTN_CHECK(q.defined() && q.rank() == 4 && q.dim(0) == c.batch && q.dim(3) == c.head_dim &&
-                 q.dim(1) % c.kv_heads == 0,
+                 q.dim(1) % c.n_kv_heads == 0,
              "attend_cached: q must be (B, H, Tq, d) with B = ", c.batch, ", d = ", c.head_dim,
-             " and H a multiple of ", c.kv_heads, " cached heads, got ",
+             " and H a multiple of ", c.n_kv_heads, " cached heads, got ",
              q.defined() ? q.shape_string() : "undefined");
   ATTN_CHECK(options.mask.empty() && options.key_lengths.empty(),
              "attend_cached: explicit masks and key lengths are not supported with a cache");
@@ -71,9 +71,9 @@ bool fused_prefill_applies(const KVCache& cache, int64_t tq, int64_t window) {
 SdpaResult fused_prefill(const Tensor& q, const KVCache& cache, const SdpaOptions& options) {
   const KVCacheConfig& c = cache.config();
   const int64_t capacity = cache.capacity(), held = cache.position();
-  const Shape shape{c.batch, c.kv_heads, held, c.head_dim};
-  const Shape strides{c.kv_heads * capacity * c.head_dim, capacity * c.head_dim, c.head_dim, 1};
-  const int64_t floats = c.batch * c.kv_heads * capacity * c.head_dim;
+  const Shape shape{c.batch, c.n_kv_heads, held, c.head_dim};
+  const Shape strides{c.n_kv_heads * capacity * c.head_dim, capacity * c.head_dim, c.head_dim, 1};
+  const int64_t floats = c.batch * c.n_kv_heads * capacity * c.head_dim;
   auto view = [&](const void* storage) {  // read only: sdpa does not write K or V
     float* data = const_cast<float*>(static_cast<const float*>(storage));
     return Tensor::from_external(data, floats, shape, strides, 0, nullptr);
@@ -101,7 +101,7 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
   p.bf16 = c.dtype == Dtype::kBFloat16;
   p.batch = c.batch;
   p.heads = q.dim(1);
-  p.kv_heads = c.kv_heads;
+  p.kv_heads = c.n_kv_heads;
   p.tq = q.dim(2);
   p.d = c.head_dim;
   p.capacity = cache.capacity();

@@ -15,15 +15,15 @@ constexpr int64_t kTailPadding = 64;
 }  // namespace
 
 KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
-  ATTN_CHECK(config.batch >= 1 && config.kv_heads >= 1 && config.head_dim >= 1, "KVCache: batch (",
-             config.batch, "), kv_heads (", config.kv_heads, ") and head_dim (", config.head_dim,
-             ") must be >= 1");
+  ATTN_CHECK(config.batch >= 1 && config.n_kv_heads >= 1 && config.head_dim >= 1,
+             "KVCache: batch (", config.batch, "), n_kv_heads (", config.n_kv_heads,
+             ") and head_dim (", config.head_dim, ") must be >= 1");
   ATTN_CHECK(config.window >= 0, "KVCache: window must be >= 0, got ", config.window);
   if (config.window > 0 && config.capacity == 0) config_.capacity = config.window + 15;
   ATTN_CHECK(config_.capacity >= 1, "KVCache: capacity must be >= 1, got ", config.capacity);
   ATTN_CHECK(config.window == 0 || config_.capacity >= config.window, "KVCache: capacity (",
              config_.capacity, ") must hold the window (", config.window, ")");
-  const int64_t elements = config.batch * config.kv_heads * config_.capacity * config.head_dim;
+  const int64_t elements = config.batch * config.n_kv_heads * config_.capacity * config.head_dim;
   ATTN_CHECK(elements <= (int64_t{1} << 36), "KVCache: ", elements, " elements is too large");
   const auto n = static_cast<size_t>(elements + kTailPadding);
   if (config.dtype == Dtype::kFloat32) {
@@ -50,7 +50,7 @@ const void* KVCache::values() const {
 }
 
 void KVCache::append(const Tensor& k, const Tensor& v) {
-  const Shape expected = {config_.batch, config_.kv_heads,
+  const Shape expected = {config_.batch, config_.n_kv_heads,
                           k.defined() && k.rank() == 4 ? k.dim(2) : 0, config_.head_dim};
   ATTN_CHECK(k.defined() && v.defined() && k.shape() == expected && v.shape() == expected,
              "KVCache::append: k and v must be (B, H_kv, T_new, d) = ", to_string(expected),
@@ -75,12 +75,12 @@ void KVCache::append(const Tensor& k, const Tensor& v) {
   // as it was (a ring would otherwise have overwritten positions it still holds).
   auto for_each_value = [&](auto&& fn) {
     for (int64_t b = 0; b < config_.batch; ++b) {
-      for (int64_t h = 0; h < config_.kv_heads; ++h) {
+      for (int64_t h = 0; h < config_.n_kv_heads; ++h) {
         for (int64_t t = 0; t < t_new; ++t) {
           const float* krow = kp + b * ks[0] + h * ks[1] + t * ks[2];
           const float* vrow = vp + b * vs[0] + h * vs[1] + t * vs[2];
           const int64_t base =
-              ((b * config_.kv_heads + h) * config_.capacity + slot_of(position_ + t)) * d;
+              ((b * config_.n_kv_heads + h) * config_.capacity + slot_of(position_ + t)) * d;
           for (int64_t e = 0; e < d; ++e)
             fn(b, h, t, e, base + e, krow[e * ks[3]], vrow[e * vs[3]]);
         }

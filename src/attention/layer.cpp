@@ -169,8 +169,8 @@ void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWe
                             const Tensor& x, KVCache& cache, const SdpaOptions& options,
                             Dtype precision, float* y, bool last_query_only) {
   const KVCacheConfig& c = cache.config();
-  ATTN_CHECK(c.kv_heads == s.kv_heads && c.head_dim == s.head_dim, "attention: the cache holds ",
-             c.kv_heads, " heads of ", c.head_dim, ", this layer needs ", s.kv_heads, " of ",
+  ATTN_CHECK(c.n_kv_heads == s.kv_heads && c.head_dim == s.head_dim, "attention: the cache holds ",
+             c.n_kv_heads, " heads of ", c.head_dim, ", this layer needs ", s.kv_heads, " of ",
              s.head_dim);
   ATTN_CHECK(w.wo, "attention layer decode: needs an output projection");
   const int64_t b = x.dim(0), t = x.dim(1);
@@ -194,7 +194,7 @@ KVCache make_layer_cache(const AttentionLayerShape& s, int64_t batch, int64_t ca
                          int64_t window) {
   KVCacheConfig c;
   c.batch = batch;
-  c.kv_heads = s.kv_heads;
+  c.n_kv_heads = s.kv_heads;
   c.head_dim = s.head_dim;
   c.capacity = capacity;
   c.window = window;

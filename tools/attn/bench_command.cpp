@@ -139,7 +139,7 @@ void run_decode(const DecodeArgs& a) {
   for (int64_t length : a.cache) {
     ATTN_CHECK(length >= 1, "--cache must be >= 1, got ", length);
     KVCacheConfig config;
-    config.kv_heads = kv_heads;
+    config.n_kv_heads = kv_heads;
     config.head_dim = a.head_dim;
     config.capacity = length;
     config.dtype = bf16 ? Dtype::kBFloat16 : Dtype::kFloat32;
