@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -214,6 +215,30 @@ TEST(Rope, ScoresDependOnlyOnTheDistance) {
   EXPECT_TRUE(testing::BitwiseEqual(at_zero, q));  // position 0: no rotation
   Tensor odd({2, 3});
   EXPECT_TRUE(ThrowsWith([&] { apply_rope(odd, 0); }, "must be even"));
+}
+
+// Sizes whose product passes int64 used to wrap to a small buffer that decoding then overran
+// (capacity 2^60 + 1 with head_dim 16 wraps to 16 floats). Each is refused before allocating.
+TEST(KVCache, SizesThatWouldWrapOrExhaustMemoryAreRefused) {
+  const int64_t big = int64_t{1} << 31;
+  const std::vector<std::array<int64_t, 4>> sizes = {
+      // batch, n_kv_heads, capacity, head_dim
+      {1, 1, (int64_t{1} << 60) + 1, 16},
+      {big, big, big, big},
+      {1, 1, std::numeric_limits<int64_t>::max(), 2},
+      {int64_t{1} << 62, 4, 1, 1},
+      {1, 1 << 20, 1 << 20, 1},  // 2^40 elements: no wrap, but far past the cap
+  };
+  for (const auto& [batch, heads, capacity, head_dim] : sizes) {
+    KVCacheConfig c;
+    c.batch = batch;
+    c.n_kv_heads = heads;
+    c.capacity = capacity;
+    c.head_dim = head_dim;
+    EXPECT_TRUE(
+        ThrowsWith([&] { KVCache{c}; }, "KVCache: batch·n_kv_heads·capacity·head_dim is too large"))
+        << batch << " " << heads << " " << capacity << " " << head_dim;
+  }
 }
 
 TEST(KVCache, Errors) {

@@ -159,6 +159,19 @@ TEST(MultiHeadAttention, CausalInvarianceIsBitwise) {
   }
 }
 
+// d_model 2^62 used to reach the weights' shapes through a product that wrapped (undefined
+// behaviour, and a negative shape in the message); now refused first, naming the size.
+TEST(MultiHeadAttentionLayer, AWidthWhoseWeightsWouldWrapIsRefused) {
+  for (const int64_t d : {int64_t{1} << 62, int64_t{1} << 32, int64_t{1} << 21}) {
+    MhaConfig c;
+    c.d_model = d;
+    c.n_heads = 1;
+    EXPECT_TRUE(
+        ThrowsWith([&] { MultiHeadAttention{c}; }, "MultiHeadAttention: d_model² is too large"))
+        << d;
+  }
+}
+
 TEST(MultiHeadAttention, Errors) {
   const Weights w = make_weights(8, 8, 9);
   const Tensor x = rand_normal({2, 3, 8}, 10);

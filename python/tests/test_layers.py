@@ -86,3 +86,18 @@ def test_caches_take_f32_or_bf16(rng):
     np.testing.assert_allclose(rounded, exact, atol=2e-2)
     with pytest.raises(ValueError, match='dtype must be "f32" or "bf16", got "f16"'):
         layer.make_cache(1, 8, dtype="f16")
+
+
+@pytest.mark.parametrize("batch,n_kv_heads,head_dim,capacity", [
+    (1, 1, 16, 2**60 + 1),  # wrapped to a 16-float buffer that decoding overran
+    (2**31, 2**31, 2**31, 2**31),
+    (1, 2**20, 1, 2**20),
+])
+def test_cache_sizes_that_would_wrap_are_refused(batch, n_kv_heads, head_dim, capacity):
+    with pytest.raises(attn.Error, match="batch·n_kv_heads·capacity·head_dim is too large"):
+        attn.KVCache(batch, n_kv_heads, head_dim, capacity)
+
+
+def test_a_layer_too_wide_to_hold_is_refused_with_its_size():
+    with pytest.raises(attn.Error, match=r"d_model² is too large: more than \d+ elements"):
+        attn.MultiHeadAttention(1 << 62, 1)

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "attn/error.hpp"
+#include "src/core/checked_size.hpp"
 
 namespace attn {
 namespace {
@@ -11,6 +12,8 @@ namespace {
 // Extra zeroed elements after the storage, so that the kernel's full-vector loads of the last
 // row never leave the buffer (their lanes past d meet zero query lanes).
 constexpr int64_t kTailPadding = 64;
+// 2^36 elements of K and as many of V: 512 GiB in float, beyond any machine it runs on.
+constexpr int64_t kMaxElements = int64_t{1} << 36;
 
 }  // namespace
 
@@ -23,8 +26,9 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   ATTN_CHECK(config_.capacity >= 1, "KVCache: capacity must be >= 1, got ", config.capacity);
   ATTN_CHECK(config.window == 0 || config_.capacity >= config.window, "KVCache: capacity (",
              config_.capacity, ") must hold the window (", config.window, ")");
-  const int64_t elements = config.batch * config.n_kv_heads * config_.capacity * config.head_dim;
-  ATTN_CHECK(elements <= (int64_t{1} << 36), "KVCache: ", elements, " elements is too large");
+  const int64_t elements =
+      detail::checked_size({config.batch, config.n_kv_heads, config_.capacity, config.head_dim},
+                           kMaxElements, "KVCache: batch·n_kv_heads·capacity·head_dim");
   const auto n = static_cast<size_t>(elements + kTailPadding);
   if (config.dtype == Dtype::kFloat32) {
     k32_.assign(n, 0.0f);

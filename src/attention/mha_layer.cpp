@@ -7,6 +7,7 @@
 #include "attn/random.hpp"
 #include "src/attention/layer.hpp"
 #include "src/attention/mha_layer_weights.hpp"
+#include "src/core/checked_size.hpp"
 
 namespace attn {
 
@@ -20,6 +21,9 @@ MultiHeadAttention::MultiHeadAttention(const MhaConfig& config) : config_(config
              ")");
   ATTN_CHECK(!config_.rope || head_dim() % 2 == 0,
              "MultiHeadAttention: rope needs an even head_dim, got ", head_dim());
+  // Both weight matrices are d_model × about d_model: d_model beyond 2^20 (4 TiB of floats)
+  // is refused here, before (h + 2·h_kv)·head_dim or the shapes can wrap.
+  detail::checked_size({d, d}, int64_t{1} << 40, "MultiHeadAttention: d_model²");
   const int64_t width = (h + 2 * h_kv) * head_dim();
   const float stddev = 1.0f / std::sqrt(static_cast<float>(d));
   wqkv = rand_normal({d, width}, config_.seed, 0.0f, stddev);
