@@ -3,6 +3,8 @@
 #include "attn/threads.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <stdexcept>
@@ -81,6 +83,35 @@ TEST(Threads, SetAndDefault) {
   EXPECT_EQ(num_threads(), 3);  // unchanged by the refusals
   set_num_threads(0);
   EXPECT_GE(num_threads(), 1);
+}
+
+// A forked child has only the forking thread: the pool the parent started is gone there, and
+// a job posted to it used to wait for ever. The child starts a pool of its own, and the
+// parent's keeps working. SIGALRM ends a child that hangs, which fails the test.
+TEST(Threads, AForkedChildRunsParallelLoopsOnAPoolOfItsOwn) {
+  set_num_threads(2);
+  const auto sum_of_squares = [] {
+    std::vector<int64_t> squares(1000);
+    parallel_for(1000, [&](int64_t i) { squares[i] = i * i; });
+    int64_t total = 0;
+    for (const int64_t s : squares) total += s;
+    return total;
+  };
+  const int64_t expected = sum_of_squares();  // the parent's pool is running
+  for (int child = 0; child < 3; ++child) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(30);
+      _exit(sum_of_squares() == expected && sum_of_squares() == expected ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "child " << child << ": status " << status;
+  }
+  EXPECT_EQ(sum_of_squares(), expected);
+  set_num_threads(0);
 }
 
 }  // namespace

@@ -16,8 +16,8 @@ inline int64_t checked_size(std::initializer_list<int64_t> factors, int64_t limi
                             const char* what) {
   int64_t product = 1;
   for (const int64_t f : factors) {
-    ATTN_CHECK(f >= 0 && (f == 0 || product <= limit / f), what, " is too large: more than ",
-               limit, " elements");
+    ATTN_CHECK(f >= 0 && (f == 0 || product <= limit / f), what, " is too large: more than ", limit,
+               " elements");
     product *= f;
   }
   return product;

@@ -11,6 +11,8 @@
 // Which thread runs an index never changes a result (see parallel_for): this changes speed only.
 #include "attn/threads.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -155,6 +157,17 @@ class Pool {
 
   bool solo() const { return monitor_.solo(Clock::now()); }
 
+  // Around fork(): no job running and no helper inside the pool's lock, so the child's copy
+  // of the pool is in a state it can leave behind (see pool()).
+  void hold() {
+    run_mutex_.lock();
+    mutex_.lock();
+  }
+  void release() {
+    mutex_.unlock();
+    run_mutex_.unlock();
+  }
+
  private:
   void resize(int helpers) {
     {
@@ -203,9 +216,36 @@ class Pool {
   detail::ShareMonitor monitor_{process_cpu_seconds};
 };
 
+// fork() copies only the thread that calls it: in the child the pool's helpers are gone, and
+// a job posted to them would wait for ever (multiprocessing's fork start method, a PyTorch
+// DataLoader worker). So the pool lives on the heap, and around a fork it is held still
+// (hold); the parent then goes on with it, while the child leaves its copy behind, unjoined
+// and never freed (its threads and locks belong to the parent), and starts a fresh pool at
+// its first parallel loop.
+std::atomic<Pool*> g_pool{nullptr};
+std::mutex g_pool_creation;
+
+void before_fork() {
+  g_pool_creation.lock();
+  if (Pool* p = g_pool.load()) p->hold();
+}
+void after_fork_in_parent() {
+  if (Pool* p = g_pool.load()) p->release();
+  g_pool_creation.unlock();
+}
+void after_fork_in_child() {
+  g_pool.store(nullptr);  // the old pool is leaked on purpose
+  g_pool_creation.unlock();
+}
+
 Pool& pool() {
-  static Pool instance;
-  return instance;
+  if (Pool* p = g_pool.load(std::memory_order_acquire)) return *p;
+  std::lock_guard<std::mutex> lock(g_pool_creation);
+  static const bool fork_handlers =
+      (pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0);
+  (void)fork_handlers;
+  if (g_pool.load() == nullptr) g_pool.store(new Pool);
+  return *g_pool.load();
 }
 
 }  // namespace
