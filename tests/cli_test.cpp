@@ -455,6 +455,41 @@ TEST_F(Cli, TrainProfilePrintsEveryPhaseWithTheProductsFlops) {
       << short_run.out;
 }
 
+// --resume keeps the run's cadence and options: the first command line with --resume added
+// continues it; a flag that would change the model or training options is refused, never
+// dropped. A run killed before its first checkpoint holds nothing to protect.
+TEST_F(Cli, ResumeKeepsTheRunsCadenceAndRefusesFlagsThatWouldChangeIt) {
+  const std::string base = tiny_train() + " --out " + path("run") + " --eval-interval 3";
+  ASSERT_EQ(run(base + " --max-iters 4").status, 0);
+  // The same command line plus --resume: every evaluation at the run's interval of 3.
+  const CliResult resumed = run(tiny_train() + " --out " + path("run") + " --resume --max-iters 9");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  const std::string csv = slurp(path("run/metrics.csv"));
+  int evaluations = 0;
+  for (size_t at = csv.find(",,\n"); at != std::string::npos; at = csv.find(",,\n", at + 1)) {
+    ++evaluations;
+  }
+  EXPECT_EQ(evaluations, 5) << csv;  // at 0, 3, 4 (the first run's end), 6 and 9
+  ASSERT_EQ(run(base + " --resume --max-iters 10").status, 0);
+  expect_error(base + " --resume --max-iters 12 --n-layer 3",
+               "--n-layer 3 differs from the resumed run's 1: a resumed run keeps its "
+               "checkpoint's model and training options");
+  expect_error(base + " --resume --lr 0.5", "--lr 0.5 differs from the resumed run's");
+  expect_error(base + " --resume --force", "--force and --resume contradict each other");
+
+  // Killed before its first checkpoint: a config.ini, metrics rows and a temporary only.
+  fs::create_directories(path("early"));
+  std::ofstream(path("early/config.ini")) << "n-layer = 1\n";
+  std::ofstream(path("early/metrics.csv")) << "iter,train_loss,val_loss,lr,ms_per_iter\n";
+  std::ofstream(path("early/checkpoint.safetensors.tmp-99999999")) << "partial";
+  expect_error(tiny_train() + " --out " + path("early") + " --resume",
+               "has no checkpoint.safetensors to resume; drop --resume");
+  const CliResult fresh = run(tiny_train() + " --out " + path("early") + " --max-iters 2");
+  ASSERT_EQ(fresh.status, 0) << fresh.err;
+  EXPECT_TRUE(fs::exists(path("early/checkpoint.safetensors")));
+  EXPECT_FALSE(fs::exists(path("early/checkpoint.safetensors.tmp-99999999")));
+}
+
 TEST_F(Cli, TrainProtectsRunsNamesFlagsAndRepeatsFromAConfig) {
   const std::string base = tiny_train() + " --max-iters 3 --eval-interval 2";
   ASSERT_EQ(run(base + " --out " + path("run")).status, 0);

@@ -32,8 +32,9 @@ GptConfig tiny_config(int64_t vocab) {
   return c;
 }
 
-TrainOptions tiny_options(int64_t max_iters) {
+TrainOptions tiny_options(int64_t max_iters, int64_t eval_interval = 250) {
   TrainOptions o;
+  o.eval_interval = eval_interval;
   o.batch_size = 2;
   o.max_iters = max_iters;
   o.warmup_iters = 1;
@@ -74,9 +75,9 @@ struct Heard {
 
 TEST_F(TrainingRunTest, EvaluatesFirstAtTheCadenceAndAtTheEndSavingEachTime) {
   const CharTokenizer tok = CharTokenizer::train(kText);
-  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(5), tokens(tok));
+  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(5, 2), tokens(tok));
   Heard heard;
-  TrainingRun run(trainer, tok, {.eval_interval = 2, .dir = dir_.string()}, heard.callbacks());
+  TrainingRun run(trainer, tok, {.dir = dir_.string()}, heard.callbacks());
   EXPECT_EQ(run.run(), RunEnd::kFinished);
   const std::vector<std::string> expected = {"e0", "c",  "s0", "s1", "e2", "c", "s2",
                                              "s3", "e4", "c",  "s4", "e5", "c"};
@@ -95,9 +96,9 @@ TEST_F(TrainingRunTest, EvaluatesFirstAtTheCadenceAndAtTheEndSavingEachTime) {
 
 TEST_F(TrainingRunTest, WithoutADirectoryItWritesNothing) {
   const CharTokenizer tok = CharTokenizer::train(kText);
-  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(3), tokens(tok));
+  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(3, 10), tokens(tok));
   Heard heard;
-  TrainingRun run(trainer, tok, {.eval_interval = 10}, heard.callbacks());
+  TrainingRun run(trainer, tok, {}, heard.callbacks());
   EXPECT_EQ(run.run(), RunEnd::kFinished);
   const std::vector<std::string> expected = {"e0", "s0", "s1", "s2", "e3"};
   EXPECT_EQ(heard.events, expected);
@@ -114,19 +115,18 @@ TEST_F(TrainingRunTest, AStopSavesAndTheResumedRunIsTheUninterruptedOne) {
   std::filesystem::create_directories(whole_dir);
   std::filesystem::create_directories(parts_dir);
 
-  Trainer whole(c, tiny_options(7), tokens(tok));
+  Trainer whole(c, tiny_options(7, 3), tokens(tok));
   std::vector<float> expected;
   TrainingCallbacks record;
   record.after_step = [&](const StepResult& r, double) { expected.push_back(r.loss); };
-  TrainingRun(whole, tok, {.eval_interval = 3, .dir = whole_dir.string()}, record).run();
+  TrainingRun(whole, tok, {.dir = whole_dir.string()}, record).run();
 
-  Trainer first(c, tiny_options(7), tokens(tok));
+  Trainer first(c, tiny_options(7, 3), tokens(tok));
   std::vector<float> got;
   TrainingCallbacks stop_after_4;
   stop_after_4.after_step = [&](const StepResult& r, double) { got.push_back(r.loss); };
   stop_after_4.should_stop = [&] { return got.size() == 4; };
-  TrainingRun interrupted(first, tok, {.eval_interval = 3, .dir = parts_dir.string()},
-                          stop_after_4);
+  TrainingRun interrupted(first, tok, {.dir = parts_dir.string()}, stop_after_4);
   EXPECT_EQ(interrupted.run(), RunEnd::kStopped);
   const std::string ckpt = interrupted.checkpoint_path();
   EXPECT_EQ(load_checkpoint(ckpt).iteration, 4);
@@ -136,8 +136,7 @@ TEST_F(TrainingRunTest, AStopSavesAndTheResumedRunIsTheUninterruptedOne) {
   Trainer second = Trainer::resume(ckpt, tokens(tok));
   TrainingCallbacks rest;
   rest.after_step = [&](const StepResult& r, double) { got.push_back(r.loss); };
-  TrainingRun resumed(second, tok, {.eval_interval = 3, .dir = parts_dir.string(), .resumed = true},
-                      rest);
+  TrainingRun resumed(second, tok, {.dir = parts_dir.string(), .resumed = true}, rest);
   EXPECT_EQ(resumed.run(), RunEnd::kFinished);
   EXPECT_EQ(got, expected);
   EXPECT_TRUE(testing::BitwiseEqual(second.model().parameters(), whole.model().parameters()));
@@ -179,8 +178,8 @@ TEST_F(TrainingRunTest, BfloatTrainingSaysWhenTheCpuRunsItsProductsInFloat) {
 TEST(TrainingRunArguments, Errors) {
   const CharTokenizer tok = CharTokenizer::train(kText);
   Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(1), tokens(tok));
-  EXPECT_TRUE(ThrowsWith([&] { TrainingRun(trainer, tok, {.eval_interval = 0}); },
-                         "eval_interval must be >= 1, got 0"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { trainer.set_eval_interval(0); }, "eval_interval must be >= 1, got 0"));
   const CharTokenizer other = CharTokenizer::train("abc");
   EXPECT_TRUE(
       ThrowsWith([&] { TrainingRun(trainer, other, {}); },

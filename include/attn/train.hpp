@@ -75,6 +75,9 @@ struct TrainOptions {
   float grad_clip = 1.0f;   // ≤ 0: off
   int64_t grad_accum = 1;   // micro-batches per step, each of batch_size windows
   int64_t eval_iters = 20;  // batches per loss estimate
+  // Steps between evaluations and checkpoints of a TrainingRun (attn/training_run.hpp); saved
+  // in the checkpoint, so a resumed run keeps its cadence.
+  int64_t eval_interval = 250;
   AdamWOptions adamw;
   uint64_t seed = 1337;
   double val_fraction = 0.1;  // the last part of the tokens is the validation split
@@ -139,6 +142,7 @@ class Trainer {
   void set_max_iters(int64_t n);
   // Batches per loss estimate; changes what evaluate() measures, never the training itself.
   void set_eval_iters(int64_t n);
+  void set_eval_interval(int64_t n);  // for a resumed run that evaluates more or less often
   // Shares the steps and evaluations with a group of processes (data parallel): step() runs
   // this rank's windows of each batch and sums the gradients and the loss over the group, so
   // every rank takes the same step, and the loss curve is a single process's up to the order

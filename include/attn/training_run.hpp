@@ -1,8 +1,8 @@
 // A training run: the loop around a Trainer that every front end shares (the CLI's `attn
 // train`, Python's attn.train, a C++ program) — an evaluation before the first step, every
-// eval_interval steps and at the end; a checkpoint and a metrics row at each; a stop between
-// steps when asked, saving first; the other ranks of a data-parallel group following the same
-// steps; and the bf16 fallback, said once.
+// options().eval_interval steps and at the end; a checkpoint and a metrics row at each; a stop
+// between steps when asked, saving first; the other ranks of a data-parallel group following the
+// same steps; and the bf16 fallback, said once.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +14,8 @@
 
 namespace attn {
 
+// The cadence is the trainer's options().eval_interval, which its checkpoint keeps.
 struct TrainingRunOptions {
-  int64_t eval_interval = 250;  // steps between evaluations (and checkpoints); ≥ 1
   // Where the run writes: DIR/checkpoint.safetensors at every evaluation and on a stop, and
   // DIR/metrics.csv (iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s: a row per step and
   // one per evaluation with the val columns filled). Empty: nothing is written. The directory

@@ -40,8 +40,7 @@ struct Settings {
   GptConfig model;
   TrainOptions train;
   bool model_given = false;  // any setting a resumed run takes from its checkpoint
-  bool max_iters_given = false, eval_iters_given = false;
-  int64_t eval_interval = TrainingRunOptions{}.eval_interval;
+  bool max_iters_given = false, eval_iters_given = false, eval_interval_given = false;
   int64_t vocab_size = 512;  // for tokenizer="bpe"
   bool resume = false, overwrite = false;
   py::object tokenizer = py::str("char");
@@ -81,7 +80,7 @@ Settings settings_from(py::dict kwargs) {
   s.model_given = given;
   s.max_iters_given = take(kwargs, "max_iters", t.max_iters);
   s.eval_iters_given = take(kwargs, "eval_iters", t.eval_iters);
-  take(kwargs, "eval_interval", s.eval_interval);
+  s.eval_interval_given = take(kwargs, "eval_interval", t.eval_interval);
   take(kwargs, "resume", s.resume);
   take(kwargs, "overwrite", s.overwrite);
   take(kwargs, "on_step", s.on_step);
@@ -93,7 +92,7 @@ Settings settings_from(py::dict kwargs) {
   }
   m.positions = position_kind_from_string(positions);
   t.precision = matmul_precision_from_string(precision);
-  ATTN_CHECK(s.eval_interval >= 1, "eval_interval must be >= 1, got ", s.eval_interval);
+  ATTN_CHECK(t.eval_interval >= 1, "eval_interval must be >= 1, got ", t.eval_interval);
   return s;
 }
 
@@ -119,8 +118,9 @@ void prepare_dir(const std::string& dir, const Settings& s) {
     return;
   }
   ATTN_CHECK(!fs::exists(dir) || fs::is_directory(dir), dir, " exists and is not a directory");
-  const bool holds_run = fs::exists(ckpt) || fs::exists(dir + "/metrics.csv");
-  ATTN_CHECK(!holds_run || s.overwrite, dir,
+  // Only a checkpoint makes a run worth keeping: a run killed before its first one left
+  // metrics rows that nothing can resume, and a new run replaces them.
+  ATTN_CHECK(!fs::exists(ckpt) || s.overwrite, dir,
              " already holds a run; pass resume=True to continue it or overwrite=True to start "
              "over");
   fs::create_directories(dir);
@@ -195,6 +195,7 @@ PyGpt train(const py::handle& corpus_like, const py::object& out, py::kwargs kwa
     trainer.emplace(std::move(resumed.trainer));
     if (s.max_iters_given) trainer->set_max_iters(s.train.max_iters);
     if (s.eval_iters_given) trainer->set_eval_iters(s.train.eval_iters);
+    if (s.eval_interval_given) trainer->set_eval_interval(s.train.eval_interval);
   } else {
     tokenizer.emplace(make_tokenizer(s, corpus));
     s.model.vocab_size = tokenizer->vocab_size();
@@ -203,8 +204,7 @@ PyGpt train(const py::handle& corpus_like, const py::object& out, py::kwargs kwa
   }
 
   std::optional<py::error_already_set> interrupt;
-  TrainingRun run(*trainer, *tokenizer,
-                  {.eval_interval = s.eval_interval, .dir = dir, .resumed = s.resume},
+  TrainingRun run(*trainer, *tokenizer, {.dir = dir, .resumed = s.resume},
                   python_callbacks(s, interrupt));
   RunEnd end;
   {
@@ -234,8 +234,9 @@ Settings (default in brackets):
             warmup_iters [100], lr_decay_iters [0 = max_iters], weight_decay [0.1],
             beta2 [0.99], grad_clip [1.0], eval_iters [20], val_fraction [0.1],
             seed [1337], precision ['f32'|'bf16']
-  the run   eval_interval [250], resume [False: continue out's checkpoint; only max_iters,
-            eval_iters and eval_interval may be given], overwrite [False: replace a run in out]
+  the run   eval_interval [250; a resumed run keeps its own], resume [False: continue out's
+            checkpoint; only max_iters, eval_iters and eval_interval may be given],
+            overwrite [False: replace a run in out]
   callbacks on_step(dict: iter, loss, lr, grad_norm, seconds) after every step,
             on_eval(dict: iter, train_loss, val_loss) at every evaluation, on_notice(str)
             (default: a RuntimeWarning; bf16 on a CPU without AVX-512 BF16 says it runs float)

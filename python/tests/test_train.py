@@ -74,8 +74,7 @@ def test_ctrl_c_in_a_callback_saves_and_the_resumed_run_is_the_whole_run(tmp_pat
     with pytest.raises(attn.Error, match="already holds a run; pass resume=True"):
         attn.train(TEXT, tmp_path / "parts", max_iters=6, **TINY)
     steps = []
-    resumed = attn.train(TEXT, tmp_path / "parts", resume=True, eval_interval=4,
-                         on_step=steps.append)
+    resumed = attn.train(TEXT, tmp_path / "parts", resume=True, on_step=steps.append)  # keeps 4
     assert [s["iter"] for s in steps] == [3, 4, 5]
     ids = whole.encode("the mat")
     assert np.array_equal(resumed.logits(ids), whole.logits(ids))

@@ -26,6 +26,7 @@ std::string options_json(const TrainOptions& o) {
                             {"grad_clip", o.grad_clip},
                             {"grad_accum", o.grad_accum},
                             {"eval_iters", o.eval_iters},
+                            {"eval_interval", o.eval_interval},
                             {"beta1", o.adamw.beta1},
                             {"beta2", o.adamw.beta2},
                             {"eps", o.adamw.eps},
@@ -49,6 +50,8 @@ TrainOptions options_from_json(const std::string& text) {
   o.grad_clip = j.at("grad_clip").get<float>();
   o.grad_accum = j.at("grad_accum").get<int64_t>();
   o.eval_iters = j.at("eval_iters").get<int64_t>();
+  // Checkpoints from before the option (same format version) kept the cadence elsewhere.
+  o.eval_interval = j.value("eval_interval", TrainOptions{}.eval_interval);
   o.adamw.beta1 = j.at("beta1").get<float>();
   o.adamw.beta2 = j.at("beta2").get<float>();
   o.adamw.eps = j.at("eps").get<float>();

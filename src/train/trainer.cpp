@@ -35,6 +35,7 @@ void detail::check_options(const TrainOptions& o) {
              "train: warmup and decay iterations must be >= 0");
   ATTN_CHECK(o.grad_accum >= 1, "train: grad_accum must be >= 1, got ", o.grad_accum);
   ATTN_CHECK(o.eval_iters >= 1, "train: eval_iters must be >= 1, got ", o.eval_iters);
+  ATTN_CHECK(o.eval_interval >= 1, "train: eval_interval must be >= 1, got ", o.eval_interval);
   ATTN_CHECK(std::isfinite(o.lr) && o.lr > 0.0f && std::isfinite(o.min_lr) && o.min_lr >= 0.0f &&
                  o.min_lr <= o.lr,
              "train: need 0 <= min_lr <= lr, lr > 0; got lr ", o.lr, ", min_lr ", o.min_lr);
@@ -91,6 +92,11 @@ Trainer::Windows Trainer::sample(const std::vector<int64_t>& split, int64_t batc
 void Trainer::set_eval_iters(int64_t n) {
   ATTN_CHECK(n >= 1, "train: eval_iters must be >= 1, got ", n);
   options_.eval_iters = n;
+}
+
+void Trainer::set_eval_interval(int64_t n) {
+  ATTN_CHECK(n >= 1, "train: eval_interval must be >= 1, got ", n);
+  options_.eval_interval = n;
 }
 
 float Trainer::learning_rate_at(int64_t iter) const {

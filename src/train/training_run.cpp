@@ -27,8 +27,6 @@ TrainingRun::TrainingRun(Trainer& trainer, Tokenizer tokenizer, TrainingRunOptio
       tokenizer_(std::move(tokenizer)),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)) {
-  ATTN_CHECK(options_.eval_interval >= 1, "TrainingRun: eval_interval must be >= 1, got ",
-             options_.eval_interval);
   ATTN_CHECK(tokenizer_.vocab_size() == trainer_.model().config().vocab_size,
              "TrainingRun: the tokenizer has ", tokenizer_.vocab_size(), " tokens, the model ",
              trainer_.model().config().vocab_size);
@@ -48,7 +46,7 @@ TrainingRun::TrainingRun(Trainer& trainer, Tokenizer tokenizer, TrainingRunOptio
 }
 
 bool TrainingRun::evaluates_now() const {
-  return trainer_.iteration() % options_.eval_interval == 0 || trainer_.done();
+  return trainer_.iteration() % trainer_.options().eval_interval == 0 || trainer_.done();
 }
 
 std::string TrainingRun::checkpoint_path() const {

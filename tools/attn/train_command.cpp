@@ -2,6 +2,7 @@
 // a checkpoint at every evaluation; Ctrl-C saves and stops.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
@@ -34,10 +36,11 @@ struct TrainArgs {
   int64_t vocab_size = 512;  // for --tokenizer bpe
   GptConfig model;
   TrainOptions train;
-  int64_t eval_interval = 250, log_interval = 100;
+  int64_t log_interval = 100;
   int64_t report_sample_tokens = 200;
   bool no_bias = false, resume = false, force = false, profile = false;
-  std::string config;  // expanded into the arguments before parsing (config_file.hpp)
+  std::vector<std::string> given;  // the flags the command line (or --config) set
+  std::string config;              // expanded into the arguments before parsing (config_file.hpp)
   int threads = 0;
   DataParallelOptions parallel;  // under mpirun
   double bucket_mb = 1.0;
@@ -69,6 +72,50 @@ void check_model_flags(const TrainArgs& a) {
                16.0 * static_cast<double>(parameter_count(config)));
 }
 
+bool flag_given(const TrainArgs& a, const std::string& flag) {
+  return std::find(a.given.begin(), a.given.end(), flag) != a.given.end();
+}
+
+// A resumed run keeps its checkpoint's model, tokenizer and training options. The first run's
+// command line with --resume added is fine; a flag that would change one of them is refused
+// rather than silently dropped.
+void check_resume_flags(const TrainArgs& a, const Trainer& trainer, const Tokenizer& tokenizer) {
+  ATTN_CHECK(!flag_given(a, "--force"), "--force and --resume contradict each other: --force ",
+             "starts over, --resume continues");
+  const GptConfig& ckpt = trainer.model().config();
+  const TrainOptions& o = trainer.options();
+  const auto same = [&](const char* flag, const auto& given, const auto& kept) {
+    ATTN_CHECK(!flag_given(a, flag) || given == kept, flag, " ", given,
+               " differs from the resumed run's ", kept, ": a resumed run keeps its ",
+               "checkpoint's model and training options (only --max-iters, --eval-iters and ",
+               "--eval-interval may change)");
+  };
+  const auto kv_heads = [](const GptConfig& c) { return c.n_kv_head > 0 ? c.n_kv_head : c.n_head; };
+  same("--n-layer", a.model.n_layer, ckpt.n_layer);
+  same("--n-head", a.model.n_head, ckpt.n_head);
+  same("--n-kv-head", kv_heads(a.model), kv_heads(ckpt));
+  same("--n-embd", a.model.n_embd, ckpt.n_embd);
+  same("--block-size", a.model.block_size, ckpt.block_size);
+  same("--dropout", a.model.dropout, ckpt.dropout);
+  same("--positions", a.positions, to_string(ckpt.positions));
+  same("--no-bias", a.no_bias, !ckpt.bias);
+  same("--precision", a.precision, to_string(o.precision));
+  same("--batch-size", a.train.batch_size, o.batch_size);
+  same("--grad-accum", a.train.grad_accum, o.grad_accum);
+  same("--lr", a.train.lr, o.lr);
+  same("--min-lr", a.train.min_lr, o.min_lr);
+  same("--warmup-iters", a.train.warmup_iters, o.warmup_iters);
+  same("--lr-decay-iters", a.train.lr_decay_iters, o.lr_decay_iters);
+  same("--weight-decay", a.train.adamw.weight_decay, o.adamw.weight_decay);
+  same("--decay-embeddings", a.train.adamw.decay_embeddings, o.adamw.decay_embeddings);
+  same("--beta2", a.train.adamw.beta2, o.adamw.beta2);
+  same("--grad-clip", a.train.grad_clip, o.grad_clip);
+  same("--val-fraction", a.train.val_fraction, o.val_fraction);
+  same("--seed", a.train.seed, o.seed);
+  if (a.tokenizer == "char" || a.tokenizer == "bpe")
+    same("--tokenizer", a.tokenizer, tokenizer.kind());
+}
+
 // Where the run goes. A directory that already holds a run is not overwritten unless --force
 // (or continued with --resume); --resume needs a checkpoint there.
 void check_out_dir(const TrainArgs& a) {
@@ -81,8 +128,10 @@ void check_out_dir(const TrainArgs& a) {
   }
   ATTN_CHECK(!fs::exists(a.out) || fs::is_directory(a.out), "--out ", a.out,
              " exists and is not a directory");
-  const bool holds_run = fs::exists(ckpt) || fs::exists(a.out + "/metrics.csv");
-  ATTN_CHECK(!holds_run || a.force, a.out, " already holds a run; pass --resume to continue it or ",
+  // Only a checkpoint makes a run worth keeping: a run killed before its first one left a
+  // config.ini and metrics rows that nothing can resume, and a new run replaces them.
+  ATTN_CHECK(!fs::exists(ckpt) || a.force, a.out,
+             " already holds a run; pass --resume to continue it or ",
              "--force to start over (its checkpoint and metrics are replaced)");
 }
 
@@ -144,6 +193,8 @@ void run_train(TrainArgs& args, const std::string& config_text) {
       trainer->set_max_iters(args.train.max_iters);
     if (args.train.eval_iters != TrainOptions{}.eval_iters)
       trainer->set_eval_iters(args.train.eval_iters);
+    if (flag_given(args, "--eval-interval")) trainer->set_eval_interval(args.train.eval_interval);
+    check_resume_flags(args, *trainer, *tokenizer);
   } else {
     tokenizer = make_tokenizer(args, corpus);
     args.model.vocab_size = tokenizer->vocab_size();
@@ -200,7 +251,6 @@ void run_train(TrainArgs& args, const std::string& config_text) {
     }
   };
   TrainingRunOptions run_options;
-  run_options.eval_interval = args.eval_interval;
   run_options.dir = args.out;
   run_options.resumed = args.resume;
   if (!lead) {  // the same steps and evaluations, nothing written or printed
@@ -357,7 +407,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--profile", a.profile,
                 "after training, print the step's time per phase (matrix products, attention, "
                 "LayerNorm, GELU, …) with GFLOP/s and the share of the FMA peak");
-  cmd->add_option("--eval-interval", a.eval_interval, "steps between evaluations and checkpoints")
+  cmd->add_option("--eval-interval", a.train.eval_interval,
+                  "steps between evaluations and checkpoints (a resumed run keeps its own)")
       ->check(positive())
       ->capture_default_str();
   cmd->add_option("--report-sample-tokens", a.report_sample_tokens,
@@ -388,7 +439,13 @@ void add_train_command(CLI::App& app) {
                   "under mpirun: MiB of gradients summed per bucket while the backward pass runs")
       ->check(in_range(0.001, 1024))
       ->capture_default_str();
-  cmd->callback([args, cmd] { run_train(*args, cmd->config_to_str(true, false)); });
+  cmd->callback([args, cmd] {
+    args->given.clear();
+    for (const CLI::Option* option : cmd->get_options()) {
+      if (option->count() > 0) args->given.push_back(option->get_name());
+    }
+    run_train(*args, cmd->config_to_str(true, false));
+  });
 }
 
 }  // namespace attn::cli
