@@ -21,6 +21,7 @@
 #include "attn/threads.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/gemv.hpp"
+#include "src/linalg/async_signals_held.hpp"
 #include "src/linalg/gemm_bf16.hpp"
 #include "src/linalg/gemm_split.hpp"
 #include "src/linalg/onednn_library.hpp"
@@ -43,6 +44,7 @@ void multiply_one_thread(Dtype precision, char ta, char tb, int64_t m, int64_t n
     return kernels::gemv_dots(a, b, k, n, ldb, alpha, beta, c);
   }
   const detail::OneOpenMpThread one_thread;
+  const detail::AsyncSignalsHeld no_signal_frames_on_onednn_workspaces;
   if (precision == Dtype::kBFloat16) {
     detail::gemm_bf16_one_thread(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;

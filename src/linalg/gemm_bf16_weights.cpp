@@ -7,6 +7,7 @@
 #include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
 #include "src/kernels/gemv.hpp"
+#include "src/linalg/async_signals_held.hpp"
 #include "src/linalg/gemm_bf16.hpp"
 #include "src/linalg/gemm_split.hpp"
 #include "src/linalg/onednn_library.hpp"
@@ -41,6 +42,7 @@ void multiply_block(const Block& x, bool trans_b, int64_t k, float alpha, const 
   }
   thread_local std::vector<float> wide;
   const OneOpenMpThread one_thread;
+  const AsyncSignalsHeld no_signal_frames_on_onednn_workspaces;
   for (int64_t j = 0; j < x.cols; j += kWidenColumns) {
     const int64_t cols = std::min(kWidenColumns, x.cols - j);
     wide.resize(static_cast<size_t>(cols * k));
