@@ -156,6 +156,28 @@ TEST_F(Browser, ExplorerOfDiagonalWeightsShowsABrightDiagonalAndDrivesItself) {
   }
 }
 
+// Tokens are the user's text: "<!--<script>" once put the page's script in a parser state
+// where its own "</script>" no longer ended it, and the page stayed blank. Whatever the tokens
+// hold, the page drives itself and shows them as text. (No "-->" among them: it would undo the
+// state, and the old page passed.)
+TEST_F(Browser, TheExplorerRunsWhateverTheTokensHold) {
+  const int64_t t = 8;
+  Tensor w({1, 1, t, t});
+  for (int64_t i = 0; i < t; ++i) w.at({0, 0, i, i}) = 1.0f;
+  write_npy(path("w.npy"), w);
+  ASSERT_EQ(attn("explore --weights " + path("w.npy") +
+                 " --tokens '<!--<script> a </script> b <!-- c d &amp;' --out " + path("p.html")),
+            0)
+      << slurp(path("err"));
+  const std::string page = slurp(path("p.html"));
+  EXPECT_EQ(page.find("<!--<script>"), std::string::npos) << "the data holds no markup";
+  const std::string dom = load(path("p.html"), "#selftest", "--dump-dom");
+  EXPECT_TRUE(console_.empty()) << console_.front();
+  EXPECT_EQ(self_test(dom).status, "pass") << self_test(dom).text;
+  EXPECT_NE(dom.find(">&lt;!--&lt;script&gt;</text>"), std::string::npos) << "the token as text";
+  EXPECT_NE(dom.find(">&amp;amp;</text>"), std::string::npos);
+}
+
 TEST_F(Browser, ExplorerOfATrainedModelListsEveryHeadAndItsTokens) {
   std::ofstream(path("corpus.txt")) << std::string(2000, 'a') + "ROMEO: what light\n";
   ASSERT_EQ(attn("train --corpus " + path("corpus.txt") + " --out " + path("run") +

@@ -5,15 +5,27 @@
 
 namespace attn::viz {
 
-// JSON inside <script>: "</" would end the element early, so it is written "<\/" (the same
-// string to the JSON parser).
+// JSON inside <script>. The HTML parser reads script data without knowing JSON: "</script"
+// ends the element early, and "<!--" followed by "<script" puts it in a state where the real
+// "</script>" no longer ends it (the page's code then never runs). JSON has "<" only inside
+// strings, where "\u003c" is the same character to JSON.parse and to JavaScript, so every
+// "<" is written that way; ">" and "&" too, so that no markup survives in the data at all.
 std::string script_safe(const std::string& json) {
   std::string out;
-  for (size_t i = 0; i < json.size(); ++i) {
-    if (json[i] == '<' && i + 1 < json.size() && json[i + 1] == '/') {
-      out += "<\\";
-    } else {
-      out += json[i];
+  out.reserve(json.size());
+  for (const char c : json) {
+    switch (c) {
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

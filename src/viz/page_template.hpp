@@ -12,8 +12,8 @@ namespace attn::viz {
 std::string fill_template(const std::string& page,
                           const std::map<std::string, std::string>& values);
 
-// JSON to embed in <script>: "</" would end the element early, so it becomes "<\/" (the same
-// string to the JSON parser).
+// JSON to embed in <script>: every "<", ">" and "&" written as a \u escape (the same string
+// to the JSON parser), so that no token can end or derail the script element.
 std::string script_safe(const std::string& json);
 
 }  // namespace attn::viz
