@@ -26,7 +26,8 @@ extern "C" void count_signal(int) { g_handled.fetch_add(1, std::memory_order_rel
 // and the signals still reach their handler, late but all the same.
 TEST(GemmSignals, TrainingUnderASignalStormIsTheQuietRun) {
   std::vector<int64_t> tokens(40000);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7919 + i / 13) % 65);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int64_t>((i * 7919 + i / 13) % 65);
   TrainOptions o;
   o.max_iters = 16;
   set_num_threads(1);

@@ -38,7 +38,8 @@ def main():
 
     # (d) Two heads on a (6, 8) input: each head is attention on its own columns.
     w_q, w_k, w_v = (rng.standard_normal((8, 8)).astype(np.float32) * 0.3 for _ in range(3))
-    y, heads = attn.multi_head_attention(x, w_q, w_k, w_v, None, 2, causal=True)
+    y, heads = attn.multi_head_attention(x, w_q, w_k, w_v, None, 2, causal=True,
+                                         return_weights=True)
     for h in range(2):
         cols = slice(4 * h, 4 * h + 4)
         head_out, head_w = attn.reference.sdpa(x @ w_q[:, cols], x @ w_k[:, cols], x @ w_v[:, cols],

@@ -34,7 +34,8 @@ def main():
     Wq, Wk, Wv = (rng.standard_normal((d_model, d_model)).astype(np.float32) * 0.3 for _ in range(3))
 
     expected, expected_w = causal_attention(X.astype(np.float64), Wq, Wk, Wv, H)
-    out, weights = attn.multi_head_attention(X, Wq, Wk, Wv, None, H, causal=True)
+    out, weights = attn.multi_head_attention(X, Wq, Wk, Wv, None, H, causal=True,
+                                             return_weights=True)
     print("output", out.shape, "weights", weights.shape)
     worst = np.abs(out - expected).max()
     print(f"attn vs the numpy program: max |diff| = {worst:.2e}")
@@ -43,7 +44,7 @@ def main():
     # Perturb the last token: every earlier position's output stays the same, bit for bit.
     X2 = X.copy()
     X2[:, -1] += 10.0
-    out2, _ = attn.multi_head_attention(X2, Wq, Wk, Wv, None, H, causal=True)
+    out2 = attn.multi_head_attention(X2, Wq, Wk, Wv, None, H, causal=True)
     same = np.array_equal(out[:, :-1], out2[:, :-1])
     print("perturbed the last token; outputs at positions 0..3:",
           "bitwise identical" if same else "CHANGED")

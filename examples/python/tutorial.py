@@ -26,7 +26,7 @@ def main():
     rng = np.random.default_rng(7)
     w_q, w_k, w_v, w_o = (rng.standard_normal((d_model, d_model)).astype(np.float32) * 0.25
                           for _ in range(4))
-    out, weights = attn.multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads,
+    out, weights = attn.multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, return_weights=True,
                                              mask=attn.causal_mask(len(ids)))
     print("x", x.shape, "-> output", out.shape, "weights", weights.shape)
     print(attn.heatmap(weights[0], tokens=tokens))
@@ -37,8 +37,8 @@ def main():
     # Changing every token but the first leaves output 0 exactly as it was.
     x2 = x.copy()
     x2[1:] += 1.0
-    out2, _ = attn.multi_head_attention(x2, w_q, w_k, w_v, w_o, n_heads,
-                                        mask=attn.causal_mask(len(ids)))
+    out2 = attn.multi_head_attention(x2, w_q, w_k, w_v, w_o, n_heads,
+                                     mask=attn.causal_mask(len(ids)))
     assert np.array_equal(out[0], out2[0])
     print("output 0 is unchanged when tokens 1.. change: yes")
 

@@ -133,12 +133,12 @@ py::array causal_mask_py(int64_t tq, std::optional<int64_t> tk, const std::strin
   return to_array(m).attr("astype")("bool");
 }
 
-py::tuple mha_py(const py::handle& x, const py::handle& w_q, const py::handle& w_k,
-                 const py::handle& w_v, const py::handle& w_o, int64_t n_heads,
-                 const py::handle& mask, bool causal, std::optional<int64_t> window,
-                 int64_t n_kv_heads, const py::handle& b_q, const py::handle& b_k,
-                 const py::handle& b_v, const py::handle& b_o, bool rope, bool return_weights,
-                 bool use_reference) {
+py::object mha_py(const py::handle& x, const py::handle& w_q, const py::handle& w_k,
+                  const py::handle& w_v, const py::handle& w_o, int64_t n_heads,
+                  const py::handle& mask, bool causal, std::optional<int64_t> window,
+                  int64_t n_kv_heads, const py::handle& b_q, const py::handle& b_k,
+                  const py::handle& b_v, const py::handle& b_o, bool rope, bool return_weights,
+                  bool use_reference) {
   if (n_heads == 0) throw py::type_error("multi_head_attention: n_heads is required");
   const Tensor tx = to_tensor(x, "x"), wq = to_tensor(w_q, "w_q"), wk = to_tensor(w_k, "w_k"),
                wv = to_tensor(w_v, "w_v"), wo = to_optional_tensor(w_o, "w_o");
@@ -160,8 +160,8 @@ py::tuple mha_py(const py::handle& x, const py::handle& w_q, const py::handle& w
     r = use_reference ? reference::multi_head_attention(tx, wq, wk, wv, wo, n_heads, o, extras)
                       : multi_head_attention(tx, wq, wk, wv, wo, n_heads, o, extras);
   }
-  return py::make_tuple(to_array(r.output),
-                        r.weights.defined() ? py::object(to_array(r.weights)) : py::none());
+  if (!return_weights) return to_array(r.output);
+  return py::make_tuple(to_array(r.output), to_array(r.weights));
 }
 
 }  // namespace
@@ -232,12 +232,15 @@ tk != n; align="top-left" for torch.tril).)",
       "x"_a);
   const char* mha_doc = R"(multi_head_attention(x, w_q, w_k, w_v, w_o=None, n_heads=..., mask=None,
                      causal=False, window=None, n_kv_heads=0, b_q=None, b_k=None, b_v=None,
-                     b_o=None, rope=False, return_weights=True) -> (output, weights)
+                     b_o=None, rope=False, return_weights=False) -> output
+
+(reference.multi_head_attention: the same arguments, always -> (output, weights))
 
 Y = merge(sdpa(split(X·Wq), split(X·Wk), split(X·Wv)))·Wo, the textbook convention Y = X·W:
 x (B, T, d_model) or (T, d_model); w_q (d_model, d_model); w_k, w_v (d_model, d_model), or
-(d_model, n_kv_heads·d_head) with n_kv_heads; w_o (d_model, d_out) or None. weights: (B, H, T, T)
-or None when return_weights is False.)";
+(d_model, n_kv_heads·d_head) with n_kv_heads; w_o (d_model, d_out) or None. With
+return_weights=True -> (output, weights), weights (B, H, T, T): formed on the reference path,
+T² floats per head (at T = 2048, 8 heads: 128 MiB and ~58× the time), so only on request.)";
   auto mha = [](bool use_reference) {
     return [use_reference](const py::handle& x, const py::handle& w_q, const py::handle& w_k,
                            const py::handle& w_v, const py::handle& w_o, int64_t n_heads,
@@ -254,7 +257,7 @@ or None when return_weights is False.)";
                 "w_v"_a, "w_o"_a = py::none(), "n_heads"_a = 0, "mask"_a = py::none(),
                 "causal"_a = false, "window"_a = py::none(), "n_kv_heads"_a = 0,
                 "b_q"_a = py::none(), "b_k"_a = py::none(), "b_v"_a = py::none(),
-                "b_o"_a = py::none(), "rope"_a = false, "return_weights"_a = true);
+                "b_o"_a = py::none(), "rope"_a = false, "return_weights"_a = use_reference);
   }
 }
 

@@ -21,7 +21,7 @@ def every_kind_of_kernel(model_dir):
     dq, _, _ = attn.sdpa_backward(q, q, q, out, lse, np.ones_like(out), causal=True)
     x = rng.standard_normal((2, 96, 64)).astype(np.float32)
     w = [rng.standard_normal((64, 64)).astype(np.float32) * 0.1 for _ in range(4)]
-    y, _ = attn.multi_head_attention(x, *w, n_heads=4)
+    y = attn.multi_head_attention(x, *w, n_heads=4)
     layer = attn.MultiHeadAttention(64, 4, seed=1)
     decoded = layer.decode(x[:1, :5], layer.make_cache(1, 16))
     model = attn.Gpt.from_hf(model_dir)

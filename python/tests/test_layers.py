@@ -31,12 +31,17 @@ def test_multi_head_attention_follows_the_textbook(rng):
     heads = [split(x.astype(np.float64) @ w, 4) for w in (w_q, w_k, w_v)]
     out, weights = reference_sdpa(*heads, causal=True)
     expected = out.transpose(0, 2, 1, 3).reshape(2, 6, 16) @ w_o
-    for fn in (attn.multi_head_attention, attn.reference.multi_head_attention):
-        y, w = fn(x, w_q, w_k, w_v, w_o, 4, causal=True)
+    for y, w in (attn.multi_head_attention(x, w_q, w_k, w_v, w_o, 4, causal=True,
+                                           return_weights=True),
+                 attn.reference.multi_head_attention(x, w_q, w_k, w_v, w_o, 4, causal=True)):
         np.testing.assert_allclose(y, expected, atol=1e-4)
         np.testing.assert_allclose(w, weights, atol=1e-5)
+    # The fast path's default: the output alone, the same as with the weights.
+    fast = attn.multi_head_attention(x, w_q, w_k, w_v, w_o, 4, causal=True)
+    assert isinstance(fast, np.ndarray)
+    np.testing.assert_allclose(fast, expected, atol=1e-4)
     # The walk-through's form: a boolean mask, no w_o.
-    y, _ = attn.multi_head_attention(x, w_q, w_k, w_v, None, 4, mask=attn.causal_mask(6))
+    y = attn.multi_head_attention(x, w_q, w_k, w_v, None, 4, mask=attn.causal_mask(6))
     np.testing.assert_allclose(y, out.transpose(0, 2, 1, 3).reshape(2, 6, 16), atol=1e-4)
     with pytest.raises(ValueError, match="must divide by n_heads"):
         attn.multi_head_attention(x, w_q, w_k, w_v, w_o, 3)
