@@ -5,18 +5,56 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace attn {
 
+// What an attn::Error is about, for a caller that acts on it rather than prints it.
+enum class ErrorKind {
+  kInvalidArgument,  // a value, shape or setting the call cannot take
+  kFile,             // a file that cannot be opened, read or written, or whose content is broken
+};
+
 // Thrown for every invalid argument or unreadable file. The message names the argument
 // and the shapes involved, e.g. "d_model (10) must divide by n_heads (4)". Control bytes a
-// message quotes from its input (a NUL would end what() early) are kept as \xNN.
+// message quotes from its input (a NUL would end what() early) are kept as \xNN. Besides the
+// message, an error says its kind and, where it knows them, the argument it is about (by its
+// C++ name: "n_embd") and the file: a front end names its own flag for the argument
+// (`attn train` prints --n-embd) and adds the path a parser did not know, without reading
+// the message.
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message) : std::runtime_error(printable(message)) {}
   explicit Error(const char* message) : Error(std::string(message)) {}
+  Error(ErrorKind kind, const std::string& message, std::string argument, std::string file)
+      : std::runtime_error(printable(message)),
+        kind_(kind),
+        argument_(std::move(argument)),
+        file_(std::move(file)) {}
+
+  // "path: what", about that file.
+  static Error about_file(const std::string& path, const std::string& what) {
+    return Error(ErrorKind::kFile, path + ": " + what, "", path);
+  }
+  // An invalid value of the argument or setting `name`.
+  static Error about_argument(const std::string& name, const std::string& message) {
+    return Error(ErrorKind::kInvalidArgument, message, name, "");
+  }
+
+  ErrorKind kind() const { return kind_; }
+  const std::string& argument() const { return argument_; }  // "" when none
+  const std::string& file() const { return file_; }          // "" when none
+  // This error about `path`, for a caller that read the text a parser refused: the message
+  // gains the path in front, once (an error that already names its file is returned as is).
+  Error in_file(const std::string& path) const {
+    if (!file_.empty()) return *this;
+    return Error(ErrorKind::kFile, path + ": " + what(), argument_, path);
+  }
 
  private:
+  ErrorKind kind_ = ErrorKind::kInvalidArgument;
+  std::string argument_, file_;
+
   static std::string printable(const std::string& message) {
     std::string out;
     out.reserve(message.size());
@@ -66,4 +104,10 @@ std::string concat(const Args&... args) {
 #define ATTN_CHECK(cond, ...)                                              \
   do {                                                                     \
     if (!(cond)) throw ::attn::Error(::attn::detail::concat(__VA_ARGS__)); \
+  } while (0)
+
+// The same, for a check of one argument or setting, named as the C++ API names it.
+#define ATTN_CHECK_ARGUMENT(cond, name, ...)                                                     \
+  do {                                                                                           \
+    if (!(cond)) throw ::attn::Error::about_argument(name, ::attn::detail::concat(__VA_ARGS__)); \
   } while (0)

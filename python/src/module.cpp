@@ -1,6 +1,7 @@
 // The `attn` Python module (pybind11): the library's attention, layers, tokenizer and GPT over
 // numpy arrays, zero-copy where the memory allows (arrays.hpp), the GIL released while a
-// kernel runs. attn::Error becomes attn.Error, a subclass of ValueError.
+// kernel runs. attn::Error becomes attn.Error, a subclass of ValueError, with the error's kind,
+// argument and file as attributes.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -17,7 +18,21 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_attn, m) {
   m.doc() = "attn: causal multi-head attention in C++20, from numpy.";
-  py::register_local_exception<attn::Error>(m, "Error", PyExc_ValueError);
+  // attn.Error carries the C++ error's kind ("invalid_argument" or "file"), argument and file
+  // (None where the error has none) as attributes.
+  static py::exception<attn::Error> error_type(m, "Error", PyExc_ValueError);
+  py::register_local_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const attn::Error& e) {
+      py::object error = py::handle(error_type.ptr())(e.what());  // an instance, not yet raised
+      error.attr("kind") = e.kind() == attn::ErrorKind::kFile ? "file" : "invalid_argument";
+      error.attr("argument") =
+          e.argument().empty() ? py::object(py::none()) : py::str(e.argument());
+      error.attr("file") = e.file().empty() ? py::object(py::none()) : py::str(e.file());
+      PyErr_SetObject(error_type.ptr(), error.ptr());
+    }
+  });
   m.attr("__version__") = attn::version();
   // The limit from its constant; static, so the text outlives this call.
   static const std::string set_num_threads_doc =

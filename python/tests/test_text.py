@@ -95,3 +95,17 @@ def test_a_trained_checkpoint_generates_the_cli_tokens(tmp_path):
     assert "the " + half_text + "\n" == cli_half
     with pytest.raises(ValueError, match="weights must be"):
         attn.Gpt.load(tmp_path / "run", weights="f16")
+
+
+def test_errors_say_their_kind_argument_and_file(tmp_path):
+    with pytest.raises(attn.Error) as missing:
+        attn.Gpt.load(tmp_path / "nothing")
+    assert missing.value.kind == "file"
+    assert missing.value.file is not None and "nothing" in missing.value.file
+    assert missing.value.argument is None
+    with pytest.raises(attn.Error) as config:
+        attn.train("some text for a corpus " * 50, n_embd=10, n_head=3, max_iters=1)
+    assert config.value.kind == "invalid_argument"
+    assert config.value.argument == "n_embd"
+    assert config.value.file is None
+    assert isinstance(config.value, ValueError)

@@ -33,11 +33,11 @@ namespace {
 // refused: they cannot be sized, and some never end.
 std::FILE* open_for_reading(const std::string& path, struct stat& info) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) throw Error::about_file(path, std::string("cannot open: ") + std::strerror(errno));
   if (::fstat(fd, &info) != 0) {
     const int error = errno;
     ::close(fd);
-    throw Error(path + ": cannot open: " + std::strerror(error));
+    throw Error::about_file(path, std::string("cannot open: ") + std::strerror(error));
   }
   const char* kind = S_ISDIR(info.st_mode)    ? "is a directory, not a file"
                      : S_ISCHR(info.st_mode)  ? "is a character device, not a file"
@@ -46,7 +46,7 @@ std::FILE* open_for_reading(const std::string& path, struct stat& info) {
                                               : nullptr;
   if (kind != nullptr) {
     ::close(fd);
-    throw Error(path + ": " + kind);
+    throw Error::about_file(path, kind);
   }
   // Reads block again from here: a FIFO with a writer waits for its data.
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -54,7 +54,7 @@ std::FILE* open_for_reading(const std::string& path, struct stat& info) {
   if (file == nullptr) {
     const int error = errno;
     ::close(fd);
-    throw Error(path + ": cannot open: " + std::strerror(error));
+    throw Error::about_file(path, std::string("cannot open: ") + std::strerror(error));
   }
   return file;
 }
@@ -76,7 +76,8 @@ std::string read_bytes(std::FILE* file, uint64_t n, const std::string& name) {
     bytes.append(chunk, got);
     if (got < want) break;
   }
-  if (std::ferror(file)) throw Error(name + ": read failed: " + std::strerror(errno));
+  if (std::ferror(file))
+    throw Error::about_file(name, std::string("read failed: ") + std::strerror(errno));
   return bytes;
 }
 
@@ -86,21 +87,23 @@ void read_chunks(std::FILE* file, const std::string& name,
   size_t got = 0;
   while ((got = std::fread(chunk, 1, sizeof chunk, file)) > 0)
     consume(std::string_view(chunk, got));
-  if (std::ferror(file)) throw Error(name + ": read failed: " + std::strerror(errno));
+  if (std::ferror(file))
+    throw Error::about_file(name, std::string("read failed: ") + std::strerror(errno));
 }
 
 std::string read_whole_file(const std::string& path, uint64_t max_bytes) {
   const InputFile input(path);
   if (input.size() && *input.size() > max_bytes) {
-    throw Error(path + ": " + std::to_string(*input.size()) + " bytes, more than the " +
-                byte_count_text(max_bytes) + " this file may have");
+    throw Error::about_file(path, std::to_string(*input.size()) + " bytes, more than the " +
+                                      byte_count_text(max_bytes) + " this file may have");
   }
   std::string contents;
   if (input.size()) contents.reserve(*input.size());
   read_chunks(input.get(), path, [&](std::string_view chunk) {
     contents.append(chunk);
     if (contents.size() > max_bytes) {
-      throw Error(path + ": longer than the " + byte_count_text(max_bytes) + " this file may have");
+      throw Error::about_file(
+          path, "longer than the " + byte_count_text(max_bytes) + " this file may have");
     }
   });
   return contents;
@@ -116,12 +119,13 @@ std::string temporary_of(const std::string& path) {
 void write_temporary(const std::string& path, const std::string& bytes) {
   const std::string temp = temporary_of(path);
   std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
+  if (!out)
+    throw Error::about_file(path, std::string("cannot open for writing: ") + std::strerror(errno));
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
   if (!out) {
     std::remove(temp.c_str());
-    throw Error(path + ": write failed");
+    throw Error::about_file(path, "write failed");
   }
 }
 
@@ -131,7 +135,7 @@ void rename_into_place(const std::string& path) {
   std::filesystem::rename(temp, path, ec);
   if (ec) {
     std::remove(temp.c_str());
-    throw Error(path + ": cannot rename the written file into place: " + ec.message());
+    throw Error::about_file(path, "cannot rename the written file into place: " + ec.message());
   }
 }
 
@@ -167,7 +171,7 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
   for (const auto& file : files) {
     std::error_code ec;
     if (std::filesystem::is_directory(file.first, ec)) {
-      throw Error(file.first + ": is a directory; give a file name");
+      throw Error::about_file(file.first, "is a directory; give a file name");
     }
   }
   for (size_t i = 0; i < files.size(); ++i) {

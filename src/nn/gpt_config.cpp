@@ -28,22 +28,25 @@ PositionKind position_kind_from_string(std::string_view name) {
 
 void validate(const GptConfig& c) {
   constexpr int64_t kLimit = int64_t{1} << 20;
-  ATTN_CHECK(c.vocab_size >= 1 && c.vocab_size <= kLimit,
-             "GptConfig: vocab_size must be in [1, 2^20], got ", c.vocab_size);
-  ATTN_CHECK(c.block_size >= 1 && c.block_size <= kLimit,
-             "GptConfig: block_size must be in [1, 2^20], got ", c.block_size);
-  ATTN_CHECK(c.n_layer >= 0 && c.n_layer <= 1024, "GptConfig: n_layer must be in [0, 1024], got ",
-             c.n_layer);
-  ATTN_CHECK(c.n_embd >= 1 && c.n_embd <= 65536, "GptConfig: n_embd must be in [1, 65536], got ",
-             c.n_embd);
-  ATTN_CHECK(c.n_head >= 1 && c.n_embd % c.n_head == 0, "GptConfig: n_embd (", c.n_embd,
-             ") must divide by n_head (", c.n_head, ")");
-  ATTN_CHECK(c.n_kv_head >= 0 && (c.n_kv_head == 0 || c.n_head % c.n_kv_head == 0),
-             "GptConfig: n_kv_head (", c.n_kv_head, ") must divide n_head (", c.n_head, ")");
-  ATTN_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f, "GptConfig: dropout must be in [0, 1), got ",
-             c.dropout);
-  ATTN_CHECK(c.positions != PositionKind::kRotary || (c.n_embd / c.n_head) % 2 == 0,
-             "GptConfig: rotary positions need an even head size, got ", c.n_embd / c.n_head);
+  ATTN_CHECK_ARGUMENT(c.vocab_size >= 1 && c.vocab_size <= kLimit, "vocab_size",
+                      "GptConfig: vocab_size must be in [1, 2^20], got ", c.vocab_size);
+  ATTN_CHECK_ARGUMENT(c.block_size >= 1 && c.block_size <= kLimit, "block_size",
+                      "GptConfig: block_size must be in [1, 2^20], got ", c.block_size);
+  ATTN_CHECK_ARGUMENT(c.n_layer >= 0 && c.n_layer <= 1024, "n_layer",
+                      "GptConfig: n_layer must be in [0, 1024], got ", c.n_layer);
+  ATTN_CHECK_ARGUMENT(c.n_embd >= 1 && c.n_embd <= 65536, "n_embd",
+                      "GptConfig: n_embd must be in [1, 65536], got ", c.n_embd);
+  ATTN_CHECK_ARGUMENT(c.n_head >= 1 && c.n_embd % c.n_head == 0, "n_embd", "GptConfig: n_embd (",
+                      c.n_embd, ") must divide by n_head (", c.n_head, ")");
+  ATTN_CHECK_ARGUMENT(c.n_kv_head >= 0 && (c.n_kv_head == 0 || c.n_head % c.n_kv_head == 0),
+                      "n_kv_head", "GptConfig: n_kv_head (", c.n_kv_head, ") must divide n_head (",
+                      c.n_head, ")");
+  ATTN_CHECK_ARGUMENT(c.dropout >= 0.0f && c.dropout < 1.0f, "dropout",
+                      "GptConfig: dropout must be in [0, 1), got ", c.dropout);
+  ATTN_CHECK_ARGUMENT(c.positions != PositionKind::kRotary || (c.n_embd / c.n_head) % 2 == 0,
+                      "positions",
+                      "GptConfig: positions rotary needs an even head size (n_embd / n_head), got ",
+                      c.n_embd / c.n_head);
 }
 
 std::string to_json(const GptConfig& c) {

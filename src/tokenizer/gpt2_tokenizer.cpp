@@ -273,7 +273,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& path) {
     return found.size() == 1 ? from_tokenizer_json(read(found[0]))
                              : from_vocab_and_merges(read(found[0]), read(found[1]));
   } catch (const Error& e) {
-    throw Error(found[0] + ": " + e.what());
+    throw e.in_file(found[0]);
   }
 }
 

@@ -115,9 +115,7 @@ auto with_path(const std::string& path, const Body& body) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": checkpoint metadata: " + e.what());
   } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.rfind(path, 0) == 0) throw;
-    throw Error(path + ": " + what);
+    throw e.in_file(path);
   }
 }
 

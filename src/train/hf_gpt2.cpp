@@ -96,7 +96,7 @@ GptConfig parse_config_from(std::string_view text, const std::string& where) {
   try {
     return parse_config(text);
   } catch (const Error& e) {
-    throw Error(where + ": " + e.what());
+    throw e.in_file(where);
   }
 }
 
@@ -124,7 +124,7 @@ Gpt gpt_from_hf(const std::string& dir) {
       copy_parameters(tensors, m);
       return m;
     } catch (const Error& e) {
-      throw Error(weights + ": " + e.what());
+      throw e.in_file(weights);
     }
   }();
   // The file's tensors are freed, but glibc keeps the freed ones below its mmap threshold

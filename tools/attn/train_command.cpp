@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -51,22 +52,51 @@ constexpr int64_t kProfileWarmUp = 10;
 
 std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
 
-// The flags' rules that cross fields, each naming the flags (the library's own checks name its
-// fields, which a user of the CLI never typed).
+// A library message about GptConfig's settings, in the flags' names: "n_embd (15) must divide
+// by n_head (4)" -> "--n-embd (15) must divide by --n-head (4)". Whole words only, so n_head
+// inside n_kv_head stays n_kv_head's.
+std::string in_flag_names(std::string message) {
+  if (message.rfind("GptConfig: ", 0) == 0) message.erase(0, 11);
+  const auto is_word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  std::string out;
+  for (size_t i = 0; i < message.size();) {
+    size_t end = i;
+    while (end < message.size() && is_word_char(message[end])) ++end;
+    if (end == i) {
+      out += message[i++];
+      continue;
+    }
+    std::string word = message.substr(i, end - i);
+    static const char* const kSettings[] = {"n_layer",    "n_head",  "n_kv_head", "n_embd",
+                                            "block_size", "dropout", "positions"};
+    for (const char* setting : kSettings) {
+      if (word == setting) {
+        std::replace(word.begin(), word.end(), '_', '-');
+        word = "--" + word;
+      }
+    }
+    out += word;
+    i = end;
+  }
+  return out;
+}
+
+// The model's rules are the library's (validate(GptConfig)), run before the corpus is read; an
+// error about one of its settings is said in the flags' names, which the user typed.
 void check_model_flags(const TrainArgs& a) {
-  const GptConfig& m = a.model;
-  ATTN_CHECK(m.n_embd % m.n_head == 0, "--n-embd (", m.n_embd, ") must divide by --n-head (",
-             m.n_head, ")");
-  ATTN_CHECK(m.n_kv_head == 0 || m.n_head % m.n_kv_head == 0, "--n-kv-head (", m.n_kv_head,
-             ") must divide --n-head (", m.n_head, ")");
-  ATTN_CHECK(
-      a.positions != "rotary" || (m.n_embd / m.n_head) % 2 == 0,
-      "--positions rotary needs an even head size, --n-embd / --n-head = ", m.n_embd / m.n_head);
+  GptConfig config = a.model;
+  config.positions = position_kind_from_string(a.positions);
+  try {
+    validate(config);
+  } catch (const Error& e) {
+    if (e.argument().empty()) throw;
+    throw Error::about_argument(e.argument(), in_flag_names(e.what()));
+  }
   ATTN_CHECK(a.train.min_lr <= a.train.lr, "--min-lr (", a.train.min_lr, ") must be <= --lr (",
              a.train.lr, ")");
   // Parameters, gradients and AdamW's two moments, before the corpus is read.
-  GptConfig config = m;
-  config.positions = position_kind_from_string(a.positions);
   check_memory("the model (" + std::to_string(parameter_count(config)) +
                    " parameters, with gradients and AdamW's moments)",
                16.0 * static_cast<double>(parameter_count(config)));
@@ -146,9 +176,7 @@ Tokenizer make_tokenizer(const TrainArgs& args, const std::string& corpus) {
   try {
     return Tokenizer::from_json(read_input(args.tokenizer, kMaxTokenizerBytes));
   } catch (const Error& e) {  // the parser's messages do not know the file
-    const std::string what = e.what();
-    if (what.rfind(args.tokenizer, 0) == 0) throw;
-    throw Error(args.tokenizer + ": " + what);
+    throw e.in_file(args.tokenizer);
   }
 }
 
