@@ -19,7 +19,7 @@ namespace {
 using testing::ThrowsWith;
 using TrainingRunTest = testing::TempDirTest;
 
-const std::string kText =
+const std::string kRunCorpus =
     "the cat sat on the mat. the dog sat on the log. the cat saw the dog. the dog saw the cat.\n";
 
 GptConfig tiny_config(int64_t vocab) {
@@ -42,9 +42,9 @@ TrainOptions tiny_options(int64_t max_iters, int64_t eval_interval = 250) {
   return o;
 }
 
-std::vector<int64_t> tokens(const CharTokenizer& tok) {
+std::vector<int64_t> run_tokens(const CharTokenizer& tok) {
   std::string text;
-  for (int i = 0; i < 20; ++i) text += kText;
+  for (int i = 0; i < 20; ++i) text += kRunCorpus;
   return tok.encode(text);
 }
 
@@ -74,8 +74,8 @@ struct Heard {
 };
 
 TEST_F(TrainingRunTest, EvaluatesFirstAtTheCadenceAndAtTheEndSavingEachTime) {
-  const CharTokenizer tok = CharTokenizer::train(kText);
-  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(5, 2), tokens(tok));
+  const CharTokenizer tok = CharTokenizer::train(kRunCorpus);
+  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(5, 2), run_tokens(tok));
   Heard heard;
   TrainingRun run(trainer, tok, {.dir = dir_.string()}, heard.callbacks());
   EXPECT_EQ(run.run(), RunEnd::kFinished);
@@ -95,8 +95,8 @@ TEST_F(TrainingRunTest, EvaluatesFirstAtTheCadenceAndAtTheEndSavingEachTime) {
 }
 
 TEST_F(TrainingRunTest, WithoutADirectoryItWritesNothing) {
-  const CharTokenizer tok = CharTokenizer::train(kText);
-  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(3, 10), tokens(tok));
+  const CharTokenizer tok = CharTokenizer::train(kRunCorpus);
+  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(3, 10), run_tokens(tok));
   Heard heard;
   TrainingRun run(trainer, tok, {}, heard.callbacks());
   EXPECT_EQ(run.run(), RunEnd::kFinished);
@@ -109,19 +109,19 @@ TEST_F(TrainingRunTest, WithoutADirectoryItWritesNothing) {
 // A stop between steps saves, and the resumed run ends where the uninterrupted one does,
 // with the same losses and one metrics file that reads as one run.
 TEST_F(TrainingRunTest, AStopSavesAndTheResumedRunIsTheUninterruptedOne) {
-  const CharTokenizer tok = CharTokenizer::train(kText);
+  const CharTokenizer tok = CharTokenizer::train(kRunCorpus);
   const GptConfig c = tiny_config(tok.vocab_size());
   const std::filesystem::path whole_dir = dir_ / "whole", parts_dir = dir_ / "parts";
   std::filesystem::create_directories(whole_dir);
   std::filesystem::create_directories(parts_dir);
 
-  Trainer whole(c, tiny_options(7, 3), tokens(tok));
+  Trainer whole(c, tiny_options(7, 3), run_tokens(tok));
   std::vector<float> expected;
   TrainingCallbacks record;
   record.after_step = [&](const StepResult& r, double) { expected.push_back(r.loss); };
   TrainingRun(whole, tok, {.dir = whole_dir.string()}, record).run();
 
-  Trainer first(c, tiny_options(7, 3), tokens(tok));
+  Trainer first(c, tiny_options(7, 3), run_tokens(tok));
   std::vector<float> got;
   TrainingCallbacks stop_after_4;
   stop_after_4.after_step = [&](const StepResult& r, double) { got.push_back(r.loss); };
@@ -133,7 +133,7 @@ TEST_F(TrainingRunTest, AStopSavesAndTheResumedRunIsTheUninterruptedOne) {
   // A killed run's rows past the checkpoint, which the resume must drop.
   { std::ofstream(parts_dir / "metrics.csv", std::ios::app) << "5,9.9,,0.001,1.0,1.0\n"; }
 
-  Trainer second = Trainer::resume(ckpt, tokens(tok));
+  Trainer second = Trainer::resume(ckpt, run_tokens(tok));
   TrainingCallbacks rest;
   rest.after_step = [&](const StepResult& r, double) { got.push_back(r.loss); };
   TrainingRun resumed(second, tok, {.dir = parts_dir.string(), .resumed = true}, rest);
@@ -156,10 +156,10 @@ TEST_F(TrainingRunTest, AStopSavesAndTheResumedRunIsTheUninterruptedOne) {
 }
 
 TEST_F(TrainingRunTest, BfloatTrainingSaysWhenTheCpuRunsItsProductsInFloat) {
-  const CharTokenizer tok = CharTokenizer::train(kText);
+  const CharTokenizer tok = CharTokenizer::train(kRunCorpus);
   TrainOptions o = tiny_options(1);
   o.precision = Dtype::kBFloat16;
-  Trainer trainer(tiny_config(tok.vocab_size()), o, tokens(tok));
+  Trainer trainer(tiny_config(tok.vocab_size()), o, run_tokens(tok));
   std::vector<std::string> notices;
   TrainingCallbacks cb;
   cb.notice = [&](const std::string& text) { notices.push_back(text); };
@@ -176,8 +176,8 @@ TEST_F(TrainingRunTest, BfloatTrainingSaysWhenTheCpuRunsItsProductsInFloat) {
 }
 
 TEST(TrainingRunArguments, Errors) {
-  const CharTokenizer tok = CharTokenizer::train(kText);
-  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(1), tokens(tok));
+  const CharTokenizer tok = CharTokenizer::train(kRunCorpus);
+  Trainer trainer(tiny_config(tok.vocab_size()), tiny_options(1), run_tokens(tok));
   EXPECT_TRUE(
       ThrowsWith([&] { trainer.set_eval_interval(0); }, "eval_interval must be >= 1, got 0"));
   const CharTokenizer other = CharTokenizer::train("abc");
