@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "attn/threads.hpp"
+#include "attn/tokenizer.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -73,6 +74,22 @@ TEST(Gpt2Tokenizer, KnownIds) {
   EXPECT_EQ(gpt2().display(995), "\xc4\xa0world");  // "Ġworld"
   // Generation without a prompt starts after <|endoftext|>, as GPT-2 was trained.
   EXPECT_EQ(gpt2().default_prompt(), (std::vector<int64_t>{50256}));
+}
+
+// attn::Tokenizer holds GPT-2's tokenizer as it holds attn's own: the same ids, tokens and
+// first prompt; only its JSON form is refused (it lives in Hugging Face's files).
+TEST(Gpt2Tokenizer, TheOneTokenizerInterfaceHoldsIt) {
+  const Tokenizer any(gpt2());
+  EXPECT_EQ(any.kind(), "gpt2");
+  ASSERT_NE(any.gpt2(), nullptr);
+  EXPECT_EQ(any.bpe(), nullptr);
+  const std::string text = "Hello world, the interface: \xe2\x80\x94 one for all.\n";
+  EXPECT_EQ(any.encode(text), gpt2().encode(text));
+  EXPECT_EQ(any.decode(any.encode(text)), text);
+  EXPECT_EQ(any.display(995), "\xc4\xa0world");
+  EXPECT_EQ(any.vocab_size(), gpt2().vocab_size());
+  EXPECT_EQ(any.default_prompt(), (std::vector<int64_t>{50256}));
+  EXPECT_TRUE(testing::ThrowsWith([&] { any.to_json(); }, "kept in Hugging Face's files"));
 }
 
 TEST(Gpt2Tokenizer, OneMegabyteTextGivesTheReferenceIds) {

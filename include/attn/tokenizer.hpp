@@ -28,8 +28,10 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
+#include "attn/gpt2_tokenizer.hpp"
 #include "attn/pair_ranks.hpp"
 #include "attn/token_index.hpp"
 
@@ -196,13 +198,17 @@ class CharTokenizer {
   std::unordered_map<std::string, int64_t> ids_;
 };
 
-// Either tokenizer behind one interface: what a GPT checkpoint stores and `attn train` uses.
-// JSON: the BPE file format ("attn-bpe"), or {"format": "attn-char", "version": 1,
-// "characters": [...]} for a CharTokenizer.
+// Every tokenizer of attn behind one interface — characters, attn's BPE, GPT-2's — as a
+// value: what a GPT checkpoint stores, `attn train` and `attn generate` use, and Python's
+// attn.Gpt holds (the set is closed, so a variant rather than virtual functions: a Tokenizer
+// copies, moves and compares like the tokenizer it holds). JSON: the BPE file format
+// ("attn-bpe"), or {"format": "attn-char", "version": 1, "characters": [...]} for a
+// CharTokenizer; GPT-2's is kept in Hugging Face's files (Gpt2Tokenizer::load), not here.
 class Tokenizer {
  public:
-  Tokenizer(CharTokenizer t) : char_(std::move(t)) {}  // NOLINT: implicit by design
-  Tokenizer(BpeTokenizer t) : bpe_(std::move(t)) {}    // NOLINT
+  Tokenizer(CharTokenizer t) : impl_(std::move(t)) {}  // NOLINT: implicit by design
+  Tokenizer(BpeTokenizer t) : impl_(std::move(t)) {}   // NOLINT
+  Tokenizer(Gpt2Tokenizer t) : impl_(std::move(t)) {}  // NOLINT
   std::vector<int64_t> encode(std::string_view text) const;
   std::string decode(std::span<const int64_t> ids) const;
   // Token `id` made visible, as BpeTokenizer::display shows it (characters: a space as "▁",
@@ -210,17 +216,18 @@ class Tokenizer {
   std::string display(int64_t id) const;
   int64_t vocab_size() const;
   // What generation starts from when given no prompt: a newline, or the first token when the
-  // vocabulary cannot spell one (a corpus without newlines).
+  // vocabulary cannot spell one (a corpus without newlines); GPT-2's <|endoftext|>.
   std::vector<int64_t> default_prompt() const;
-  std::string kind() const { return bpe_ ? "bpe" : "char"; }
-  const BpeTokenizer* bpe() const { return bpe_ ? &*bpe_ : nullptr; }  // null for "char"
+  std::string kind() const;  // "char", "bpe" or "gpt2"
+  const BpeTokenizer* bpe() const { return std::get_if<BpeTokenizer>(&impl_); }  // else null
+  const Gpt2Tokenizer* gpt2() const { return std::get_if<Gpt2Tokenizer>(&impl_); }
+  // attn::Error for GPT-2's, which lives in Hugging Face's files.
   std::string to_json() const;
   // Dispatches on "format"; attn::Error for anything else or a broken file.
   static Tokenizer from_json(std::string_view json);
 
  private:
-  std::optional<CharTokenizer> char_;
-  std::optional<BpeTokenizer> bpe_;
+  std::variant<CharTokenizer, BpeTokenizer, Gpt2Tokenizer> impl_;
 };
 
 }  // namespace attn

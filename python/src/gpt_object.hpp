@@ -3,14 +3,10 @@
 #pragma once
 
 #include <memory>
-#include <span>
 #include <string>
-#include <string_view>
-#include <variant>
 #include <vector>
 
 #include "attn/gpt.hpp"
-#include "attn/gpt2_tokenizer.hpp"
 #include "attn/tokenizer.hpp"
 
 namespace attn::python {
@@ -19,17 +15,7 @@ namespace attn::python {
 // model.
 struct LoadedGpt {
   Gpt model;
-  std::variant<Tokenizer, Gpt2Tokenizer> tokenizer;
-
-  std::vector<int64_t> encode(std::string_view text) const {
-    return std::visit([&](const auto& t) { return t.encode(text); }, tokenizer);
-  }
-  std::string decode(std::span<const int64_t> ids) const {
-    return std::visit([&](const auto& t) { return t.decode(ids); }, tokenizer);
-  }
-  std::vector<int64_t> default_prompt() const {
-    return std::visit([](const auto& t) { return t.default_prompt(); }, tokenizer);
-  }
+  Tokenizer tokenizer;
 };
 
 // What attn.Gpt holds: the model, shared with the generations started from it.

@@ -4,7 +4,6 @@
 
 #include <memory>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "arrays.hpp"
@@ -76,7 +75,7 @@ void add_model(py::module_& m) {
         }
         g.running = false;
         const int64_t one[] = {id};
-        return py::bytes(g.loaded->decode(one));
+        return py::bytes(g.loaded->tokenizer.decode(one));
       });
 
   py::class_<PyGpt>(m, "Gpt", R"(A GPT: trained by `attn train`, or GPT-2 from Hugging Face's files.
@@ -98,12 +97,13 @@ piece (without a prompt, GPT-2 starts after <|endoftext|>).)")
       .def_property_readonly(
           "weights", [](const PyGpt& g) { return to_string(g.loaded->model.weights_dtype()); })
       .def(
-          "encode", [](const PyGpt& g, const std::string& text) { return g.loaded->encode(text); },
+          "encode",
+          [](const PyGpt& g, const std::string& text) { return g.loaded->tokenizer.encode(text); },
           "The model's tokenizer: text -> ids.", "text"_a)
       .def(
           "decode",
           [](const PyGpt& g, const std::vector<int64_t>& ids) {
-            return py::bytes(g.loaded->decode(ids));
+            return py::bytes(g.loaded->tokenizer.decode(ids));
           },
           "ids -> bytes", "ids"_a)
       .def(
@@ -143,8 +143,8 @@ piece (without a prompt, GPT-2 starts after <|endoftext|>).)")
               throw py::value_error("max_new_tokens must be >= 0, got " +
                                     std::to_string(max_new_tokens));
             }
-            std::vector<int64_t> ids =
-                prompt.empty() ? g.loaded->default_prompt() : g.loaded->encode(prompt);
+            std::vector<int64_t> ids = prompt.empty() ? g.loaded->tokenizer.default_prompt()
+                                                      : g.loaded->tokenizer.encode(prompt);
             return Generation{g.loaded,
                               std::make_unique<Generator>(g.loaded->model, std::move(ids), o),
                               max_new_tokens};

@@ -1,4 +1,5 @@
-// attn::Tokenizer: a CharTokenizer or a BpeTokenizer, and the character tokenizer's JSON form.
+// attn::Tokenizer: a CharTokenizer, a BpeTokenizer or GPT-2's, and the character tokenizer's
+// JSON form.
 #include <nlohmann/json.hpp>
 
 #include "attn/error.hpp"
@@ -7,23 +8,48 @@
 
 namespace attn {
 
+namespace {
+
+// f(t) for the tokenizer held, with a different f for each kind where they differ.
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+}  // namespace
+
 std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
-  return bpe_ ? bpe_->encode_parallel(text) : char_->encode(text);
+  return std::visit(Overloaded{[&](const CharTokenizer& t) { return t.encode(text); },
+                               [&](const auto& t) { return t.encode_parallel(text); }},
+                    impl_);
 }
 
 std::string Tokenizer::decode(std::span<const int64_t> ids) const {
-  return bpe_ ? bpe_->decode(ids) : char_->decode(ids);
+  return std::visit([&](const auto& t) { return t.decode(ids); }, impl_);
 }
 
 std::string Tokenizer::display(int64_t id) const {
-  if (bpe_) return bpe_->display(id);
-  const int64_t one[] = {id};
-  return detail::display_characters(char_->decode(one));
+  return std::visit(Overloaded{[&](const CharTokenizer& t) {
+                                 const int64_t one[] = {id};
+                                 return detail::display_characters(t.decode(one));
+                               },
+                               [&](const auto& t) { return std::string(t.display(id)); }},
+                    impl_);
 }
 
-int64_t Tokenizer::vocab_size() const { return bpe_ ? bpe_->vocab_size() : char_->vocab_size(); }
+int64_t Tokenizer::vocab_size() const {
+  return std::visit([](const auto& t) { return t.vocab_size(); }, impl_);
+}
+
+std::string Tokenizer::kind() const {
+  return std::visit(Overloaded{[](const CharTokenizer&) { return "char"; },
+                               [](const BpeTokenizer&) { return "bpe"; },
+                               [](const Gpt2Tokenizer&) { return "gpt2"; }},
+                    impl_);
+}
 
 std::vector<int64_t> Tokenizer::default_prompt() const {
+  if (const Gpt2Tokenizer* g = gpt2()) return g->default_prompt();
   try {
     return encode("\n");
   } catch (const Error&) {
@@ -32,9 +58,12 @@ std::vector<int64_t> Tokenizer::default_prompt() const {
 }
 
 std::string Tokenizer::to_json() const {
-  if (bpe_) return bpe_->to_json();
-  const nlohmann::json j = {
-      {"format", "attn-char"}, {"version", 1}, {"characters", char_->characters()}};
+  if (const BpeTokenizer* b = bpe()) return b->to_json();
+  ATTN_CHECK(gpt2() == nullptr, "GPT-2's tokenizer is kept in Hugging Face's files, not as JSON ",
+             "of attn's (Gpt2Tokenizer::load reads them)");
+  const nlohmann::json j = {{"format", "attn-char"},
+                            {"version", 1},
+                            {"characters", std::get<CharTokenizer>(impl_).characters()}};
   return j.dump();
 }
 

@@ -140,7 +140,6 @@ void run_encode(const CodecArgs& args) {
 }
 
 // Read, decoded and written 16 KiB at a time.
-template <typename Tokenizer>
 void decode_stream(const Tokenizer& t, const CodecArgs& args) {
   IdParser parser;
   std::vector<int64_t> ids;
@@ -155,8 +154,9 @@ void decode_stream(const Tokenizer& t, const CodecArgs& args) {
 }
 
 void run_decode(const CodecArgs& args) {
-  if (is_gpt2(args.tokenizer)) return decode_stream(Gpt2Tokenizer::load(args.tokenizer), args);
-  decode_stream(BpeTokenizer::load(args.tokenizer), args);
+  decode_stream(is_gpt2(args.tokenizer) ? Tokenizer(Gpt2Tokenizer::load(args.tokenizer))
+                                        : Tokenizer(BpeTokenizer::load(args.tokenizer)),
+                args);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attn/error.hpp"
@@ -29,8 +30,7 @@ struct Explored {
 };
 
 // Every layer's weights for the text, its tokens as the tokenizer displays them.
-template <typename Tok>
-Explored read_with(const Gpt& model, const Tok& tokenizer, const std::string& text,
+Explored read_with(const Gpt& model, const Tokenizer& tokenizer, const std::string& text,
                    const std::string& source) {
   ATTN_CHECK(!text.empty(), "--text is empty: give the text the model should read");
   const std::vector<int64_t> ids = tokenizer.encode(text);
@@ -48,8 +48,8 @@ Explored explore_model(const ExploreArgs& args) {
       args.text_file.empty() ? args.text : read_input(args.text_file, kMaxPromptBytes);
   ATTN_CHECK(args.text_file.empty() || !text.empty(), args.text_file, ": the text is empty");
   if (!args.model.empty()) {
-    const HfGpt2 gpt2 = load_hf_gpt2(args.model);
-    return read_with(gpt2.model, gpt2.tokenizer, text, args.model);
+    HfGpt2 gpt2 = load_hf_gpt2(args.model);
+    return read_with(gpt2.model, Tokenizer(std::move(gpt2.tokenizer)), text, args.model);
   }
   const Checkpoint ckpt = load_checkpoint(args.checkpoint);
   return read_with(ckpt.model, ckpt.tokenizer, text, args.checkpoint);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
@@ -30,8 +31,7 @@ void write_text(const std::string& text) {
       "cannot write to standard output");
 }
 
-template <typename AnyTokenizer>
-void generate_with(const Gpt& model, const AnyTokenizer& tokenizer, GenerateArgs& args) {
+void generate_with(const Gpt& model, const Tokenizer& tokenizer, GenerateArgs& args) {
   const std::string text =
       args.prompt_file.empty() ? args.prompt : read_input(args.prompt_file, kMaxPromptBytes);
   ATTN_CHECK(args.prompt_file.empty() || !text.empty(), args.prompt_file, ": the prompt is empty");
@@ -70,7 +70,7 @@ void run_generate(GenerateArgs& args) {
   if (!args.model.empty()) {
     HfGpt2 gpt2 = load_hf_gpt2(args.model);
     gpt2.model.set_weights_dtype(weights);
-    return generate_with(gpt2.model, gpt2.tokenizer, args);
+    return generate_with(gpt2.model, Tokenizer(std::move(gpt2.tokenizer)), args);
   }
   Checkpoint ckpt = load_checkpoint(args.checkpoint);
   ckpt.model.set_weights_dtype(weights);
