@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,8 +66,9 @@ class Gpt2Tokenizer {
   int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
   // A token as the vocabulary file spells it ("Ġthe" for " the").
   const std::string& display(int64_t id) const;
-  // The id of a special token such as "<|endoftext|>"; −1 when there is none.
-  int64_t special_id(std::string_view token) const;
+  // The id of a special token such as "<|endoftext|>"; nothing when there is none (as
+  // BpeTokenizer::token_to_id).
+  std::optional<int64_t> special_id(std::string_view token) const;
   // What generation starts from when given no prompt: <|endoftext|>, after which GPT-2 was
   // trained to begin a text (a newline's ids for a vocabulary without it).
   std::vector<int64_t> default_prompt() const;

@@ -138,7 +138,7 @@ decode / tokens use it. <|endoftext|> in a text is the special token.)");
       .def(
           "special_id",
           [](const Gpt2Tokenizer& t, const std::string& token) { return t.special_id(token); },
-          "The id of a special token such as '<|endoftext|>'; -1 when there is none.", "token"_a);
+          "The id of a special token such as '<|endoftext|>'; None when there is none.", "token"_a);
   add_tokenizer_methods(gpt2);
 
   m.def(

@@ -404,16 +404,16 @@ const std::string& Gpt2Tokenizer::display(int64_t id) const {
   return tokens_[static_cast<size_t>(id)];
 }
 
-int64_t Gpt2Tokenizer::special_id(std::string_view token) const {
+std::optional<int64_t> Gpt2Tokenizer::special_id(std::string_view token) const {
   for (size_t i = 0; i < specials_.size(); ++i) {
     if (specials_[i] == token) return special_ids_[i];
   }
-  return -1;
+  return std::nullopt;
 }
 
 std::vector<int64_t> Gpt2Tokenizer::default_prompt() const {
-  const int64_t end_of_text = special_id("<|endoftext|>");
-  return end_of_text >= 0 ? std::vector<int64_t>{end_of_text} : encode("\n");
+  const std::optional<int64_t> end_of_text = special_id("<|endoftext|>");
+  return end_of_text ? std::vector<int64_t>{*end_of_text} : encode("\n");
 }
 
 }  // namespace attn
