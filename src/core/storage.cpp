@@ -24,7 +24,7 @@
 #include <cstring>
 #include <new>
 
-#include "attn/tensor.hpp"
+#include "src/core/storage.hpp"
 #include "src/core/release_pages.hpp"
 
 namespace attn::detail {

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "attn/error.hpp"
+#include "src/core/storage.hpp"
 
 namespace attn {
 namespace {

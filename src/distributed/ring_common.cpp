@@ -1,4 +1,5 @@
 // The checks, run layout and buffers of ring attention (ring_common.hpp).
+#include "src/core/storage.hpp"
 #include "src/distributed/ring_common.hpp"
 
 #include <algorithm>

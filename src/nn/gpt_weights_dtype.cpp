@@ -5,6 +5,7 @@
 #include "attn/error.hpp"
 #include "attn/gemm.hpp"
 #include "attn/gpt.hpp"
+#include "src/core/storage.hpp"
 #include "src/core/release_pages.hpp"
 #include "src/kernels/bfloat16.hpp"
 #include "src/linalg/gemm_bf16.hpp"
