@@ -29,7 +29,7 @@ LAYER_OF_HEADER = {
     "sdpa_backward.hpp": "reference", "mha.hpp": "attention", "mha_reference.hpp": "reference", "mask.hpp": "core",
     "dtype.hpp": "core", "kv_cache.hpp": "attention", "embedding.hpp": "nn", "gpt.hpp": "nn", "gpt_flops.hpp": "nn",
     "tokenizer.hpp": "tokenizer", "gpt2_tokenizer.hpp": "tokenizer",
-    "pair_ranks.hpp": "tokenizer", "token_index.hpp": "tokenizer", "io.hpp": "io",
+    "io.hpp": "io",
     "files.hpp": "io", "viz.hpp": "viz", "train.hpp": "train", "training_run.hpp": "train",
     "hf.hpp": "train",
     "distributed.hpp": "distributed", "mpi_launcher.hpp": "distributed", "attn.hpp": None,

@@ -20,12 +20,11 @@
 #include <string_view>
 #include <vector>
 
-#include "attn/pair_ranks.hpp"
-
 namespace attn {
 
 namespace detail {
 class WordSplitCache;  // src/tokenizer/word_split_cache.hpp
+class PairRanks;       // src/tokenizer/pair_ranks.hpp
 }  // namespace detail
 
 class Gpt2TokenizerBuilder;  // src/tokenizer/gpt2_tokenizer.cpp
@@ -73,9 +72,17 @@ class Gpt2Tokenizer {
   // trained to begin a text (a newline's ids for a vocabulary without it).
   std::vector<int64_t> default_prompt() const;
 
+  // A copy has a merge table of its own; a moved-from tokenizer may only be assigned to or
+  // destroyed.
+  Gpt2Tokenizer(const Gpt2Tokenizer& other);
+  Gpt2Tokenizer& operator=(const Gpt2Tokenizer& other);
+  Gpt2Tokenizer(Gpt2Tokenizer&&) noexcept;
+  Gpt2Tokenizer& operator=(Gpt2Tokenizer&&) noexcept;
+  ~Gpt2Tokenizer();
+
  private:
   friend class Gpt2TokenizerBuilder;
-  Gpt2Tokenizer() = default;
+  Gpt2Tokenizer();
   void encode_piece(std::string_view piece, std::vector<int64_t>& out) const;
   // encode(text) appended to ids, through the caller's cache of words already split.
   void encode_into(std::string_view text, detail::WordSplitCache& cache,
@@ -86,7 +93,7 @@ class Gpt2Tokenizer {
   int64_t byte_ids_[256] = {};       // the token of each byte
   std::vector<std::pair<int64_t, int64_t>> merges_;  // by rank: the pair merged
   std::vector<int64_t> merged_ids_;                  // by rank: the token it makes
-  detail::PairRanks merge_rank_;
+  std::unique_ptr<detail::PairRanks> merge_rank_;
   std::vector<std::string> specials_;  // split off before the pattern runs
   std::vector<int64_t> special_ids_;
   bool attn_words_ = false;  // split_words instead of GPT-2's pattern

@@ -32,14 +32,14 @@
 #include <vector>
 
 #include "attn/gpt2_tokenizer.hpp"
-#include "attn/pair_ranks.hpp"
-#include "attn/token_index.hpp"
 
 namespace attn {
 
 namespace detail {
 class WordSplitCache;
-}
+class TokenIndex;  // src/tokenizer/token_index.hpp
+class PairRanks;   // src/tokenizer/pair_ranks.hpp
+}  // namespace detail
 
 // Calls emit(word) for each word of text, in order (see the header comment); the words
 // concatenate back to text.
@@ -104,8 +104,16 @@ class BpeTokenizer {
   // Gpt2Tokenizer::from_tokenizer_json reads it back with the same ids.
   std::string to_hf_json() const;
 
+  // A copy has lookup tables of its own; a moved-from tokenizer may only be assigned to or
+  // destroyed.
+  BpeTokenizer(const BpeTokenizer& other);
+  BpeTokenizer& operator=(const BpeTokenizer& other);
+  BpeTokenizer(BpeTokenizer&&) noexcept;
+  BpeTokenizer& operator=(BpeTokenizer&&) noexcept;
+  ~BpeTokenizer();
+
  private:
-  BpeTokenizer() = default;
+  BpeTokenizer();
   // The specials (and "<unk>" in character mode) and the base alphabet, no merges yet.
   static BpeTokenizer with_base(const BpeOptions& options,
                                 const std::vector<std::string>& alphabet);
@@ -121,9 +129,9 @@ class BpeTokenizer {
 
   BpeOptions options_;
   std::vector<std::string> tokens_;                    // id -> bytes
-  detail::TokenIndex ids_;                             // bytes -> id (the first one)
+  std::unique_ptr<detail::TokenIndex> ids_;            // bytes -> id (the first one)
   std::vector<std::pair<int64_t, int64_t>> merges_;    // in order
-  detail::PairRanks merge_rank_;                       // (left, right) -> merge index
+  std::unique_ptr<detail::PairRanks> merge_rank_;      // (left, right) -> merge index
   std::unordered_map<std::string, int64_t> base_ids_;  // character mode: character -> id
   int64_t first_base_id_ = 0;
   int64_t first_merge_id_ = 0;

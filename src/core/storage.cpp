@@ -24,8 +24,8 @@
 #include <cstring>
 #include <new>
 
-#include "src/core/storage.hpp"
 #include "src/core/release_pages.hpp"
+#include "src/core/storage.hpp"
 
 namespace attn::detail {
 namespace {

@@ -1,5 +1,4 @@
 // The checks, run layout and buffers of ring attention (ring_common.hpp).
-#include "src/core/storage.hpp"
 #include "src/distributed/ring_common.hpp"
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/core/storage.hpp"
 
 namespace attn::distributed::detail {
 namespace {

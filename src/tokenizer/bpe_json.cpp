@@ -18,6 +18,7 @@
 #include "attn/files.hpp"
 #include "attn/tokenizer.hpp"
 #include "src/tokenizer/bpe_file_reader.hpp"
+#include "src/tokenizer/pair_ranks.hpp"
 #include "src/tokenizer/text.hpp"
 
 namespace attn {
@@ -154,7 +155,7 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
     // Built from base tokens or earlier merges only: never a special, never itself or later.
     const int64_t left = merge_id(m.ids[0], i, t.first_base_id_, t.vocab_size() - 1);
     const int64_t right = merge_id(m.ids[1], i, t.first_base_id_, t.vocab_size() - 1);
-    ATTN_CHECK(!t.merge_rank_.contains(left, right), "merge ", i, " repeats an earlier merge (",
+    ATTN_CHECK(!t.merge_rank_->contains(left, right), "merge ", i, " repeats an earlier merge (",
                left, ", ", right, ")");
     t.add_merge(left, right);
   }

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "attn/pair_ranks.hpp"
+#include "src/tokenizer/pair_ranks.hpp"
 
 namespace attn::detail {
 

@@ -9,6 +9,7 @@
 #include "attn/tokenizer.hpp"
 #include "src/tokenizer/bpe_merge.hpp"
 #include "src/tokenizer/text.hpp"
+#include "src/tokenizer/token_index.hpp"
 #include "src/tokenizer/word_split_cache.hpp"
 
 namespace attn {
@@ -18,22 +19,44 @@ constexpr const char* kUnknown = "<unk>";
 
 }  // namespace
 
+// The lookup tables live behind pointers so that their types stay out of the public header.
+BpeTokenizer::BpeTokenizer()
+    : ids_(std::make_unique<detail::TokenIndex>()),
+      merge_rank_(std::make_unique<detail::PairRanks>()) {}
+BpeTokenizer::BpeTokenizer(const BpeTokenizer& other)
+    : options_(other.options_),
+      tokens_(other.tokens_),
+      ids_(std::make_unique<detail::TokenIndex>(*other.ids_)),
+      merges_(other.merges_),
+      merge_rank_(std::make_unique<detail::PairRanks>(*other.merge_rank_)),
+      base_ids_(other.base_ids_),
+      first_base_id_(other.first_base_id_),
+      first_merge_id_(other.first_merge_id_),
+      unk_id_(other.unk_id_) {}
+BpeTokenizer& BpeTokenizer::operator=(const BpeTokenizer& other) {
+  if (this != &other) *this = BpeTokenizer(other);
+  return *this;
+}
+BpeTokenizer::BpeTokenizer(BpeTokenizer&&) noexcept = default;
+BpeTokenizer& BpeTokenizer::operator=(BpeTokenizer&&) noexcept = default;
+BpeTokenizer::~BpeTokenizer() = default;
+
 BpeTokenizer BpeTokenizer::with_base(const BpeOptions& options,
                                      const std::vector<std::string>& alphabet) {
   BpeTokenizer t;
   t.options_ = options;
   for (const std::string& special : options.special_tokens) {
     ATTN_CHECK(!special.empty(), "bpe: a special token must not be empty");
-    ATTN_CHECK(t.ids_.find(special, t.tokens_) < 0, "bpe: special token \"", special,
+    ATTN_CHECK(t.ids_->find(special, t.tokens_) < 0, "bpe: special token \"", special,
                "\" given twice");
     t.add_token(special);
   }
   if (!options.byte_level) {
-    if (t.ids_.find(kUnknown, t.tokens_) < 0) {
+    if (t.ids_->find(kUnknown, t.tokens_) < 0) {
       t.options_.special_tokens.push_back(kUnknown);
       t.add_token(kUnknown);
     }
-    t.unk_id_ = t.ids_.find(kUnknown, t.tokens_);
+    t.unk_id_ = t.ids_->find(kUnknown, t.tokens_);
   }
   t.first_base_id_ = t.vocab_size();
   if (options.byte_level) {
@@ -51,11 +74,11 @@ BpeTokenizer BpeTokenizer::with_base(const BpeOptions& options,
 
 void BpeTokenizer::add_token(std::string bytes) {
   tokens_.push_back(std::move(bytes));
-  ids_.insert(vocab_size() - 1, tokens_);  // keeps the first id if the bytes repeat
+  ids_->insert(vocab_size() - 1, tokens_);  // keeps the first id if the bytes repeat
 }
 
 void BpeTokenizer::add_merge(int64_t left, int64_t right) {
-  merge_rank_.insert(left, right, static_cast<int64_t>(merges_.size()));
+  merge_rank_->insert(left, right, static_cast<int64_t>(merges_.size()));
   merges_.emplace_back(left, right);
   add_token(tokens_[static_cast<size_t>(left)] + tokens_[static_cast<size_t>(right)]);
 }
@@ -67,7 +90,7 @@ const std::string& BpeTokenizer::id_to_token(int64_t id) const {
 }
 
 std::optional<int64_t> BpeTokenizer::token_to_id(std::string_view token) const {
-  const int64_t id = ids_.find(token, tokens_);
+  const int64_t id = ids_->find(token, tokens_);
   if (id < 0) return std::nullopt;
   return id;
 }
@@ -96,7 +119,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int64_t>& out)
     symbols.push_back(it != base_ids_.end() ? it->second : unk_id_);
     i += length;
   }
-  detail::apply_merges(symbols, merge_rank_, merges_,
+  detail::apply_merges(symbols, *merge_rank_, merges_,
                        [this](int64_t rank) { return first_merge_id_ + rank; });
   out.insert(out.end(), symbols.begin(), symbols.end());
 }

@@ -14,6 +14,7 @@
 #include "src/tokenizer/gpt2_byte_alphabet.hpp"
 #include "src/tokenizer/gpt2_pretokenizer.hpp"
 #include "src/tokenizer/hf_tokenizer_json.hpp"
+#include "src/tokenizer/pair_ranks.hpp"
 #include "src/tokenizer/text.hpp"
 #include "src/tokenizer/word_split_cache.hpp"
 
@@ -113,6 +114,27 @@ std::string gpt2_byte_spelling(unsigned char b) {
 
 }  // namespace detail
 
+// The merge table lives behind a pointer so that its type stays out of the public header.
+Gpt2Tokenizer::Gpt2Tokenizer() : merge_rank_(std::make_unique<detail::PairRanks>()) {}
+Gpt2Tokenizer::Gpt2Tokenizer(const Gpt2Tokenizer& other)
+    : tokens_(other.tokens_),
+      bytes_(other.bytes_),
+      merges_(other.merges_),
+      merged_ids_(other.merged_ids_),
+      merge_rank_(std::make_unique<detail::PairRanks>(*other.merge_rank_)),
+      specials_(other.specials_),
+      special_ids_(other.special_ids_),
+      attn_words_(other.attn_words_) {
+  std::copy(std::begin(other.byte_ids_), std::end(other.byte_ids_), std::begin(byte_ids_));
+}
+Gpt2Tokenizer& Gpt2Tokenizer::operator=(const Gpt2Tokenizer& other) {
+  if (this != &other) *this = Gpt2Tokenizer(other);
+  return *this;
+}
+Gpt2Tokenizer::Gpt2Tokenizer(Gpt2Tokenizer&&) noexcept = default;
+Gpt2Tokenizer& Gpt2Tokenizer::operator=(Gpt2Tokenizer&&) noexcept = default;
+Gpt2Tokenizer::~Gpt2Tokenizer() = default;
+
 // Builds the tables from a vocabulary, its merges in rank order and the special tokens.
 class Gpt2TokenizerBuilder {
  public:
@@ -162,7 +184,7 @@ class Gpt2TokenizerBuilder {
       const int64_t left = id_of(a, "joins", rank), right = id_of(b, "joins", rank);
       t.merges_.emplace_back(left, right);
       t.merged_ids_.push_back(id_of(a + b, "makes", rank));
-      t.merge_rank_.insert(left, right, static_cast<int64_t>(rank));
+      t.merge_rank_->insert(left, right, static_cast<int64_t>(rank));
     }
     return t;
   }
@@ -281,7 +303,7 @@ void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int64_t>& o
   thread_local std::vector<int64_t> symbols;  // kept per thread: no allocation per piece
   symbols.clear();
   for (const char c : piece) symbols.push_back(byte_ids_[static_cast<unsigned char>(c)]);
-  detail::apply_merges(symbols, merge_rank_, merges_,
+  detail::apply_merges(symbols, *merge_rank_, merges_,
                        [this](int64_t rank) { return merged_ids_[static_cast<size_t>(rank)]; });
   out.insert(out.end(), symbols.begin(), symbols.end());
 }

@@ -2,7 +2,7 @@
 // addressing, whose keys are the tokenizer's own token strings — 4 bytes a slot instead of a
 // std::unordered_map node holding a copy of each string (a quarter of a MiB for 4096 tokens,
 // a large part of a loaded tokenizer). The tokens are passed to each call, so a copied
-// tokenizer never points into another one. Used through BpeTokenizer; not part of the API.
+// tokenizer never points into another one. Used through BpeTokenizer, behind its pointer; internal.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // rank. Encoding asks it for every adjacent pair of every new word, so it is a flat table
 // with open addressing — std::unordered_map's node per entry made a third of encoding a
 // chase of pointers. Keys are both ids packed in 64 bits (ids < 2^24). Used through
-// BpeTokenizer; not part of the API.
+// BpeTokenizer and Gpt2Tokenizer, behind their pointers; internal.
 #pragma once
 
 #include <cstddef>
