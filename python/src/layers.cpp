@@ -55,7 +55,15 @@ void add_layers(py::module_& m) {
 (batch, n_kv_heads, capacity, head_dim) for K and V, float32 or bfloat16 ("bf16", half the bytes
 read per step). window > 0 keeps the last `window` positions in a ring buffer.)")
       .def(py::init([](int64_t batch, int64_t n_kv_heads, int64_t head_dim, int64_t capacity,
-                       int64_t window, const std::string& dtype) {
+                       int64_t window, const std::string& dtype, std::optional<int64_t> kv_heads) {
+             // kv_heads: the keyword's name before 0.2, kept one release.
+             if (kv_heads) {
+               if (PyErr_WarnEx(PyExc_DeprecationWarning,
+                                "KVCache(kv_heads=...) is now n_kv_heads=...", 1) < 0) {
+                 throw py::error_already_set();
+               }
+               n_kv_heads = *kv_heads;
+             }
              KVCacheConfig c;
              c.batch = batch;
              c.n_kv_heads = n_kv_heads;
@@ -66,7 +74,7 @@ read per step). window > 0 keeps the last `window` positions in a ring buffer.)"
              return KVCache(c);
            }),
            "batch"_a = 1, "n_kv_heads"_a = 1, "head_dim"_a = 64, "capacity"_a = 0, "window"_a = 0,
-           "dtype"_a = "f32")
+           "dtype"_a = "f32", "kv_heads"_a = py::none())
       .def_property_readonly("position", &KVCache::position, "positions appended since reset")
       .def_property_readonly("capacity", &KVCache::capacity)
       .def("reset", &KVCache::reset);

@@ -106,3 +106,14 @@ def test_cache_sizes_that_would_wrap_are_refused(batch, n_kv_heads, head_dim, ca
 def test_a_layer_too_wide_to_hold_is_refused_with_its_size():
     with pytest.raises(attn.Error, match=r"d_model² is too large: more than \d+ elements"):
         attn.MultiHeadAttention(1 << 62, 1)
+
+
+def test_the_old_cache_keyword_still_works_for_a_release(rng):
+    layer = attn.MultiHeadAttention(16, 4, n_kv_heads=2, seed=3)
+    x = rng.standard_normal((1, 1, 16), dtype=np.float32)
+    with pytest.warns(DeprecationWarning, match="now n_kv_heads"):
+        old = attn.KVCache(1, kv_heads=2, head_dim=4, capacity=4)
+    new = attn.KVCache(1, n_kv_heads=2, head_dim=4, capacity=4)
+    assert np.array_equal(layer.decode(x, old), layer.decode(x, new))
+    with pytest.raises(attn.Error, match="the cache holds 1 heads"):
+        layer.decode(x, attn.KVCache(1, head_dim=4, capacity=4))
