@@ -13,7 +13,7 @@ from pathlib import Path
 # Lowest first. Layers of one rank are peers and may not include each other.
 RANKS = {
     "core": 0, "kernels": 1, "io": 1, "linalg": 2, "reference": 3, "attention": 4,
-    "nn": 5, "tokenizer": 5, "viz": 6, "train": 7, "distributed": 8,
+    "nn": 5, "tokenizer": 5, "viz": 6, "hf": 6, "train": 7, "distributed": 8,
 }
 TOP = 99  # tools/, python/, examples/, tests/, bench/: may include everything
 
@@ -31,7 +31,7 @@ LAYER_OF_HEADER = {
     "tokenizer.hpp": "tokenizer", "gpt2_tokenizer.hpp": "tokenizer",
     "io.hpp": "io",
     "files.hpp": "io", "viz.hpp": "viz", "train.hpp": "train", "training_run.hpp": "train",
-    "hf.hpp": "train",
+    "hf.hpp": "hf",
     "distributed.hpp": "distributed", "mpi_launcher.hpp": "distributed", "attn.hpp": None,
 }
 

@@ -8,7 +8,7 @@
 #include "attn/hf.hpp"
 #include "attn/io.hpp"
 #include "src/core/release_pages.hpp"
-#include "src/train/train_internal.hpp"
+#include "src/nn/stored_model.hpp"
 
 namespace attn {
 
