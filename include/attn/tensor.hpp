@@ -33,7 +33,7 @@ class Tensor {
   static Tensor zeros(Shape shape) { return Tensor(std::move(shape)); }
   static Tensor full(Shape shape, float value);
   // Row-major values; values.size() must equal the product of the shape.
-  static Tensor from_values(Shape shape, std::vector<float> values);
+  static Tensor from_values(const Shape& shape, const std::vector<float>& values);
   // A view of memory the tensor does not allocate: `size` floats at `data`, seen with this
   // shape and strides (in elements) from element `offset`, checked to stay inside; `owner`
   // keeps the memory alive as long as the view or any view of it does. No copy.

@@ -21,7 +21,8 @@ PYBIND11_MODULE(_attn, m) {
   // attn.Error carries the C++ error's kind ("invalid_argument" or "file"), argument and file
   // (None where the error has none) as attributes.
   static py::exception<attn::Error> error_type(m, "Error", PyExc_ValueError);
-  py::register_local_exception_translator([](std::exception_ptr thrown) {
+  // pybind11 takes a translator of exactly this signature: the pointer comes by value.
+  py::register_local_exception_translator([](std::exception_ptr thrown) {  // NOLINT
     try {
       if (thrown) std::rethrow_exception(thrown);
     } catch (const attn::Error& e) {

@@ -151,7 +151,7 @@ decode / tokens use it. <|endoftext|> in a text is the special token.)");
 
   m.def(
       "heatmap",
-      [](const py::handle& weights, std::optional<std::vector<std::string>> tokens,
+      [](const py::handle& weights, const std::optional<std::vector<std::string>>& tokens,
          const std::string& scale, int64_t max_width) {
         HeatmapOptions o;
         const Tensor w = to_tensor(weights, "weights");
@@ -196,7 +196,7 @@ max_width > 0: fit that many terminal columns, down-sampling a wider map.)",
       };
   m.def(
       "heatmap_png",
-      [picture](const py::handle& weights, std::optional<std::vector<std::string>> tokens,
+      [picture](const py::handle& weights, const std::optional<std::vector<std::string>>& tokens,
                 const std::string& scale, const std::string& title, int64_t max_cells) {
         return picture(weights, tokens, scale, title, max_cells, true);
       },
@@ -209,7 +209,7 @@ max_cells. Write it with open(path, "wb").write(...).)",
       "max_cells"_a = 128);
   m.def(
       "heatmap_svg",
-      [picture](const py::handle& weights, std::optional<std::vector<std::string>> tokens,
+      [picture](const py::handle& weights, const std::optional<std::vector<std::string>>& tokens,
                 const std::string& scale, const std::string& title, int64_t max_cells) {
         return picture(weights, tokens, scale, title, max_cells, false);
       },

@@ -64,7 +64,7 @@ Tensor Tensor::full(Shape shape, float value) {
   return t;
 }
 
-Tensor Tensor::from_values(Shape shape, std::vector<float> values) {
+Tensor Tensor::from_values(const Shape& shape, const std::vector<float>& values) {
   Tensor t(shape);
   ATTN_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "from_values: shape ",
              to_string(shape), " holds ", t.numel(), " values, got ", values.size());

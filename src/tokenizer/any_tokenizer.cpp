@@ -15,6 +15,8 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;  // spelt out for compilers before C++20's aggregate CTAD
 
 }  // namespace
 

@@ -79,8 +79,9 @@ class BpeFileReader {
   }
   bool number_float(json::number_float_t, const std::string&) { return number({JsonType::kFloat}); }
   bool string(std::string& s) {
-    if (depth_ == 1 && current_ != nullptr) current_->text = std::move(s);
-    if (depth_ == 2 && current_ != nullptr && !in_merges_) {
+    if (depth_ == 1 && current_ != nullptr) {
+      current_->text = std::move(s);
+    } else if (depth_ == 2 && current_ != nullptr && !in_merges_) {
       current_->strings.push_back(std::move(s));
       return true;
     }
