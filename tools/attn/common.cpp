@@ -158,7 +158,8 @@ namespace {
 
 // A number must be finite and below 2^63 in magnitude (beyond it, CLI11's integer conversion
 // saturates silently), and satisfy `holds`.
-CLI::Validator rule_check(std::string rule, std::function<bool(double)> holds, std::string name) {
+CLI::Validator rule_check(const std::string& rule, const std::function<bool(double)>& holds,
+                          std::string name) {
   return CLI::Validator(
       [rule, holds](std::string& text) -> std::string {
         char* end = nullptr;
@@ -168,7 +169,7 @@ CLI::Validator rule_check(std::string rule, std::function<bool(double)> holds, s
         if (std::fabs(value) >= 0x1p63) return "must be below 2^63, got " + text;
         return holds(value) ? "" : "must be " + rule + ", got " + text;
       },
-      name);
+      std::move(name));
 }
 
 }  // namespace
