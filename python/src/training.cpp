@@ -174,7 +174,7 @@ TrainingCallbacks python_callbacks(const Settings& s,
   return on;
 }
 
-PyGpt train(const py::handle& corpus_like, const py::object& out, py::kwargs kwargs) {
+PyGpt train_gpt(const py::handle& corpus_like, const py::object& out, py::kwargs kwargs) {
   Settings s = settings_from(std::move(kwargs));
   const std::string dir = out.is_none() ? std::string() : std::string(py::str(out));
   ATTN_CHECK(!s.resume || !dir.empty(), "resume=True needs the run's directory (out)");
@@ -247,7 +247,7 @@ raises KeyboardInterrupt; an exception from a callback ends the run without savi
 }  // namespace
 
 void add_training(py::module_& m) {
-  m.def("train", &train, kTrainDoc, "corpus"_a, "out"_a = py::none());
+  m.def("train", &train_gpt, kTrainDoc, "corpus"_a, "out"_a = py::none());
 }
 
 }  // namespace attn::python
