@@ -13,6 +13,11 @@ void add_text(pybind11::module_& m);
 void add_model(pybind11::module_& m);
 void add_training(pybind11::module_& m);
 
+// A str as UTF-8 bytes; a ValueError naming `name` for one that is not valid Unicode.
+std::string utf8_of(const pybind11::handle& text, const char* name);
+// A path (str or os.PathLike) as a string; a TypeError naming `name` for anything else.
+std::string path_of(const pybind11::handle& path, const char* name);
+
 // A corpus: a str, bytes, a list of either (joined by newlines) or a path (os.PathLike), as
 // its bytes (text.cpp; attn.train_bpe and attn.train read it).
 std::string corpus_text(const pybind11::handle& corpus);

@@ -30,7 +30,7 @@ struct Generation {
 // dtype's name is checked before anything is read.
 template <class Read>
 PyGpt load_with(const Read& read, const py::handle& path_like, const std::string& weights) {
-  const std::string path = py::str(path_like);
+  const std::string path = path_of(path_like, "path");
   const Dtype dtype = weights_dtype_from_string(weights);
   auto loaded = std::make_shared<LoadedGpt>(read(path));
   loaded->model.set_weights_dtype(dtype);

@@ -20,9 +20,8 @@ using namespace pybind11::literals;
 
 // str (UTF-8) or bytes, as bytes.
 std::string text_bytes(const py::handle& text, const char* name) {
-  if (py::isinstance<py::bytes>(text) || py::isinstance<py::str>(text)) {
-    return text.cast<std::string>();
-  }
+  if (py::isinstance<py::bytes>(text)) return text.cast<std::string>();
+  if (py::isinstance<py::str>(text)) return utf8_of(text, name);
   throw py::type_error(std::string(name) + " must be str or bytes");
 }
 
@@ -95,10 +94,9 @@ BpeTokenizer train(const py::handle& corpus, int64_t vocab_size, int64_t min_fre
 
 std::string corpus_text(const py::handle& corpus) {
   if (py::isinstance<py::bytes>(corpus)) return corpus.cast<std::string>();
-  if (py::isinstance<py::str>(corpus)) return corpus.cast<std::string>();
+  if (py::isinstance<py::str>(corpus)) return utf8_of(corpus, "corpus");
   if (py::hasattr(corpus, "__fspath__")) {
-    return read_whole_file(py::str(corpus.attr("__fspath__")()).cast<std::string>(),
-                           kMaxCorpusBytes);
+    return read_whole_file(path_of(corpus, "corpus"), kMaxCorpusBytes);
   }
   if (py::isinstance<py::list>(corpus) || py::isinstance<py::tuple>(corpus)) {
     std::string text;
@@ -121,10 +119,11 @@ file `attn bpe train` writes). Byte level: decode(encode(b)) == b for any bytes 
                  "byte_level"_a = false, "special_tokens"_a = std::vector<std::string>{},
                  "Learns a tokenizer from a str, bytes, a list of them, or a file (a path).")
       .def_static(
-          "load", [](const py::handle& path) { return BpeTokenizer::load(py::str(path)); },
+          "load", [](const py::handle& path) { return BpeTokenizer::load(path_of(path, "path")); },
           "path"_a)
       .def(
-          "save", [](const BpeTokenizer& t, const py::handle& path) { t.save(py::str(path)); },
+          "save",
+          [](const BpeTokenizer& t, const py::handle& path) { t.save(path_of(path, "path")); },
           "path"_a);
   add_tokenizer_methods(bpe);
   py::class_<Gpt2Tokenizer> gpt2(m, "Gpt2Tokenizer", R"(GPT-2's byte-level BPE, with GPT-2's ids.
@@ -133,7 +132,7 @@ Gpt2Tokenizer.load(path) reads a directory holding tokenizer.json, vocab.json + 
 encoder.json + vocab.bpe (the first found), or one of those files; encode / encode_batch /
 decode / tokens use it. <|endoftext|> in a text is the special token.)");
   gpt2.def_static(
-          "load", [](const py::handle& path) { return Gpt2Tokenizer::load(py::str(path)); },
+          "load", [](const py::handle& path) { return Gpt2Tokenizer::load(path_of(path, "path")); },
           "A directory with GPT-2's tokenizer files, or one of them.", "path"_a)
       .def(
           "special_id",

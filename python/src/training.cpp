@@ -176,7 +176,7 @@ TrainingCallbacks python_callbacks(const Settings& s,
 
 PyGpt train_gpt(const py::handle& corpus_like, const py::object& out, py::kwargs kwargs) {
   Settings s = settings_from(std::move(kwargs));
-  const std::string dir = out.is_none() ? std::string() : std::string(py::str(out));
+  const std::string dir = out.is_none() ? std::string() : path_of(out, "out");
   ATTN_CHECK(!s.resume || !dir.empty(), "resume=True needs the run's directory (out)");
   ATTN_CHECK(!s.resume || !s.model_given, "a resumed run takes its model and training settings ",
              "from its checkpoint; only max_iters, eval_iters and eval_interval may be given");

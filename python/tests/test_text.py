@@ -109,3 +109,16 @@ def test_errors_say_their_kind_argument_and_file(tmp_path):
     assert config.value.argument == "n_embd"
     assert config.value.file is None
     assert isinstance(config.value, ValueError)
+
+
+def test_paths_and_text_that_are_not_are_clear_errors(tmp_path):
+    for load in (attn.Gpt.load, attn.Gpt.from_hf, attn.BpeTokenizer.load, attn.Gpt2Tokenizer.load):
+        with pytest.raises(TypeError, match="path must be a path \\(str or os.PathLike\\), got NoneType"):
+            load(None)
+    tok = attn.train_bpe("the cat sat on the mat " * 20, vocab_size=40)
+    with pytest.raises(ValueError, match="text is not valid Unicode text: .*surrogates not allowed"):
+        tok.encode("a\udcffb")
+    with pytest.raises(ValueError, match="corpus is not valid Unicode text"):
+        attn.train_bpe("abc\ud800", vocab_size=40)
+    with pytest.raises(TypeError, match="out must be a path"):
+        attn.train("some text " * 100, 42, max_iters=1)
