@@ -7,6 +7,7 @@
 
 #include "attn/files.hpp"
 #include "attn/gpt.hpp"
+#include "attn/gpt2_tokenizer.hpp"
 #include "attn/tokenizer.hpp"
 
 namespace attn {
@@ -62,6 +63,23 @@ TEST(Error, ConfigChecksNameTheSettingTheyRefuse) {
   }
   EXPECT_EQ(Error("plain").argument(), "");
   EXPECT_EQ(Error("plain").kind(), ErrorKind::kInvalidArgument);
+}
+
+// A message quotes at most a short excerpt of its input: a 50 MB line in merges.txt once
+// gave a 50,000,103-byte message.
+TEST(Error, MessagesQuoteExcerptsAndStayShort) {
+  EXPECT_EQ(detail::excerpt("short"), "short");
+  const std::string long_text(1000, 'q');
+  EXPECT_EQ(detail::excerpt(long_text), std::string(80, 'q') + "… (1000 bytes)");
+  const std::string accents = std::string(79, 'a') + "é";  // 'é' straddles byte 80
+  EXPECT_EQ(detail::excerpt(accents + "tail"), std::string(79, 'a') + "… (85 bytes)");
+  EXPECT_LT(std::string(Error(std::string(10 << 20, 'x')).what()).size(), 4200u);
+  try {
+    Gpt2Tokenizer::from_vocab_and_merges(R"({"a": 0})", "a " + std::string(50 << 20, 'q') + "\n");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 300u) << std::string(e.what()).substr(0, 300);
+  }
 }
 
 }  // namespace

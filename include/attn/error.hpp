@@ -1,9 +1,12 @@
 // attn::Error and the argument checks used at every public entry point.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -55,10 +58,16 @@ class Error : public std::runtime_error {
   ErrorKind kind_ = ErrorKind::kInvalidArgument;
   std::string argument_, file_;
 
+  // A message is read by a person: past kMaxMessageBytes (a line of a file that never ends,
+  // quoted whole) it is cut, saying by how much.
+  static constexpr size_t kMaxMessageBytes = 4096;
+
   static std::string printable(const std::string& message) {
     std::string out;
-    out.reserve(message.size());
-    for (const char c : message) {
+    out.reserve(std::min(message.size(), kMaxMessageBytes) + 40);
+    for (const char c : message.size() > kMaxMessageBytes
+                            ? std::string_view(message).substr(0, kMaxMessageBytes)
+                            : std::string_view(message)) {
       const auto byte = static_cast<unsigned char>(c);
       if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
         constexpr char kHex[] = "0123456789abcdef";
@@ -69,11 +78,24 @@ class Error : public std::runtime_error {
         out += c;
       }
     }
+    if (message.size() > kMaxMessageBytes) {
+      out += "… [" + std::to_string(message.size() - kMaxMessageBytes) + " more bytes]";
+    }
     return out;
   }
 };
 
 namespace detail {
+
+// At most the first `max_bytes` of text a message quotes from its input (a token, a line),
+// cut where a UTF-8 character starts, with the length said when it is cut:
+// excerpt(50 MB line) == "qqq…qqq… (52428800 bytes)".
+inline std::string excerpt(std::string_view text, size_t max_bytes = 80) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(text.substr(0, cut)) + "… (" + std::to_string(text.size()) + " bytes)";
+}
 
 // One argument of concat. A NaN is "nan" whatever its sign bit (the stream writes "-nan"
 // for the NaN that 0·-inf gives, which reads like a different value).

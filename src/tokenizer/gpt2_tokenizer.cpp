@@ -48,7 +48,7 @@ std::string token_bytes(const std::string& token) {
   for (size_t i = 0; i < token.size();) {
     const detail::Utf8Char c = detail::utf8_char_at(token, i);
     const auto it = alphabet.byte_of.find(c.code_point);
-    ATTN_CHECK(it != alphabet.byte_of.end(), "GPT-2 vocabulary: token \"", token,
+    ATTN_CHECK(it != alphabet.byte_of.end(), "GPT-2 vocabulary: token \"", detail::excerpt(token),
                "\" has a character outside GPT-2's byte alphabet");
     bytes += static_cast<char>(it->second);
     i += c.length;
@@ -65,10 +65,11 @@ std::unordered_map<std::string, int64_t> vocab_of(const json& vocab) {
   for (const auto& [token, id] : vocab.items()) {
     ATTN_CHECK(
         id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < detail::kMaxVocab,
-        "GPT-2 vocabulary: the id of \"", token, "\" must be an integer in [0, 2^24)");
+        "GPT-2 vocabulary: the id of \"", detail::excerpt(token),
+        "\" must be an integer in [0, 2^24)");
     const auto [other, fresh] = token_of.emplace(id.get<int64_t>(), token);
-    ATTN_CHECK(fresh, "GPT-2 vocabulary: \"", other->second, "\" and \"", token,
-               "\" have the same id ", id.get<int64_t>());
+    ATTN_CHECK(fresh, "GPT-2 vocabulary: \"", detail::excerpt(other->second), "\" and \"",
+               detail::excerpt(token), "\" have the same id ", id.get<int64_t>());
     ids[token] = id.get<int64_t>();
   }
   return ids;
@@ -90,7 +91,7 @@ std::vector<std::pair<std::string, std::string>> merges_of_text(std::string_view
     ATTN_CHECK(space != std::string_view::npos && space > 0 && space + 1 < line.size() &&
                    line.find(' ', space + 1) == std::string_view::npos,
                "GPT-2 merges: line ", line_number, " must be two tokens and one space, got \"",
-               std::string(line.substr(0, 80)), "\"");
+               detail::excerpt(line), "\"");
     merges.emplace_back(std::string(line.substr(0, space)), std::string(line.substr(space + 1)));
   }
   return merges;
@@ -152,8 +153,9 @@ class Gpt2TokenizerBuilder {
       // An added token may repeat a vocabulary entry (GPT-2's <|endoftext|> is both), not
       // take another token's id.
       for (const auto& [word, word_id] : vocab) {
-        ATTN_CHECK(word_id != id || word == token, "GPT-2 tokenizer: added token \"", token,
-                   "\" has the id ", id, " of \"", word, "\"");
+        ATTN_CHECK(word_id != id || word == token, "GPT-2 tokenizer: added token \"",
+                   detail::excerpt(token), "\" has the id ", id, " of \"", detail::excerpt(word),
+                   "\"");
       }
       t.specials_.push_back(token);
       t.special_ids_.push_back(id);
@@ -168,8 +170,8 @@ class Gpt2TokenizerBuilder {
     }
     auto id_of = [&](const std::string& token, const char* what, size_t rank) {
       const auto it = vocab.find(token);
-      ATTN_CHECK(it != vocab.end(), "GPT-2 merges: merge ", rank, " ", what, " \"", token,
-                 "\", which the vocabulary lacks");
+      ATTN_CHECK(it != vocab.end(), "GPT-2 merges: merge ", rank, " ", what, " \"",
+                 detail::excerpt(token), "\", which the vocabulary lacks");
       return it->second;
     };
     for (int b = 0; b < 256; ++b) {
@@ -241,7 +243,8 @@ Gpt2Tokenizer Gpt2Tokenizer::from_tokenizer_json(std::string_view text) {
     if (m.is_string()) {
       const std::string line = m.get<std::string>();
       const std::vector<std::pair<std::string, std::string>> one = merges_of_text(line);
-      ATTN_CHECK(one.size() == 1, "tokenizer.json: merge \"", line, "\" is not \"a b\"");
+      ATTN_CHECK(one.size() == 1, "tokenizer.json: merge \"", detail::excerpt(line),
+                 "\" is not \"a b\"");
       merges.push_back(one[0]);
     } else {
       ATTN_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(),
