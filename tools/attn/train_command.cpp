@@ -239,10 +239,9 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   const GptConfig& c = trainer->model().config();
   const TrainOptions& o = trainer->options();
   const int64_t tokens_per_step = o.batch_size * o.grad_accum * c.block_size;
-  double train_seconds = 0.0;
-  int64_t timed_steps = 0;
-  // The run: the library's loop; this command adds the directory's other files, the progress
-  // bar and the log lines.
+  // The run: the library's loop, which also keeps the steps' time; this command adds the
+  // directory's other files, the progress bar and the log lines.
+  std::optional<TrainingRun> run;
   TrainingCallbacks on;
   on.notice = [](const std::string& text) { std::printf("%s\n", text.c_str()); };
   on.should_stop = [] { return g_interrupted.load(); };
@@ -261,10 +260,8 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   };
   on.after_step = [&](const StepResult& r, double seconds) {
     profile.end_step(seconds);
-    train_seconds += seconds;
-    ++timed_steps;
     report.step(r, static_cast<double>(tokens_per_step) / seconds);
-    const double mean = train_seconds / static_cast<double>(timed_steps);
+    const double mean = run->step_seconds() / static_cast<double>(run->steps_run());
     if (bar.shown()) {
       char detail[96];
       std::snprintf(detail, sizeof detail, "loss %.4f  %.1f ms/iter  %.0f tokens/s  ETA %s", r.loss,
@@ -293,7 +290,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
                 count_text(stale, "temporary file").c_str());
   }
   if (!args.resume) write_file_atomically(args.out + "/config.ini", config_text);
-  TrainingRun run(*trainer, *tokenizer, run_options, on);
+  run.emplace(*trainer, *tokenizer, run_options, on);
   std::printf(
       "attn train: %lld parameters (%s, %s, n_embd %lld, block %lld), "
       "vocabulary %lld (%s), %zu tokens, %s%s%s%s\n",
@@ -308,7 +305,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
                   : "");
   std::fflush(stdout);
   if (args.resume) report.read_metrics(args.out + "/metrics.csv");
-  const RunEnd end = run.run();
+  const RunEnd end = run->run();
   std::signal(SIGINT, SIG_DFL);
   bar.clear();
   if (end == RunEnd::kStopped) {
@@ -317,6 +314,8 @@ void run_train(TrainArgs& args, const std::string& config_text) {
     std::exit(130);
   }
   // A resumed run that was already done only evaluates: no step to time.
+  const double train_seconds = run->step_seconds();
+  const int64_t timed_steps = run->steps_run();
   char pace[40] = "no step run";
   if (timed_steps > 0) {
     std::snprintf(pace, sizeof pace, "%.1f ms/iter",
