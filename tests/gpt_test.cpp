@@ -594,7 +594,7 @@ TEST(Gpt, Errors) {
   EXPECT_TRUE(ThrowsWith([&] { model.forward(bad, ok, 1); }, "token id 9 at index 1"));
   EXPECT_TRUE(ThrowsWith([&] { model.forward(ok, bad, 1); }, "target 9"));
   EXPECT_TRUE(ThrowsWith([&] { model.forward(long_ids, long_ids, 1); }, "exceed block_size 6"));
-  EXPECT_TRUE(ThrowsWith([&] { model.forward(ok, ok, 2); }, "do not split into 2 rows"));
+  EXPECT_TRUE(ThrowsWith([&] { model.forward(ok, ok, 2); }, "do not split into batch = 2 rows"));
   EXPECT_TRUE(ThrowsWith([&] { model.logits({}, 1); }, "Gpt::logits: no token ids"));
   EXPECT_TRUE(ThrowsWith([&] { model.backward(); }, "call forward"));
   model.forward(ok, ok, 1);

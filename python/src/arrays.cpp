@@ -7,6 +7,8 @@
 namespace attn::python {
 namespace {
 
+using namespace pybind11::literals;
+
 std::atomic<int64_t> g_conversions{0};
 
 // A reference to a Python object that may be dropped on any thread: the deleter takes the GIL.
@@ -16,6 +18,23 @@ std::shared_ptr<void> keep_alive(py::object obj) {
     py::gil_scoped_acquire gil;
     delete static_cast<py::object*>(p);
   });
+}
+
+// `array` as float32 with a contiguous last dim, converted on its distinct elements only: a
+// dim broadcast by stride 0 (np.broadcast_to) is converted as one entry and broadcast again,
+// so a boolean mask broadcast to (65536, 65536) costs one row of floats, not 16 GiB. The last
+// dim is materialised, as the kernels read rows.
+py::array to_float32_rows(const py::array& array) {
+  const auto rank = array.ndim();
+  py::tuple distinct(rank);
+  for (py::ssize_t d = 0; d < rank; ++d) {
+    const bool broadcast = d + 1 < rank && array.shape(d) > 1 && array.strides(d) == 0;
+    distinct[d] = broadcast ? py::slice(0, 1, 1) : py::slice(py::none(), py::none(), py::none());
+  }
+  const py::module_ numpy = py::module_::import("numpy");
+  py::object rows = numpy.attr("ascontiguousarray")(array[distinct], "dtype"_a = "float32");
+  g_conversions.fetch_add(1);
+  return numpy.attr("broadcast_to")(rows, array.attr("shape"));
 }
 
 }  // namespace
@@ -61,9 +80,10 @@ Tensor to_tensor(const py::handle& obj, const char* name, Accept accept) {
   for (py::ssize_t d = 0; d < rank; ++d) {
     if (array.shape(d) == 0) throw py::value_error(std::string(name) + " is empty");
   }
-  if (!floating || array.dtype().itemsize() != 4) {  // converted once, to float32
-    array = array.attr("astype")("float32");
-    g_conversions.fetch_add(1);
+  const bool rows_contiguous = array.shape(rank - 1) == 1 || array.strides(rank - 1) == 4;
+  // Converted once, to float32 (a mask's broadcast last dim too: masks are often (T, 1) views).
+  if (!floating || array.dtype().itemsize() != 4 || (accept == Accept::kMask && !rows_contiguous)) {
+    array = to_float32_rows(array);
   }
   if (array.shape(rank - 1) > 1 && array.strides(rank - 1) != 4) {
     throw py::value_error(std::string(name) +

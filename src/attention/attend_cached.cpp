@@ -16,6 +16,7 @@
 #include "attn/tensor.hpp"
 #include "attn/threads.hpp"
 #include "src/kernels/decode.hpp"
+#include "src/reference/finite.hpp"
 
 namespace attn {
 namespace {
@@ -36,6 +37,7 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
              "attend_cached: q must be (B, H, Tq, d) with B = ", c.batch, ", d = ", c.head_dim,
              " and H a multiple of ", c.n_kv_heads, " cached heads, got ",
              q.defined() ? q.shape_string() : "undefined");
+  detail::check_finite(q, "attend_cached", "q");
   ATTN_CHECK(options.mask.empty() && options.key_lengths.empty(),
              "attend_cached: explicit masks and key lengths are not supported with a cache");
   ATTN_CHECK(options.window >= 0, "attend_cached: window must be >= 0, got ", options.window);

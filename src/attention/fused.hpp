@@ -3,6 +3,7 @@
 // (checks.hpp). Internal to the library.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "attn/sdpa.hpp"
@@ -14,9 +15,13 @@ namespace attn::detail {
 // The fused forward into a given output view (Q's shape with dv last, contiguous rows), so
 // that callers can pick the output's memory layout. dims: what check_attention(q, k, v,
 // options) returned — the caller checks once (the check scans an additive mask's values).
-// logsumexp: (…, Tq) contiguous or nullptr. Defined in sdpa.cpp.
+// logsumexp: (…, Tq) contiguous or nullptr. non_finite_input: when given, set when q, k or v
+// holds NaN or ±inf — each task scans its own query rows and a share of its K/V head's rows
+// while they are in cache, so the check of attn's policy (src/reference/finite.hpp) runs on every
+// thread instead of as a pass of its own. Defined in sdpa.cpp.
 void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
-               const SdpaOptions& options, const Tensor& out, float* logsumexp);
+               const SdpaOptions& options, const Tensor& out, float* logsumexp,
+               std::atomic<bool>* non_finite_input = nullptr);
 
 // The fused backward's loop order (src/kernels/flash_backward.hpp): one task per (batch, K/V
 // head) when there are at least this many of them, else two passes over key and query blocks.
@@ -28,11 +33,12 @@ int64_t backward_two_pass_below();
 
 // The fused backward into given gradient views (q's, k's and v's shapes, contiguous rows;
 // every element is written). out: the forward's output; logsumexp: (…, Tq) contiguous, from
-// the forward. dims: what check_attention(q, k, v, options) returned. Defined in
-// sdpa_backward.cpp.
+// the forward. dims: what check_attention(q, k, v, options) returned. non_finite_input: as
+// sdpa_into's, for q, k, v, out and d_out. Defined in sdpa_backward.cpp.
 void sdpa_backward_into(const AttentionDims& dims, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& out, const float* logsumexp,
                         const Tensor& d_out, const SdpaOptions& options, const Tensor& dq,
-                        const Tensor& dk, const Tensor& dv);
+                        const Tensor& dk, const Tensor& dv,
+                        std::atomic<bool>* non_finite_input = nullptr);
 
 }  // namespace attn::detail

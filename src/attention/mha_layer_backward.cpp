@@ -23,6 +23,7 @@ MhaGradients MultiHeadAttention::backward(const MhaActivations& saved, const Ten
   ATTN_CHECK(d_y_in.defined() && d_y_in.shape() == (Shape{b, t, d_model}),
              "MultiHeadAttention::backward: d_y must be (", b, ", ", t, ", ", d_model, "), got ",
              d_y_in.defined() ? d_y_in.shape_string() : "undefined");
+  detail::check_finite(d_y_in, "MultiHeadAttention::backward", "d_y");
   const Tensor d_y = d_y_in.contiguous(), x = saved.x.contiguous();
 
   MhaGradients grads;

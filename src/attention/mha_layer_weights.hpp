@@ -5,6 +5,7 @@
 #include "attn/error.hpp"
 #include "attn/mha.hpp"
 #include "src/attention/layer.hpp"
+#include "src/reference/finite.hpp"
 
 namespace attn::detail {
 
@@ -42,6 +43,7 @@ inline void check_input(const MhaConfig& c, const Tensor& x) {
   ATTN_CHECK(x.defined() && x.rank() == 3 && x.dim(2) == c.d_model,
              "MultiHeadAttention: x must be (B, T, d_model = ", c.d_model, "), got ",
              x.defined() ? x.shape_string() : "undefined");
+  check_finite(x, "MultiHeadAttention", "x");
 }
 
 }  // namespace attn::detail

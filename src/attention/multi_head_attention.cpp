@@ -5,6 +5,7 @@
 #include "attn/error.hpp"
 #include "attn/mha.hpp"
 #include "src/attention/layer.hpp"
+#include "src/core/memory_limit.hpp"
 #include "src/reference/mha_checks.hpp"
 
 namespace attn {
@@ -15,8 +16,13 @@ MhaResult multi_head_attention(const Tensor& x_in, const Tensor& wq_in, const Te
   const int64_t n_kv = detail::check_mha(x_in, wq_in, wk_in, wv_in, wo_in, n_heads, extras);
   const int64_t d_model = x_in.dim(-1), d_head = d_model / n_heads;
   const bool batched = x_in.rank() == 3;
+  const int64_t batch = batched ? x_in.dim(0) : 1, t = x_in.dim(-2);
+  const int64_t qkv_width = (n_heads + 2 * n_kv) * d_head;
+  detail::check_fits_in_memory({batch, t, qkv_width}, "multi_head_attention: Q, K and V");
+  if (options.return_weights) {
+    detail::check_fits_in_memory({batch, n_heads, t, t}, "multi_head_attention: the weights");
+  }
   const Tensor x = x_in.contiguous();
-  const int64_t batch = batched ? x.dim(0) : 1, t = x.dim(-2);
   // The kernels read rows: each input is used in place when contiguous, else copied once.
   auto rows = [](const Tensor& m) { return m.defined() ? m.contiguous() : Tensor{}; };
   auto data = [](const Tensor& m) { return m.defined() ? m.data() : nullptr; };

@@ -5,6 +5,7 @@
 #include <hwy/aligned_allocator.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -12,16 +13,39 @@
 #include "attn/threads.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_forward.hpp"
 #include "src/kernels/prefetch.hpp"
+#include "src/kernels/reductions.hpp"
+#include "src/reference/finite.hpp"
 
 namespace attn {
 namespace detail {
+namespace {
+
+// True when the query rows [q0, q0 + rows) of head (b, h), or this block's share of the K and
+// V rows of its K/V head, hold NaN or ±inf. The first query head of each K/V group scans that
+// group's K/V rows, split over the head's `blocks` query blocks, so every row is read once.
+bool task_inputs_non_finite(const kernels::FlashProblem& p, int64_t b, int64_t h, int64_t q0,
+                            int64_t rows, int64_t blocks) {
+  const float* q = p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
+  if (kernels::any_non_finite(q, rows, p.d, p.q_stride[2])) return true;
+  const int64_t group = p.heads / p.kv_heads;
+  if (h % group != 0) return false;
+  const int64_t block = q0 / kernels::kQueryBlock, kv_h = h / group;
+  const int64_t first = block * p.tk / blocks, count = (block + 1) * p.tk / blocks - first;
+  const float* k = p.k + b * p.k_stride[0] + kv_h * p.k_stride[1] + first * p.k_stride[2];
+  const float* v = p.v + b * p.v_stride[0] + kv_h * p.v_stride[1] + first * p.v_stride[2];
+  return kernels::any_non_finite(k, count, p.d, p.k_stride[2]) ||
+         kernels::any_non_finite(v, count, p.dv, p.v_stride[2]);
+}
+
+}  // namespace
 
 void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
-               const Tensor& v_in, const SdpaOptions& options, const Tensor& out,
-               float* logsumexp) {
+               const Tensor& v_in, const SdpaOptions& options, const Tensor& out, float* logsumexp,
+               std::atomic<bool>* non_finite_input) {
   const PhaseScope clock(Phase::kAttention);
   ATTN_CHECK(out.shape() == with_last_dim(q_in, dims.dv) && out.strides().back() == 1,
              "sdpa: the output view ", out.shape_string(), " must be ",
@@ -62,6 +86,9 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
       kernels::prefetch_forward_block(p, next.b, next.h, next.q0, next.rows);
     }
     const Block x = block_of(task);
+    if (non_finite_input && task_inputs_non_finite(p, x.b, x.h, x.q0, x.rows, blocks)) {
+      non_finite_input->store(true, std::memory_order_relaxed);
+    }
     kernels::flash_forward_block(p, x.b, x.h, x.q0, x.rows, buffer.get());
   });
 }
@@ -91,7 +118,7 @@ void check_scores_fit(const detail::AttentionDims& dims, const SdpaOptions& opti
     const bool sees_keys = row_sees_keys(dims, options, i);
     ATTN_CHECK(!std::isnan(lse[row]) && !(sees_keys && std::isinf(lse[row])),
                "sdpa: the scores of query ", i, " overflow float32 (|q|·|k|·scale beyond ",
-               "3.4e38), or an input is not finite; scale q or k down");
+               "3.4e38); scale q or k down");
   }
 }
 
@@ -99,10 +126,16 @@ void check_scores_fit(const detail::AttentionDims& dims, const SdpaOptions& opti
 
 SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
   const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
+  detail::check_fits_in_memory(detail::with_last_dim(q, dims.dv), "sdpa: the output");
+  if (options.return_weights)
+    detail::check_weights_fit(dims, detail::with_last_dim(q, dims.tk), "sdpa");
   Shape lse_shape = q.shape();
   lse_shape.pop_back();  // q has rank >= 2
   SdpaResult result{Tensor(detail::with_last_dim(q, dims.dv)), Tensor{}, Tensor(lse_shape)};
-  detail::sdpa_into(dims, q, k, v, options, result.output, result.logsumexp.data());
+  std::atomic<bool> non_finite_input{false};
+  detail::sdpa_into(dims, q, k, v, options, result.output, result.logsumexp.data(),
+                    &non_finite_input);
+  if (non_finite_input.load()) detail::check_finite_qkv("sdpa", q, k, v);  // throws, naming it
   check_scores_fit(dims, options, result.logsumexp);
   if (options.return_weights) result.weights = reference::sdpa(q, k, v, options).weights;
   return result;

@@ -18,6 +18,8 @@
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/kernels/prefetch.hpp"
+#include "src/kernels/reductions.hpp"
+#include "src/reference/finite.hpp"
 
 namespace attn {
 namespace {
@@ -47,6 +49,31 @@ namespace detail {
 
 namespace {
 std::atomic<int64_t> two_pass_below{0};  // 0: the machine's core count
+
+// The scans of attn's policy for non-finite inputs, done by the tasks that read the rows
+// (as the forward's; see fused.hpp): Q, O and dO rows [q0, q0 + rows) of head (b, h) …
+bool query_rows_non_finite(const kernels::FlashBackwardProblem& p, int64_t b, int64_t h, int64_t q0,
+                           int64_t rows) {
+  const kernels::FlashProblem& f = p.forward;
+  auto at = [&](const float* base, const int64_t* stride) {
+    return base + b * stride[0] + h * stride[1] + q0 * stride[2];
+  };
+  return kernels::any_non_finite(at(f.q, f.q_stride), rows, f.d, f.q_stride[2]) ||
+         kernels::any_non_finite(at(f.out, f.out_stride), rows, f.dv, f.out_stride[2]) ||
+         kernels::any_non_finite(at(p.d_out, p.d_out_stride), rows, f.dv, p.d_out_stride[2]);
+}
+
+// … and K and V rows [j0, j0 + rows) of K/V head (b, kv_h).
+bool key_rows_non_finite(const kernels::FlashBackwardProblem& p, int64_t b, int64_t kv_h,
+                         int64_t j0, int64_t rows) {
+  const kernels::FlashProblem& f = p.forward;
+  auto at = [&](const float* base, const int64_t* stride) {
+    return base + b * stride[0] + kv_h * stride[1] + j0 * stride[2];
+  };
+  return kernels::any_non_finite(at(f.k, f.k_stride), rows, f.d, f.k_stride[2]) ||
+         kernels::any_non_finite(at(f.v, f.v_stride), rows, f.dv, f.v_stride[2]);
+}
+
 }  // namespace
 
 void set_backward_two_pass_below(int64_t pairs) { two_pass_below = pairs; }
@@ -59,7 +86,7 @@ int64_t backward_two_pass_below() {
 void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
                         const Tensor& v_in, const Tensor& out_in, const float* logsumexp,
                         const Tensor& d_out_in, const SdpaOptions& options, const Tensor& dq,
-                        const Tensor& dk, const Tensor& dv) {
+                        const Tensor& dk, const Tensor& dv, std::atomic<bool>* non_finite_input) {
   const PhaseScope clock(Phase::kAttention);
   check_gradient_view(dq, q_in, "dq");
   check_gradient_view(dk, k_in, "dk");
@@ -91,9 +118,20 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
     if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
     return buffer.get();
   };
-  const int64_t pairs = dims.batch * dims.kv_heads;
+  auto flag = [&](bool found) {
+    if (found) non_finite_input->store(true, std::memory_order_relaxed);
+  };
+  const int64_t pairs = dims.batch * dims.kv_heads, group = dims.heads / dims.kv_heads;
   if (pairs >= backward_two_pass_below()) {  // tasks: (batch, K/V head)
     parallel_for_workers(pairs, [&](int64_t task, int worker) {
+      const int64_t b = task / dims.kv_heads, kv_h = task % dims.kv_heads;
+      if (non_finite_input) {
+        bool found = key_rows_non_finite(p, b, kv_h, 0, dims.tk);
+        for (int64_t h = kv_h * group; h < (kv_h + 1) * group && !found; ++h) {
+          found = query_rows_non_finite(p, b, h, 0, dims.tq);
+        }
+        flag(found);
+      }
       if (task + 1 < pairs) {  // most often this worker's next task (see kernels/prefetch.hpp)
         kernels::prefetch_backward_head(p, (task + 1) / dims.kv_heads, (task + 1) % dims.kv_heads);
       }
@@ -110,6 +148,10 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   parallel_for_workers(pairs * chunks, [&](int64_t i, int worker) {
     const int64_t task = alternating_ends(i, pairs * chunks);
     const int64_t pair = task / chunks, j_begin = task % chunks * kernels::kKeyChunk;
+    if (non_finite_input) {
+      flag(key_rows_non_finite(p, pair / dims.kv_heads, pair % dims.kv_heads, j_begin,
+                               std::min(kernels::kKeyChunk, dims.tk - j_begin)));
+    }
     kernels::flash_backward_key_chunk(p, pair / dims.kv_heads, pair % dims.kv_heads, j_begin,
                                       buffer_of(worker));
   });
@@ -117,6 +159,10 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   parallel_for_workers(dims.batch * dims.heads * query_blocks, [&](int64_t i, int worker) {
     const int64_t task = alternating_ends(i, dims.batch * dims.heads * query_blocks);
     const int64_t bh = task / query_blocks, q0 = task % query_blocks * kernels::kQueryBlock;
+    if (non_finite_input) {
+      flag(query_rows_non_finite(p, bh / dims.heads, bh % dims.heads, q0,
+                                 std::min(kernels::kQueryBlock, dims.tq - q0)));
+    }
     kernels::flash_backward_query_block(p, bh / dims.heads, bh % dims.heads, q0, buffer_of(worker));
   });
 }
@@ -138,8 +184,14 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   const Tensor lse = logsumexp.contiguous();
 
   SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape())};
+  std::atomic<bool> non_finite_input{false};
   detail::sdpa_backward_into(dims, q, k, v, out, lse.data(), d_out, options, grads.dq, grads.dk,
-                             grads.dv);
+                             grads.dv, &non_finite_input);
+  if (non_finite_input.load()) {  // name the first non-finite input: each check throws
+    detail::check_finite_qkv("sdpa_backward", q, k, v);
+    detail::check_finite(out, "sdpa_backward", "out");
+    detail::check_finite(d_out, "sdpa_backward", "d_out");
+  }
   return grads;
 }
 

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "attn/error.hpp"
+#include "src/core/memory_limit.hpp"
 #include "src/core/storage.hpp"
 
 namespace attn {
@@ -47,6 +48,7 @@ Shape contiguous_strides(const Shape& shape) {
 
 Tensor::Tensor(Shape shape) {
   check_shape(shape);
+  detail::check_fits_in_memory(shape, "a tensor");
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
   auto memory = std::make_shared<std::vector<float, detail::StorageAllocator<float>>>(

@@ -44,6 +44,7 @@ std::string local_problem(const Tensor& q, const Tensor& k, const Tensor& v, con
                "ring_sdpa: an explicit mask or key_lengths cannot be used (no rank holds the ",
                "whole score matrix); causal and window can");
     attn::detail::check_attention(q, k, v, o.attention);
+    attn::detail::check_finite_qkv("ring_sdpa", q, k, v);
     ATTN_CHECK(q.dim(-2) == k.dim(-2), "ring_sdpa: q and k must hold the same rows of one ",
                "sequence, got q ", q.shape_string(), " and k ", k.shape_string());
   } catch (const Error& e) {

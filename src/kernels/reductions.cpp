@@ -68,6 +68,31 @@ void AddColumnSums(const float* HWY_RESTRICT m, int64_t rows, int64_t cols, int6
   }
 }
 
+// x·0 is 0 for a finite x and NaN for NaN or ±inf, so one multiply-add per vector gathers
+// the answer into accumulators that stay 0 until a non-finite value meets them. Four of them
+// hide the multiply-add's latency.
+bool AnyNonFinite(const float* HWY_RESTRICT x, int64_t rows, int64_t width, int64_t stride) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto zero = hn::Zero(d);
+  auto a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+  float tail = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * stride;
+    int64_t i = 0;
+    for (; i + 4 * lanes <= width; i += 4 * lanes) {
+      a0 = hn::MulAdd(hn::LoadU(d, row + i), zero, a0);
+      a1 = hn::MulAdd(hn::LoadU(d, row + i + lanes), zero, a1);
+      a2 = hn::MulAdd(hn::LoadU(d, row + i + 2 * lanes), zero, a2);
+      a3 = hn::MulAdd(hn::LoadU(d, row + i + 3 * lanes), zero, a3);
+    }
+    for (; i + lanes <= width; i += lanes) a0 = hn::MulAdd(hn::LoadU(d, row + i), zero, a0);
+    for (; i < width; ++i) tail += row[i] * 0.0f;
+  }
+  const auto all = hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
+  return !hn::AllFalse(d, hn::IsNaN(all)) || tail != tail;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace attn::kernels
 HWY_AFTER_NAMESPACE();
@@ -77,6 +102,7 @@ namespace attn::kernels {
 
 HWY_EXPORT(SumOfSquares);
 HWY_EXPORT(AddColumnSums);
+HWY_EXPORT(AnyNonFinite);
 
 double sum_of_squares(const float* x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n);
@@ -84,6 +110,10 @@ double sum_of_squares(const float* x, int64_t n) {
 
 void add_column_sums(const float* m, int64_t rows, int64_t cols, int64_t ld, float* sums) {
   HWY_DYNAMIC_DISPATCH(AddColumnSums)(m, rows, cols, ld, sums);
+}
+
+bool any_non_finite(const float* x, int64_t rows, int64_t width, int64_t stride) {
+  return HWY_DYNAMIC_DISPATCH(AnyNonFinite)(x, rows, width, stride);
 }
 
 }  // namespace attn::kernels

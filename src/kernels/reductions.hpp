@@ -15,4 +15,8 @@ double sum_of_squares(const float* x, int64_t n);
 // (so exactly the bits of the plain loop over rows): a bias gradient's column block.
 void add_column_sums(const float* m, int64_t rows, int64_t cols, int64_t ld, float* sums);
 
+// True when one of `rows` rows of `width` contiguous floats, `stride` floats apart, holds NaN
+// or ±inf: the scan of attn's policy for non-finite inputs (src/reference/finite.hpp).
+bool any_non_finite(const float* x, int64_t rows, int64_t width, int64_t stride);
+
 }  // namespace attn::kernels

@@ -10,6 +10,7 @@
 #include "attn/error.hpp"
 #include "attn/gemm.hpp"
 #include "attn/random.hpp"
+#include "src/core/memory_limit.hpp"
 #include "src/core/parallel_ranges.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/linalg/linear.hpp"
@@ -122,8 +123,9 @@ void Gpt::zero_grad() {
 
 void Gpt::check_ids(std::span<const int64_t> ids, int64_t batch, const char* what) const {
   ATTN_CHECK(!ids.empty(), "Gpt::", what, ": no token ids; give at least one");
-  ATTN_CHECK(batch >= 1 && static_cast<int64_t>(ids.size()) % batch == 0, "Gpt::", what, ": ",
-             ids.size(), " ids do not split into ", batch, " rows");
+  ATTN_CHECK_ARGUMENT(batch >= 1, "batch", "Gpt::", what, ": batch must be >= 1, got ", batch);
+  ATTN_CHECK_ARGUMENT(static_cast<int64_t>(ids.size()) % batch == 0, "batch", "Gpt::", what, ": ",
+                      ids.size(), " ids do not split into batch = ", batch, " rows");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
   ATTN_CHECK(t <= config_.block_size, "Gpt::", what, ": sequences of ", t,
              " tokens exceed block_size ", config_.block_size);
@@ -228,6 +230,7 @@ float Gpt::loss(std::span<const int64_t> ids, std::span<const int64_t> targets,
 Tensor Gpt::logits(std::span<const int64_t> ids, int64_t batch) const {
   check_ids(ids, batch, "logits");
   const int64_t t = static_cast<int64_t>(ids.size()) / batch;
+  detail::check_fits_in_memory({batch, t, config_.vocab_size}, "Gpt::logits: the logits");
   Activations a(config_, batch, t, nn::ActivationUse::kInference);
   forward_logits(ids, a);
   return a.probs.reshape({batch, t, config_.vocab_size});  // the call's own buffer: no copy
@@ -236,6 +239,8 @@ Tensor Gpt::logits(std::span<const int64_t> ids, int64_t batch) const {
 Tensor Gpt::attention_weights(std::span<const int64_t> ids) const {
   check_ids(ids, 1, "attention_weights");
   const int64_t t = static_cast<int64_t>(ids.size());
+  detail::check_fits_in_memory({config_.n_layer, config_.n_head, t, t},
+                               "Gpt::attention_weights: the weights");
   Activations a(config_, 1, t, nn::ActivationUse::kInference);
   Tensor weights({config_.n_layer, config_.n_head, t, t});
   forward_logits(ids, a, [&](int64_t l, const nn::LayerActivations& la) {

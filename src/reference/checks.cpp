@@ -1,9 +1,13 @@
 #include "src/reference/checks.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "attn/error.hpp"
+#include "attn/threads.hpp"
+#include "src/core/memory_limit.hpp"
+#include "src/reference/finite.hpp"
 
 namespace attn::detail {
 namespace {
@@ -80,6 +84,20 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   }
   check_additive_values(options.mask);
   return dims;
+}
+
+void check_finite_qkv(const char* where, const Tensor& q, const Tensor& k, const Tensor& v) {
+  check_finite(q, where, "q");
+  check_finite(k, where, "k");
+  check_finite(v, where, "v");
+}
+
+void check_weights_fit(const AttentionDims& dims, const Shape& weights_shape, const char* where) {
+  const int64_t heads = dims.batch * dims.heads;
+  const int64_t held = heads + 2 * std::min<int64_t>(num_threads(), heads);
+  check_fits_in_memory(
+      static_cast<double>(dims.tq) * static_cast<double>(dims.tk) * static_cast<double>(held),
+      std::string(where) + ": computing the weights " + to_string(weights_shape));
 }
 
 void check_output_gradient(const Tensor& q, const AttentionDims& dims, const Tensor& d_out) {

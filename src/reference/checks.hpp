@@ -26,6 +26,15 @@ Tensor as_rank4(const Tensor& t);
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const SdpaOptions& options);
 
+// Refuses NaN and ±inf in q, k, v (src/reference/finite.hpp: attn's policy); `where` starts the
+// message ("sdpa", "sdpa_backward").
+void check_finite_qkv(const char* where, const Tensor& q, const Tensor& k, const Tensor& v);
+
+// Refuses weights (…, Tq, Tk) that the reference path could not hold in the memory available
+// (src/core/memory_limit.hpp): the weights returned, and each worker's scores and softmax of
+// one head. `where` starts the message.
+void check_weights_fit(const AttentionDims& dims, const Shape& weights_shape, const char* where);
+
 // Checks that d_out (dL/dO) has the output's shape, (…, Tq, dv) for q (…, Tq, d).
 void check_output_gradient(const Tensor& q, const AttentionDims& dims, const Tensor& d_out);
 

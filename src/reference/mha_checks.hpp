@@ -6,6 +6,7 @@
 #include "attn/error.hpp"
 #include "attn/mha_reference.hpp"
 #include "attn/tensor.hpp"
+#include "src/reference/finite.hpp"
 
 namespace attn::detail {
 
@@ -61,6 +62,12 @@ inline int64_t check_mha(const Tensor& x, const Tensor& wq, const Tensor& wk, co
   if (wo.defined()) check_bias(extras.bo, "bo", wo.dim(1));
   ATTN_CHECK(!extras.rope || d_head % 2 == 0,
              "multi_head_attention: rope needs an even d_head, got ", d_head);
+  for (const auto& [t, name] :
+       {std::pair{&x, "x"}, std::pair{&wq, "wq"}, std::pair{&wk, "wk"}, std::pair{&wv, "wv"},
+        std::pair{&wo, "wo"}, std::pair{&extras.bq, "bq"}, std::pair{&extras.bk, "bk"},
+        std::pair{&extras.bv, "bv"}, std::pair{&extras.bo, "bo"}}) {
+    check_finite(*t, "multi_head_attention", name);
+  }
   return n_kv;
 }
 

@@ -66,6 +66,8 @@ namespace reference {
 SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
   const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
   const Shape weights_shape = detail::with_last_dim(q, dims.tk);
+  detail::check_weights_fit(dims, weights_shape, "reference::sdpa");
+  detail::check_finite_qkv("reference::sdpa", q, k, v);
   const Tensor mask4 = detail::broadcast_mask(options.mask, weights_shape);
 
   SdpaResult result{Tensor(detail::with_last_dim(q, dims.dv)), Tensor(weights_shape), Tensor{}};

@@ -7,6 +7,7 @@
 #include "attn/reference_matmul.hpp"
 #include "attn/threads.hpp"
 #include "src/reference/checks.hpp"
+#include "src/reference/finite.hpp"
 
 namespace attn {
 namespace {
@@ -49,7 +50,9 @@ namespace reference {
 SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
                             const SdpaOptions& options) {
   const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
+  detail::check_finite_qkv("reference::sdpa_backward", q, k, v);
   detail::check_output_gradient(q, dims, d_out);
+  detail::check_finite(d_out, "reference::sdpa_backward", "d_out");
   const SdpaResult forward = reference::sdpa(q, k, v, options);
 
   SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape())};
