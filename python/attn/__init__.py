@@ -7,6 +7,7 @@ is released while a kernel runs. Errors are `attn.Error`, a subclass of ValueErr
 """
 import codecs
 
+from . import _arguments
 from ._attn import (  # noqa: F401  (the public API)
     BpeTokenizer,
     Error,
@@ -60,3 +61,14 @@ def _generate(self, prompt="", max_new_tokens=200, temperature=0.8, top_k=200, t
 
 
 Gpt.generate = _generate
+
+
+# Calls whose arguments do not fit say so in a few lines (attn/_arguments.py).
+_arguments.wrap_module(reference, ["sdpa"])
+_arguments.wrap_module(__import__(__name__), [
+    "add_positional", "causal_mask", "explorer_html", "heatmap", "heatmap_png", "heatmap_svg",
+    "limit_simd", "merge_heads", "multi_head_attention", "scaled_dot_product_attention", "sdpa",
+    "sdpa_backward", "set_num_threads", "split_heads", "train", "train_bpe"])
+for _cls in (BpeTokenizer, Gpt, Gpt2Tokenizer, KVCache, MultiHeadAttention, PositionalEncoding,
+             TokenEmbedding):
+    _arguments.wrap_class(_cls)

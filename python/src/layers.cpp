@@ -3,8 +3,10 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "arrays.hpp"
@@ -28,6 +30,38 @@ struct PyMha {
   MultiHeadAttention layer;
   MhaActivations saved;
   bool has_forward = false;
+};
+
+// A KVCache is one caller's state, like a generator: while a decode into it runs (the GIL
+// released), another thread's decode, reset or position read is refused with a ValueError
+// rather than interleaved with it. A guard marks the cache busy for its lifetime.
+class CacheInUse {
+ public:
+  explicit CacheInUse(const KVCache& cache) : cache_(&cache) {
+    const std::lock_guard lock(mutex());
+    if (!busy().insert(cache_).second) {
+      throw py::value_error(
+          "KVCache: another thread is decoding into this cache right now; a cache is one "
+          "caller's state (give each thread its own, layer.make_cache)");
+    }
+  }
+  ~CacheInUse() {
+    const std::lock_guard lock(mutex());
+    busy().erase(cache_);
+  }
+  CacheInUse(const CacheInUse&) = delete;
+  CacheInUse& operator=(const CacheInUse&) = delete;
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::unordered_set<const KVCache*>& busy() {
+    static std::unordered_set<const KVCache*> caches;
+    return caches;
+  }
+  const KVCache* cache_;
 };
 
 Dtype cache_dtype(const std::string& name) { return dtype_from_string(name, "dtype"); }
@@ -54,30 +88,44 @@ void add_layers(py::module_& m) {
   py::class_<KVCache>(m, "KVCache", R"(The key/value cache of one attention layer for decoding:
 (batch, n_kv_heads, capacity, head_dim) for K and V, float32 or bfloat16 ("bf16", half the bytes
 read per step). window > 0 keeps the last `window` positions in a ring buffer.)")
-      .def(py::init([](int64_t batch, int64_t n_kv_heads, int64_t head_dim, int64_t capacity,
-                       int64_t window, const std::string& dtype, std::optional<int64_t> kv_heads) {
+      .def(py::init([](int64_t batch, std::optional<int64_t> n_kv_heads, int64_t head_dim,
+                       int64_t capacity, int64_t window, const std::string& dtype,
+                       std::optional<int64_t> kv_heads) {
              // kv_heads: the keyword's name before 0.2, kept one release.
              if (kv_heads) {
+               if (n_kv_heads) {
+                 throw py::value_error(
+                     "KVCache: give n_kv_heads or its old name kv_heads, not both");
+               }
                if (PyErr_WarnEx(PyExc_DeprecationWarning,
                                 "KVCache(kv_heads=...) is now n_kv_heads=...", 1) < 0) {
                  throw py::error_already_set();
                }
-               n_kv_heads = *kv_heads;
+               n_kv_heads = kv_heads;
              }
              KVCacheConfig c;
              c.batch = batch;
-             c.n_kv_heads = n_kv_heads;
+             c.n_kv_heads = n_kv_heads.value_or(1);
              c.head_dim = head_dim;
              c.capacity = capacity;
              c.window = window;
              c.dtype = cache_dtype(dtype);
              return KVCache(c);
            }),
-           "batch"_a = 1, "n_kv_heads"_a = 1, "head_dim"_a = 64, "capacity"_a = 0, "window"_a = 0,
-           "dtype"_a = "f32", "kv_heads"_a = py::none())
-      .def_property_readonly("position", &KVCache::position, "positions appended since reset")
+           "batch"_a = 1, "n_kv_heads"_a = py::none(), "head_dim"_a = 64, "capacity"_a = 0,
+           "window"_a = 0, "dtype"_a = "f32", "kv_heads"_a = py::none())
+      .def_property_readonly(
+          "position",
+          [](const KVCache& c) {
+            const CacheInUse guard(c);
+            return c.position();
+          },
+          "positions appended since reset")
       .def_property_readonly("capacity", &KVCache::capacity)
-      .def("reset", &KVCache::reset);
+      .def("reset", [](KVCache& c) {
+        const CacheInUse guard(c);
+        c.reset();
+      });
 
   py::class_<PyMha>(m, "MultiHeadAttention", R"(MultiHeadAttention(d_model, n_heads, n_kv_heads=0,
                    bias=False, rope=False, seed=0, precision="f32")
@@ -152,6 +200,7 @@ operands to bfloat16 (sums in float).)")
           [](PyMha& m, const py::handle& x, KVCache& cache) {
             const Tensor tx = to_tensor(x, "x");
             const MultiHeadAttention layer = m.layer;
+            const CacheInUse guard(cache);
             Tensor y;
             {
               py::gil_scoped_release unlocked;

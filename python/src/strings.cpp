@@ -29,7 +29,11 @@ std::string path_of(const py::handle& path, const char* name) {
   if (!py::isinstance<py::str>(fspath)) {
     throw py::type_error(std::string(name) + " must be a str path, got bytes");
   }
-  return utf8_of(fspath, name);
+  std::string utf8 = utf8_of(fspath, name);
+  if (utf8.find('\0') != std::string::npos) {  // the OS would read the path only up to it
+    throw py::value_error(std::string(name) + " holds a NUL character, which no path may hold");
+  }
+  return utf8;
 }
 
 }  // namespace attn::python

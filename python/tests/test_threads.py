@@ -116,3 +116,122 @@ def test_one_attention_layer_shared_by_threads_gives_one_thread_answers():
     wrong, calls = run_on_threads(tasks)
     assert calls == len(tasks)
     assert wrong == []
+
+
+def test_tokenizers_shared_by_threads_give_one_thread_answers(tmp_path):
+    corpus = (gpt2_files.FIXTURES.parents[1] / "README.md").read_text() * 3
+    bpe = attn.BpeTokenizer.train(corpus, vocab_size=400, byte_level=True)
+    gpt2_files.write_gpt2_dir(tmp_path, gpt2_files.random_gpt2(4, layers=1, embd=16,
+                                                               positions=16), heads=2)
+    gpt2 = attn.Gpt2Tokenizer.load(tmp_path)
+    texts = [corpus[i * 997:i * 997 + n] for i, n in enumerate((0, 1, 50, 700, 3000))]
+    tasks = []
+    for tokenizer in (bpe, gpt2):
+        ids = [tokenizer.encode(t) for t in texts]
+        batch = tokenizer.encode_batch(texts)
+        shown = [tokenizer.tokens(i) for i in ids]
+        for i in range(300):
+            j = i % len(texts)
+            kind = (i // len(texts)) % 5
+            if kind == 0:
+                tasks.append(("encode", lambda t=tokenizer, j=j, ids=ids: t.encode(texts[j]) == ids[j]))
+            elif kind == 1:
+                tasks.append(("encode_parallel", lambda t=tokenizer, j=j, ids=ids:
+                              t.encode_parallel(texts[j]) == ids[j]))
+            elif kind == 2:
+                tasks.append(("encode_batch", lambda t=tokenizer, b=batch: t.encode_batch(texts) == b))
+            elif kind == 3:
+                tasks.append(("decode", lambda t=tokenizer, j=j, ids=ids: t.decode(ids[j]) == texts[j]))
+            else:
+                tasks.append(("tokens", lambda t=tokenizer, j=j, ids=ids, s=shown:
+                              t.tokens(ids[j]) == s[j]))
+    wrong, calls = run_on_threads(tasks)
+    assert calls == len(tasks) == 600
+    assert wrong == []
+
+
+def test_embeddings_shared_by_threads_give_one_thread_answers():
+    embedding = attn.TokenEmbedding(97, 24, seed=3)
+    positions = attn.PositionalEncoding(128, 24)
+    rng = np.random.default_rng(9)
+    ids = [rng.integers(0, 97, size=n).tolist() for n in (1, 9, 128)]
+    rows = [embedding(i) for i in ids]
+    table = [positions.forward(n) for n in (1, 9, 128)]
+    added = [positions.add_to(r) for r in rows]
+    tasks = []
+    for i in range(900):
+        j = i % 3
+        if i % 3 == 0:
+            tasks.append(("embedding", lambda j=j: np.array_equal(embedding(ids[j]), rows[j])))
+        elif i % 3 == 1:
+            tasks.append(("positions", lambda j=j: np.array_equal(
+                positions.forward((1, 9, 128)[j]), table[j])))
+        else:
+            tasks.append(("add_to", lambda j=j: np.array_equal(positions.add_to(rows[j]),
+                                                               added[j])))
+    wrong, calls = run_on_threads(tasks)
+    assert calls == len(tasks)
+    assert wrong == []
+
+
+def test_the_functions_called_from_threads_give_one_thread_answers():
+    rng = np.random.default_rng(10)
+    q, k, v = (rng.standard_normal((2, 4, 37, 16), dtype=np.float32) for _ in range(3))
+    x = rng.standard_normal((2, 21, 32), dtype=np.float32)
+    w = [rng.standard_normal((32, 32), dtype=np.float32) / 6 for _ in range(4)]
+    out, lse = attn.sdpa(q, k, v, causal=True, return_lse=True)
+    d_out = rng.standard_normal(out.shape, dtype=np.float32)
+    calls = {
+        "sdpa": lambda: attn.sdpa(q, k, v, causal=True),
+        "sdpa weights": lambda: attn.sdpa(q, k, v, window=5, return_weights=True)[1],
+        "sdpa_backward": lambda: np.concatenate(
+            attn.sdpa_backward(q, k, v, out, lse, d_out, causal=True)),
+        "scaled_dot_product_attention": lambda: attn.scaled_dot_product_attention(
+            q, k, v, is_causal=True),
+        "reference.sdpa": lambda: attn.reference.sdpa(q, k, v, causal=True)[0],
+        "multi_head_attention": lambda: attn.multi_head_attention(x, *w, n_heads=4, causal=True),
+        "split_heads": lambda: attn.merge_heads(attn.split_heads(x, 4)),
+    }
+    alone = {name: call() for name, call in calls.items()}
+    names = list(calls)
+    tasks = [(names[i % len(names)], lambda n=names[i % len(names)]:
+              np.array_equal(calls[n](), alone[n])) for i in range(700)]
+    wrong, calls_made = run_on_threads(tasks)
+    assert calls_made == len(tasks)
+    assert wrong == []
+
+
+def test_a_cache_decoded_into_from_two_threads_is_refused_never_interleaved():
+    layer = attn.MultiHeadAttention(32, 4, seed=4)
+    rng = np.random.default_rng(11)
+    step = rng.standard_normal((1, 1, 32)).astype(np.float32)
+    prompt = rng.standard_normal((1, 300, 32)).astype(np.float32)
+    steps = 400
+    cache = layer.make_cache(1, 300 + THREADS * steps)
+    layer.decode(prompt, cache)  # a long cache makes each step long enough to overlap
+    done, refused = [], []
+    start = threading.Barrier(THREADS)
+
+    def decode_steps():
+        start.wait()
+        for _ in range(steps):
+            try:
+                layer.decode(step, cache)
+                done.append(1)
+            except ValueError as e:
+                assert "another thread is decoding into this cache" in str(e)
+                refused.append(1)
+            try:
+                cache.position  # noqa: B018  (reads race a decode: refused the same way)
+            except ValueError as e:
+                assert "another thread" in str(e)
+
+    threads = [threading.Thread(target=decode_steps) for _ in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(done) + len(refused) == THREADS * steps
+    assert refused, "no decode overlapped another: the test proves nothing"
+    # Every decode that ran appended exactly its one position: none was lost or doubled.
+    assert cache.position == 300 + len(done)

@@ -24,8 +24,8 @@ std::string to_string(CausalAlign align) {
 CausalAlign causal_align_from_string(std::string_view name) {
   if (name == "bottom-right") return CausalAlign::kBottomRight;
   if (name == "top-left") return CausalAlign::kTopLeft;
-  throw Error(
-      detail::concat("causal alignment must be bottom-right or top-left, got '", name, "'"));
+  throw Error(detail::concat("causal alignment must be bottom-right or top-left, got '",
+                             detail::excerpt(name), "'"));
 }
 
 }  // namespace attn
