@@ -235,5 +235,23 @@ TEST_F(Gpt2Files, BrokenFilesFailClearly) {
   EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::load(path("vocab.json")); }, "merges.txt"));
 }
 
+// More merge lines than any vocabulary could use are refused by their count, before a string
+// is built (20 million lines once took 2.2 GB and were accepted), naming the merges file.
+TEST_F(Gpt2Files, MoreMergesThanAnyVocabularyAreRefusedFirst) {
+  std::string lines = "#version: 0.2\n";
+  for (int64_t i = 0; i <= (int64_t{1} << 24); ++i) lines += "a b\n";
+  std::ofstream(path("encoder.json")) << slurp(kGpt2TokenizerDir / "encoder.json");
+  std::ofstream(path("vocab.bpe")) << lines;
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::load(path("")); },
+                         "vocab.bpe: GPT-2 merges: 16777218 lines, more than any vocabulary's "
+                         "merges (16777216)"));
+  // One bad line is about the merges file too; a bad vocabulary about the vocabulary's.
+  std::ofstream(path("vocab.bpe")) << "#version: 0.2\nab\n";
+  EXPECT_TRUE(
+      ThrowsWith([&] { Gpt2Tokenizer::load(path("")); }, "vocab.bpe: GPT-2 merges: line 2"));
+  std::ofstream(path("encoder.json")) << "{";
+  EXPECT_TRUE(ThrowsWith([&] { Gpt2Tokenizer::load(path("")); }, "encoder.json: GPT-2 vocabulary"));
+}
+
 }  // namespace
 }  // namespace attn

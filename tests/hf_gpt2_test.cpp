@@ -4,6 +4,7 @@
 // HF files carry — their logits for three prompts and 8 greedy tokens, through the full window
 // and through the KV cache; and a clear error for each kind of broken directory.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -164,6 +165,34 @@ TEST_F(HfGpt2Files, BrokenConfigsFailNamingTheFileAndTheKey) {
     EXPECT_EQ(std::string(e.what()),
               path("nowhere") + "/config.json: cannot open: No such file or directory");
   }
+}
+
+// Text that is not a config at all says what it is, in the JSON parser's words where it has
+// them; a FIFO in a model directory is refused rather than read (it would block).
+TEST_F(HfGpt2Files, ConfigsThatAreNotJsonObjectsSayWhatTheyAre) {
+  const struct {
+    const char* name;
+    std::string text, message;
+  } cases[] = {
+      {"nan", R"({"n_layer": NaN})",
+       "config.json: not valid JSON: [json.exception.parse_error.101] "
+       "parse error at line 1, column 13"},
+      {"blank", " ", "config.json: not valid JSON: "},
+      {"truncated", R"({"n_layer": 2, )", "unexpected end of input"},
+      {"deep", std::string(200000, '[') + std::string(200000, ']'),
+       "config.json: nested deeper than 16 levels"},
+      {"array", "[1, 2]", "config.json: not a JSON object but array"},
+  };
+  for (const auto& c : cases) {
+    const std::string dir = broken(
+        c.name, [](Safetensors&) {}, c.text);
+    EXPECT_TRUE(ThrowsWith([&] { gpt_from_hf(dir); }, c.message)) << c.name;
+  }
+  const fs::path fifo_dir = path("fifo");
+  fs::create_directories(fifo_dir);
+  ASSERT_EQ(::mkfifo((fifo_dir / "config.json").c_str(), 0600), 0);
+  EXPECT_TRUE(ThrowsWith([&] { gpt_from_hf(fifo_dir.string()); },
+                         "config.json: not a regular file (a directory, FIFO or device)"));
 }
 
 // attn export: a model written in the layout reads back to the same parameters and logits;

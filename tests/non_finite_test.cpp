@@ -7,8 +7,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -59,9 +59,8 @@ std::vector<NonFiniteCase> cases() {
     auto pick = [=](float bad, const Tensor& t, const char* which) {
       return std::string(name) == which ? with_bad(t.clone(), bad) : t;
     };
-    add("sdpa", name, [=](float bad) {
-      sdpa(pick(bad, q, "q"), pick(bad, k, "k"), pick(bad, v, "v"), causal);
-    });
+    add("sdpa", name,
+        [=](float bad) { sdpa(pick(bad, q, "q"), pick(bad, k, "k"), pick(bad, v, "v"), causal); });
     add("reference::sdpa", name, [=](float bad) {
       reference::sdpa(pick(bad, q, "q"), pick(bad, k, "k"), pick(bad, v, "v"), causal);
     });
@@ -78,12 +77,10 @@ std::vector<NonFiniteCase> cases() {
     sdpa_backward(q, k, v, with_bad(forward.output.clone(), bad), forward.logsumexp, d_out, causal);
   });
   add("sdpa_backward", "d_out", [=](float bad) {
-    sdpa_backward(q, k, v, forward.output, forward.logsumexp, with_bad(d_out.clone(), bad),
-                  causal);
+    sdpa_backward(q, k, v, forward.output, forward.logsumexp, with_bad(d_out.clone(), bad), causal);
   });
-  add("reference::sdpa_backward", "d_out", [=](float bad) {
-    reference::sdpa_backward(q, k, v, with_bad(d_out.clone(), bad), causal);
-  });
+  add("reference::sdpa_backward", "d_out",
+      [=](float bad) { reference::sdpa_backward(q, k, v, with_bad(d_out.clone(), bad), causal); });
   for (const char* name : {"x", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"}) {
     auto mha_call = [=](float bad, bool fast) {
       auto pick = [&](const Tensor& t, const char* which) {
@@ -109,7 +106,8 @@ std::vector<NonFiniteCase> cases() {
   config.d_model = 8;
   config.n_heads = 2;
   const auto layer = std::make_shared<MultiHeadAttention>(config);
-  add("MultiHeadAttention", "x", [=](float bad) { layer->forward(with_bad(x.clone(), bad), causal); });
+  add("MultiHeadAttention", "x",
+      [=](float bad) { layer->forward(with_bad(x.clone(), bad), causal); });
   add("MultiHeadAttention", "x", [=](float bad) {
     KVCache cache = layer->make_cache(1, 16);
     layer->forward(with_bad(x.clone(), bad), cache);
@@ -165,8 +163,8 @@ TEST(NonFinitePolicy, TheFusedForwardFindsANaNAnywhere) {
   struct Dims {
     int64_t heads, kv_heads, tq, tk;
   };
-  for (const Dims s : {Dims{1, 1, 1, 7}, Dims{2, 1, 130, 3}, Dims{4, 2, 70, 200}, Dims{3, 3, 64, 64},
-                       Dims{2, 2, 5, 129}}) {
+  for (const Dims s : {Dims{1, 1, 1, 7}, Dims{2, 1, 130, 3}, Dims{4, 2, 70, 200},
+                       Dims{3, 3, 64, 64}, Dims{2, 2, 5, 129}}) {
     const Tensor q = filled_normal({2, s.heads, s.tq, 4}, 20),
                  k = filled_normal({2, s.kv_heads, s.tk, 4}, 21),
                  v = filled_normal({2, s.kv_heads, s.tk, 4}, 22);
@@ -180,8 +178,8 @@ TEST(NonFinitePolicy, TheFusedForwardFindsANaNAnywhere) {
         const Tensor& tv = name[0] == 'v' ? bad : v;
         try {
           sdpa(tq, tk, tv);
-          ADD_FAILURE() << name << " NaN at flat " << at << " accepted, heads " << s.heads
-                        << "/" << s.kv_heads << ", Tq " << s.tq << ", Tk " << s.tk;
+          ADD_FAILURE() << name << " NaN at flat " << at << " accepted, heads " << s.heads << "/"
+                        << s.kv_heads << ", Tq " << s.tq << ", Tk " << s.tk;
         } catch (const Error& e) {
           EXPECT_EQ(e.argument(), name);
         }
@@ -260,8 +258,7 @@ TEST(MemoryCap, HugeResultsAreRefusedBeforeAllocating) {
     } catch (const Error& e) {
       const std::string message = e.what();
       EXPECT_EQ(message.rfind(start, 0), 0u) << message;
-      EXPECT_NE(message.find("more than this machine has available"), std::string::npos)
-          << message;
+      EXPECT_NE(message.find("more than this machine has available"), std::string::npos) << message;
     }
   };
   const Tensor wide_keys = keys.select(0).reshape({1, 4}).as_strided({int64_t{1} << 36, 4}, {0, 1});
@@ -276,8 +273,11 @@ TEST(MemoryCap, HugeResultsAreRefusedBeforeAllocating) {
   const Tensor w = filled_normal({4, 4}, 13);
   expect_refused([&] { multi_head_attention(x, w, w, w, w, 2); },
                  "multi_head_attention: Q, K and V (1, 68719476736, 12) needs");
-  expect_refused([] { Tensor({int64_t{1} << 20, int64_t{1} << 20}); },
-                 "a tensor (1048576, 1048576) needs 4096.0 GiB");
+  expect_refused(
+      [] {
+        Tensor({int64_t{1} << 20, int64_t{1} << 20});
+      },
+      "a tensor (1048576, 1048576) needs 4096.0 GiB");
 }
 
 }  // namespace

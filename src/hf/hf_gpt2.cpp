@@ -1,5 +1,6 @@
 // GPT-2 in Hugging Face's layout (format in include/attn/hf.hpp).
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -56,10 +57,27 @@ void copy_parameters(const std::map<std::string, const Tensor*>& tensors, Gpt& m
   }
 }
 
+// config.json is an object of numbers and strings, two levels at most; a document nested
+// deeper is refused as the parser meets it (200 000 levels once took seconds to say "not a
+// JSON object").
+constexpr int kMaxConfigDepth = 16;
+
+json parse_json(std::string_view text) {
+  try {
+    return json::parse(text, [](int depth, json::parse_event_t, json&) {
+      ATTN_CHECK(depth <= kMaxConfigDepth, "nested deeper than ", kMaxConfigDepth,
+                 " levels; a config is a flat JSON object");
+      return true;
+    });
+  } catch (const json::parse_error& e) {  // the parser's own words: where, and what it read
+    throw Error(detail::concat("not valid JSON: ", detail::excerpt(e.what(), 160)));
+  }
+}
+
 // The config of config.json's text; errors say what is wrong, the caller says where.
 GptConfig parse_config(std::string_view text) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  ATTN_CHECK(j.is_object(), "not a JSON object");
+  const json j = parse_json(text);
+  ATTN_CHECK(j.is_object(), "not a JSON object but ", j.type_name());
   auto integer = [&](const char* key) {
     ATTN_CHECK(j.contains(key) && j[key].is_number_integer(), "\"", key, "\" must be an integer");
     return j[key].get<int64_t>();
@@ -108,6 +126,12 @@ GptConfig gpt2_config_from_hf(std::string_view text) {
 
 GptConfig gpt2_config_from_hf_dir(const std::string& dir) {
   const std::string path = dir + "/config.json";
+  // A model directory holds files: a FIFO there would block the read until someone writes.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw Error::about_file(path, "not a regular file (a directory, FIFO or device)");
+  }
   // read_whole_file's own errors name the path already.
   return parse_config_from(read_whole_file(path, kMaxConfigBytes), path);
 }

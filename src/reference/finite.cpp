@@ -101,8 +101,8 @@ void check_finite(const Tensor& t, const char* where, const char* name) {
   const int64_t bad_row_offset = row_offsets[bad_row];
   while (std::isfinite(data[bad_row_offset + column * stride])) ++column;
   std::ostringstream message;
-  message << where << ": " << name << " holds " << data[bad_row_offset + column * stride]
-          << " at " << index_text(shape, bad_row * width + column)
+  message << where << ": " << name << " holds " << data[bad_row_offset + column * stride] << " at "
+          << index_text(shape, bad_row * width + column)
           << "; attn refuses NaN and ±inf in its inputs";
   throw Error::about_argument(name, message.str());
 }

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "src/tokenizer/text.hpp"
+
 namespace attn::detail {
 
 enum class JsonType : uint8_t {
@@ -34,11 +36,24 @@ struct JsonNumber {
   int64_t value = 0;
 };
 
-// One entry of "merges": whether it is an array, how many items it has, its first two as numbers.
+// One entry of "merges": whether it is an array, how many items it has (counting stops at 3),
+// its first two as numbers. 24 bytes, as a file may hold millions of them.
 struct JsonPair {
+  int64_t values[2] = {0, 0};
+  JsonType types[2] = {JsonType::kNull, JsonType::kNull};
+  bool too_large[2] = {false, false};
+  uint8_t size = 0;
   bool is_array = false;
-  size_t size = 0;
-  JsonNumber ids[2];
+
+  JsonNumber id(int i) const { return {types[i], too_large[i], values[i]}; }
+  void add(const JsonNumber& n) {
+    if (size < 2) {
+      values[size] = n.value;
+      types[size] = n.type;
+      too_large[size] = n.too_large;
+    }
+    if (size < 3) ++size;
+  }
 };
 
 // A top-level field.
@@ -60,6 +75,10 @@ class BpeFileReader {
   // Parses text; false (with error()) when it is not one well-formed JSON document.
   bool read(std::string_view text) { return json::sax_parse(text.begin(), text.end(), this); }
   const std::string& error() const { return error_; }
+  // True when reading stopped at a top-level array of more than kMaxVocab items (error() says
+  // which): a tokenizer cannot use more, and 20 million merges cost 1.8 GB before the check
+  // that came after reading them all.
+  bool over_limit() const { return over_limit_; }
   bool root_is_object() const { return root_is_object_; }
   // The field, or nullptr when the document has none by that name.
   const JsonField* field(const std::string& name) const {
@@ -82,6 +101,7 @@ class BpeFileReader {
     if (depth_ == 1 && current_ != nullptr) {
       current_->text = std::move(s);
     } else if (depth_ == 2 && current_ != nullptr && !in_merges_) {
+      if (!within_limit(current_->strings.size() + 1)) return false;
       current_->strings.push_back(std::move(s));
       return true;
     }
@@ -109,11 +129,10 @@ class BpeFileReader {
   // A scalar at the current depth.
   bool value(JsonType type) {
     if (depth_ == 1 && current_ != nullptr) current_->type = current_->number.type = type;
-    if (depth_ == 2 && current_ != nullptr) item(type);
+    if (depth_ == 2 && current_ != nullptr && !item(type)) return false;
     if (depth_ == 3 && current_ != nullptr && in_merges_ && !current_->pairs.empty()) {
       JsonPair& pair = current_->pairs.back();  // an id that is not a number
-      if (pair.size < 2) pair.ids[pair.size].type = type;
-      ++pair.size;
+      pair.add({type, false, 0});
     }
     return true;
   }
@@ -121,29 +140,39 @@ class BpeFileReader {
     if (depth_ == 1 && current_ != nullptr) current_->number = n;
     if (depth_ == 3 && current_ != nullptr && in_merges_ && !current_->pairs.empty()) {
       JsonPair& pair = current_->pairs.back();
-      if (pair.size < 2) pair.ids[pair.size] = n;
-      ++pair.size;
+      pair.add(n);
       return true;
     }
     return value(n.type);
   }
-  // An item of a top-level array that is not a string (strings are kept by string()).
-  void item(JsonType type) {
-    if (current_->type != JsonType::kArray) return;
+  // An item of a top-level array that is not a string (strings are kept by string()); false
+  // stops the parse past the limit.
+  bool item(JsonType type) {
+    if (current_->type != JsonType::kArray) return true;
     if (in_merges_) {
-      current_->pairs.push_back({type == JsonType::kArray, 0, {}});
-    } else {
-      current_->only_strings = false;
+      if (!within_limit(current_->pairs.size() + 1)) return false;  // before the vector grows
+      JsonPair pair;
+      pair.is_array = type == JsonType::kArray;
+      current_->pairs.push_back(pair);
+      return true;
     }
+    current_->only_strings = false;
+    return true;
+  }
+  bool within_limit(size_t items) {
+    if (items <= static_cast<size_t>(kMaxVocab)) return true;
+    over_limit_ = true;
+    error_ = "a top-level array holds more than " + std::to_string(kMaxVocab) +
+             " items, more than any vocabulary";
+    return false;
   }
   bool open(JsonType type) {
     if (depth_ == 0) root_is_object_ = type == JsonType::kObject;
     if (depth_ == 1 && current_ != nullptr) current_->type = current_->number.type = type;
-    if (depth_ == 2 && current_ != nullptr) item(type);
+    if (depth_ == 2 && current_ != nullptr && !item(type)) return false;
     if (depth_ == 3 && current_ != nullptr && in_merges_ && !current_->pairs.empty()) {
       JsonPair& pair = current_->pairs.back();
-      if (pair.size < 2) pair.ids[pair.size].type = type;
-      ++pair.size;
+      pair.add({type, false, 0});
     }
     ++depth_;
     return true;
@@ -157,6 +186,7 @@ class BpeFileReader {
   JsonField* current_ = nullptr;  // the top-level field being read
   bool in_merges_ = false;
   bool root_is_object_ = false;
+  bool over_limit_ = false;
   size_t depth_ = 0;
   std::string error_;
 };

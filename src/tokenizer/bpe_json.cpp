@@ -108,6 +108,7 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
   } catch (const json::exception& e) {  // the parser reports through parse_error; in case it throws
     throw Error(detail::concat("not a JSON document (", e.what(), ")"));
   }
+  ATTN_CHECK(!file.over_limit(), file.error());
   ATTN_CHECK(well_formed, "not a JSON document (", file.error(), ")");
   ATTN_CHECK(file.root_is_object(), "the document must be a JSON object");
   const JsonField& format = field(file, "format");
@@ -153,8 +154,8 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text) {
     const detail::JsonPair& m = merges.pairs[i];
     ATTN_CHECK(m.is_array && m.size == 2, "merge ", i, " must be a [left, right] id pair");
     // Built from base tokens or earlier merges only: never a special, never itself or later.
-    const int64_t left = merge_id(m.ids[0], i, t.first_base_id_, t.vocab_size() - 1);
-    const int64_t right = merge_id(m.ids[1], i, t.first_base_id_, t.vocab_size() - 1);
+    const int64_t left = merge_id(m.id(0), i, t.first_base_id_, t.vocab_size() - 1);
+    const int64_t right = merge_id(m.id(1), i, t.first_base_id_, t.vocab_size() - 1);
     ATTN_CHECK(!t.merge_rank_->contains(left, right), "merge ", i, " repeats an earlier merge (",
                left, ", ", right, ")");
     t.add_merge(left, right);

@@ -77,6 +77,10 @@ std::unordered_map<std::string, int64_t> vocab_of(const json& vocab) {
 
 // The merge lines of vocab.bpe / merges.txt: an optional "#version" line, then "a b" per line.
 std::vector<std::pair<std::string, std::string>> merges_of_text(std::string_view text) {
+  // Counted first, so a file of 20 million lines is refused before a string is built.
+  const auto lines = std::count(text.begin(), text.end(), '\n');
+  ATTN_CHECK(lines <= detail::kMaxVocab + 1, "GPT-2 merges: ", lines,
+             " lines, more than any vocabulary's merges (", detail::kMaxVocab, ")");
   std::vector<std::pair<std::string, std::string>> merges;
   size_t line_number = 0;
   for (size_t start = 0; start < text.size();) {
@@ -92,6 +96,8 @@ std::vector<std::pair<std::string, std::string>> merges_of_text(std::string_view
                    line.find(' ', space + 1) == std::string_view::npos,
                "GPT-2 merges: line ", line_number, " must be two tokens and one space, got \"",
                detail::excerpt(line), "\"");
+    ATTN_CHECK(static_cast<int64_t>(merges.size()) < detail::kMaxVocab, "GPT-2 merges: more than ",
+               detail::kMaxVocab, " merges, more than any vocabulary");
     merges.emplace_back(std::string(line.substr(0, space)), std::string(line.substr(space + 1)));
   }
   return merges;
@@ -238,6 +244,9 @@ Gpt2Tokenizer Gpt2Tokenizer::from_tokenizer_json(std::string_view text) {
   ATTN_CHECK(model.contains("vocab") && model.contains("merges") && model["merges"].is_array(),
              "tokenizer.json: the BPE model needs \"vocab\" and \"merges\"");
   const std::unordered_map<std::string, int64_t> ids = vocab_of(model["vocab"]);
+  ATTN_CHECK(static_cast<int64_t>(model["merges"].size()) <= detail::kMaxVocab,
+             "tokenizer.json: ", model["merges"].size(), " merges, more than any vocabulary (",
+             detail::kMaxVocab, ")");
   std::vector<std::pair<std::string, std::string>> merges;
   for (const json& m : model["merges"]) {
     if (m.is_string()) {
@@ -248,7 +257,8 @@ Gpt2Tokenizer Gpt2Tokenizer::from_tokenizer_json(std::string_view text) {
       merges.push_back(one[0]);
     } else {
       ATTN_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(),
-                 "tokenizer.json: a merge must be \"a b\" or [\"a\", \"b\"], got ", m.dump());
+                 "tokenizer.json: a merge must be \"a b\" or [\"a\", \"b\"], got ",
+                 detail::excerpt(m.dump()));
       merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
     }
   }
@@ -294,11 +304,14 @@ std::vector<std::string> Gpt2Tokenizer::files(const std::string& path) {
 Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& path) {
   const std::vector<std::string> found = files(path);
   auto read = [](const std::string& p) { return read_whole_file(p, kMaxTokenizerBytes); };
+  const std::string first = read(found[0]);
+  const std::string merges = found.size() == 2 ? read(found[1]) : std::string();
   try {
-    return found.size() == 1 ? from_tokenizer_json(read(found[0]))
-                             : from_vocab_and_merges(read(found[0]), read(found[1]));
+    return found.size() == 1 ? from_tokenizer_json(first) : from_vocab_and_merges(first, merges);
   } catch (const Error& e) {
-    throw e.in_file(found[0]);
+    // Of two files, the merge lines' errors (all "GPT-2 merges: …") name the merges file.
+    const bool about_merges = std::string_view(e.what()).starts_with("GPT-2 merges");
+    throw e.in_file(found[found.size() == 2 && about_merges ? 1 : 0]);
   }
 }
 
