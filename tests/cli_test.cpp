@@ -626,7 +626,7 @@ TEST_F(Cli, InterruptedTrainingSavesACheckpoint) {
       "kill -INT $pid; wait $pid";
   const int raw = std::system(("bash -c '" + command + "'").c_str());
   EXPECT_EQ(WEXITSTATUS(raw), 130) << slurp(path("out"));
-  EXPECT_NE(slurp(path("out")).find("interrupted at iteration"), std::string::npos)
+  EXPECT_NE(slurp(path("out")).find("interrupted (SIGINT) at iteration"), std::string::npos)
       << slurp(path("out"));
   const CliResult resumed = run("train --corpus " + path("corpus.txt") + " --out " + path("run") +
                                 " --resume --max-iters 0");

@@ -29,8 +29,11 @@
 namespace attn::cli {
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted = true; }
+// The signal that asked the run to stop (SIGINT from Ctrl-C, SIGTERM from kill, a service
+// manager or a batch system), or 0. The run saves and exits 128 + that signal, as a shell
+// reports a process the signal ended.
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
 
 struct TrainArgs {
   std::string corpus, out, tokenizer = "char", positions = "learned", precision = "f32";
@@ -198,8 +201,11 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   // From the start, so that a Ctrl-C while the corpus is read still ends with a checkpoint.
   // Not under mpirun, which ends the whole job on Ctrl-C itself (resume from the last
   // evaluation's checkpoint).
-  g_interrupted = false;
-  if (!group) std::signal(SIGINT, on_interrupt);
+  g_stop_signal = 0;
+  if (!group) {
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+  }
   if (args.threads > 0) {
     set_num_threads(args.threads);
   } else if (group) {
@@ -244,7 +250,7 @@ void run_train(TrainArgs& args, const std::string& config_text) {
   std::optional<TrainingRun> run;
   TrainingCallbacks on;
   on.notice = [](const std::string& text) { std::printf("%s\n", text.c_str()); };
-  on.should_stop = [] { return g_interrupted.load(); };
+  on.should_stop = [] { return g_stop_signal.load() != 0; };
   on.before_step = [&] { profile.start_step(); };
   on.evaluation = [&](int64_t iter, const EvalResult& e) {
     report.evaluation(iter, e);
@@ -305,13 +311,19 @@ void run_train(TrainArgs& args, const std::string& config_text) {
                   : "");
   std::fflush(stdout);
   if (args.resume) report.read_metrics(args.out + "/metrics.csv");
+  // The handlers stay to the end: a signal once the run has finished (its files all written)
+  // leaves the summary to be printed and exit status 0, rather than ending the process between
+  // two lines of it.
   const RunEnd end = run->run();
-  std::signal(SIGINT, SIG_DFL);
   bar.clear();
   if (end == RunEnd::kStopped) {
-    std::printf("interrupted at iteration %lld; checkpoint saved to %s (continue with --resume)\n",
-                static_cast<long long>(trainer->iteration()), ckpt.c_str());
-    std::exit(130);
+    const int signal = g_stop_signal.load();
+    std::printf(
+        "interrupted (%s) at iteration %lld; checkpoint saved to %s (continue with "
+        "--resume)\n",
+        signal == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(trainer->iteration()),
+        ckpt.c_str());
+    std::exit(128 + signal);
   }
   // A resumed run that was already done only evaluates: no step to time.
   const double train_seconds = run->step_seconds();
@@ -346,7 +358,8 @@ void add_train_command(CLI::App& app) {
       "(iter,train_loss,val_loss,lr,ms_per_iter,tokens_per_s: one row per step, and one per\n"
       "evaluation with the val columns filled), DIR/loss.svg and DIR/report.html (the curves, the\n"
       "schedule, tokens/s, the configuration and a sample). A progress bar on a terminal,\n"
-      "log lines otherwise. Ctrl-C saves a checkpoint and exits (status 130); --resume continues.\n"
+      "log lines otherwise. Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits with status\n"
+      "130 or 143; --resume continues.\n"
       "Under mpirun -np N: data-parallel training over N processes, the same loss curve as one\n"
       "process (--batch-size stays the whole batch; docs/distributed.md).");
   TrainArgs& a = *args;
