@@ -69,7 +69,7 @@ json parse_json(std::string_view text) {
                  " levels; a config is a flat JSON object");
       return true;
     });
-  } catch (const json::parse_error& e) {  // the parser's own words: where, and what it read
+  } catch (const json::exception& e) {  // the parser's own words: where, and what it read
     throw Error(detail::concat("not valid JSON: ", detail::excerpt(e.what(), 160)));
   }
 }
