@@ -137,12 +137,22 @@ Tensor Tensor::as_strided(Shape shape, Shape strides, int64_t offset) const {
   check_shape(shape);
   ATTN_CHECK(strides.size() == shape.size(), "as_strided: shape ", to_string(shape),
              " and strides ", to_string(strides), " differ in rank");
-  // The lowest and highest element the view can reach must lie inside the storage.
-  int64_t lo = offset_ + offset;
-  int64_t hi = offset_ + offset;
+  // The lowest and highest element the view can reach must lie inside the storage, computed
+  // without wrapping: strides of 2^62 once wrapped to a small reach and passed the check.
+  auto wraps = [&] {
+    return Error(detail::concat("as_strided: view ", to_string(shape), " with strides ",
+                                to_string(strides), " and offset ", offset,
+                                " reaches past int64: outside any storage"));
+  };
+  int64_t lo = 0, hi = 0;
+  if (__builtin_add_overflow(offset_, offset, &lo)) throw wraps();
+  hi = lo;
   for (size_t d = 0; d < shape.size(); ++d) {
-    const int64_t reach = strides[d] * (shape[d] - 1);
-    (reach < 0 ? lo : hi) += reach;
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(strides[d], shape[d] - 1, &reach) ||
+        __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi)) {
+      throw wraps();
+    }
   }
   const int64_t size = storage_->size;
   ATTN_CHECK(lo >= 0 && hi < size, "as_strided: view ", to_string(shape), " with strides ",
@@ -166,6 +176,9 @@ Tensor Tensor::reshape(Shape shape) const {
       inferred = static_cast<int>(i);
     } else {
       ATTN_CHECK(shape[i] >= 1, "reshape: dims must be >= 1 or -1, got ", to_string(shape));
+      // Past numel() it cannot fit; checked before the product can wrap.
+      ATTN_CHECK(shape[i] <= numel() / known, "reshape: cannot view shape ", shape_string(), " as ",
+                 to_string(shape));
       known *= shape[i];
     }
   }
