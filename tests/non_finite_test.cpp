@@ -19,10 +19,10 @@
 namespace attn {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNonFiniteNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kNonFiniteInf = std::numeric_limits<float>::infinity();
 
-Tensor filled_normal(const Shape& shape, uint64_t seed) {
+Tensor normal_for_policy(const Shape& shape, uint64_t seed) {
   return rand_normal(shape, seed, 0.0f, 1.0f);
 }
 
@@ -33,31 +33,31 @@ struct NonFiniteCase {
 };
 
 // Sets the element in the middle of t (a fresh tensor the case owns) to `bad`.
-Tensor with_bad(Tensor t, float bad) {
+Tensor with_non_finite(Tensor t, float bad) {
   t.data()[t.numel() / 2] = bad;
   return t;
 }
 
-std::vector<NonFiniteCase> cases() {
-  const Tensor q = filled_normal({1, 2, 6, 4}, 1), k = filled_normal({1, 2, 6, 4}, 2),
-               v = filled_normal({1, 2, 6, 4}, 3);
+std::vector<NonFiniteCase> non_finite_cases() {
+  const Tensor q = normal_for_policy({1, 2, 6, 4}, 1), k = normal_for_policy({1, 2, 6, 4}, 2),
+               v = normal_for_policy({1, 2, 6, 4}, 3);
   const SdpaResult forward = sdpa(q, k, v, [] {
     SdpaOptions o;
     o.causal = true;
     return o;
   }());
-  const Tensor d_out = filled_normal({1, 2, 6, 4}, 4);
+  const Tensor d_out = normal_for_policy({1, 2, 6, 4}, 4);
   SdpaOptions causal;
   causal.causal = true;
-  const Tensor x = filled_normal({1, 6, 8}, 5), w = filled_normal({8, 8}, 6),
-               b = filled_normal({8}, 7);
+  const Tensor x = normal_for_policy({1, 6, 8}, 5), w = normal_for_policy({8, 8}, 6),
+               b = normal_for_policy({8}, 7);
   std::vector<NonFiniteCase> out;
   auto add = [&](std::string entry, std::string argument, std::function<void(float)> call) {
     out.push_back({std::move(entry), std::move(argument), std::move(call)});
   };
   for (const char* name : {"q", "k", "v"}) {
     auto pick = [=](float bad, const Tensor& t, const char* which) {
-      return std::string(name) == which ? with_bad(t.clone(), bad) : t;
+      return std::string(name) == which ? with_non_finite(t.clone(), bad) : t;
     };
     add("sdpa", name,
         [=](float bad) { sdpa(pick(bad, q, "q"), pick(bad, k, "k"), pick(bad, v, "v"), causal); });
@@ -74,17 +74,20 @@ std::vector<NonFiniteCase> cases() {
     });
   }
   add("sdpa_backward", "out", [=](float bad) {
-    sdpa_backward(q, k, v, with_bad(forward.output.clone(), bad), forward.logsumexp, d_out, causal);
+    sdpa_backward(q, k, v, with_non_finite(forward.output.clone(), bad), forward.logsumexp, d_out,
+                  causal);
   });
   add("sdpa_backward", "d_out", [=](float bad) {
-    sdpa_backward(q, k, v, forward.output, forward.logsumexp, with_bad(d_out.clone(), bad), causal);
+    sdpa_backward(q, k, v, forward.output, forward.logsumexp, with_non_finite(d_out.clone(), bad),
+                  causal);
   });
-  add("reference::sdpa_backward", "d_out",
-      [=](float bad) { reference::sdpa_backward(q, k, v, with_bad(d_out.clone(), bad), causal); });
+  add("reference::sdpa_backward", "d_out", [=](float bad) {
+    reference::sdpa_backward(q, k, v, with_non_finite(d_out.clone(), bad), causal);
+  });
   for (const char* name : {"x", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"}) {
     auto mha_call = [=](float bad, bool fast) {
       auto pick = [&](const Tensor& t, const char* which) {
-        return std::string(name) == which ? with_bad(t.clone(), bad) : t;
+        return std::string(name) == which ? with_non_finite(t.clone(), bad) : t;
       };
       MhaExtras extras;
       extras.bq = pick(b, "bq");
@@ -107,33 +110,33 @@ std::vector<NonFiniteCase> cases() {
   config.n_heads = 2;
   const auto layer = std::make_shared<MultiHeadAttention>(config);
   add("MultiHeadAttention", "x",
-      [=](float bad) { layer->forward(with_bad(x.clone(), bad), causal); });
+      [=](float bad) { layer->forward(with_non_finite(x.clone(), bad), causal); });
   add("MultiHeadAttention", "x", [=](float bad) {
     KVCache cache = layer->make_cache(1, 16);
-    layer->forward(with_bad(x.clone(), bad), cache);
+    layer->forward(with_non_finite(x.clone(), bad), cache);
   });
   add("MultiHeadAttention::backward", "d_y", [=](float bad) {
     MhaActivations saved;
     layer->forward(x, causal, saved);
-    layer->backward(saved, with_bad(filled_normal({1, 6, 8}, 8), bad));
+    layer->backward(saved, with_non_finite(normal_for_policy({1, 6, 8}, 8), bad));
   });
   add("attend_cached", "q", [=](float bad) {
     KVCache cache(KVCacheConfig{1, 2, 4, 16, 0, Dtype::kFloat32});
     cache.append(k, v);
-    attend_cached(with_bad(q.clone(), bad), cache);
+    attend_cached(with_non_finite(q.clone(), bad), cache);
   });
   add("KVCache::append", "", [=](float bad) {
     KVCache cache(KVCacheConfig{1, 2, 4, 16, 0, Dtype::kFloat32});
-    cache.append(k, with_bad(v.clone(), bad));
+    cache.append(k, with_non_finite(v.clone(), bad));
   });
   return out;
 }
 
 TEST(NonFinitePolicy, EveryEntryRefusesNaNAndInfinityNamingTheArgument) {
-  const std::vector<NonFiniteCase> all = cases();
+  const std::vector<NonFiniteCase> all = non_finite_cases();
   EXPECT_GE(all.size(), 38u);
   for (const NonFiniteCase& c : all) {
-    for (const float bad : {kNaN, kInf, -kInf}) {
+    for (const float bad : {kNonFiniteNaN, kNonFiniteInf, -kNonFiniteInf}) {
       SCOPED_TRACE(c.entry + " " + c.argument + " = " + std::to_string(bad));
       try {
         c.call(bad);
@@ -151,7 +154,7 @@ TEST(NonFinitePolicy, EveryEntryRefusesNaNAndInfinityNamingTheArgument) {
 }
 
 TEST(NonFinitePolicy, TheSameFiniteInputsPass) {
-  for (const NonFiniteCase& c : cases()) {
+  for (const NonFiniteCase& c : non_finite_cases()) {
     SCOPED_TRACE(c.entry + " " + c.argument);
     EXPECT_NO_THROW(c.call(0.5f));
   }
@@ -165,14 +168,14 @@ TEST(NonFinitePolicy, TheFusedForwardFindsANaNAnywhere) {
   };
   for (const Dims s : {Dims{1, 1, 1, 7}, Dims{2, 1, 130, 3}, Dims{4, 2, 70, 200},
                        Dims{3, 3, 64, 64}, Dims{2, 2, 5, 129}}) {
-    const Tensor q = filled_normal({2, s.heads, s.tq, 4}, 20),
-                 k = filled_normal({2, s.kv_heads, s.tk, 4}, 21),
-                 v = filled_normal({2, s.kv_heads, s.tk, 4}, 22);
+    const Tensor q = normal_for_policy({2, s.heads, s.tq, 4}, 20),
+                 k = normal_for_policy({2, s.kv_heads, s.tk, 4}, 21),
+                 v = normal_for_policy({2, s.kv_heads, s.tk, 4}, 22);
     for (const char* name : {"q", "k", "v"}) {
       const Tensor& clean = name[0] == 'q' ? q : name[0] == 'k' ? k : v;
       for (int64_t at = 0; at < clean.numel(); at += 3) {
         Tensor bad = clean.clone();
-        bad.data()[at] = kNaN;
+        bad.data()[at] = kNonFiniteNaN;
         const Tensor& tq = name[0] == 'q' ? bad : q;
         const Tensor& tk = name[0] == 'k' ? bad : k;
         const Tensor& tv = name[0] == 'v' ? bad : v;
@@ -192,8 +195,10 @@ TEST(NonFinitePolicy, TheFusedForwardFindsANaNAnywhere) {
 TEST(NonFinitePolicy, TheFusedBackwardFindsANaNAnywhere) {
   for (const int64_t two_pass_below : {int64_t{1}, int64_t{1} << 30}) {
     detail::set_backward_two_pass_below(two_pass_below);
-    const Tensor q = filled_normal({2, 4, 70, 4}, 30), k = filled_normal({2, 2, 150, 4}, 31),
-                 v = filled_normal({2, 2, 150, 4}, 32), d_out = filled_normal({2, 4, 70, 4}, 33);
+    const Tensor q = normal_for_policy({2, 4, 70, 4}, 30),
+                 k = normal_for_policy({2, 2, 150, 4}, 31),
+                 v = normal_for_policy({2, 2, 150, 4}, 32),
+                 d_out = normal_for_policy({2, 4, 70, 4}, 33);
     const SdpaResult f = sdpa(q, k, v);
     const std::vector<std::pair<const char*, Tensor>> inputs{
         {"q", q}, {"k", k}, {"v", v}, {"out", f.output}, {"d_out", d_out}};
@@ -202,7 +207,7 @@ TEST(NonFinitePolicy, TheFusedBackwardFindsANaNAnywhere) {
         std::vector<Tensor> args;
         for (const auto& [other, tensor] : inputs) args.push_back(tensor);
         Tensor bad = clean.clone();
-        bad.data()[at] = -kInf;
+        bad.data()[at] = -kNonFiniteInf;
         for (size_t i = 0; i < inputs.size(); ++i) {
           if (std::string(inputs[i].first) == name) args[i] = bad;
         }
@@ -220,8 +225,8 @@ TEST(NonFinitePolicy, TheFusedBackwardFindsANaNAnywhere) {
 }
 
 TEST(NonFinitePolicy, TheMessageNamesTheFirstElementOfAStridedView) {
-  Tensor base = filled_normal({3, 5, 4}, 9);
-  base.at({2, 1, 3}) = kNaN;
+  Tensor base = normal_for_policy({3, 5, 4}, 9);
+  base.at({2, 1, 3}) = kNonFiniteNaN;
   const Tensor view = base.transpose(0, 1);  // (5, 3, 4): the NaN at (1, 2, 3)
   try {
     sdpa(view, view.clone().contiguous(), view.contiguous());
@@ -233,13 +238,13 @@ TEST(NonFinitePolicy, TheMessageNamesTheFirstElementOfAStridedView) {
 }
 
 TEST(NonFinitePolicy, AdditiveMasksMayHoldMinusInfinityOnly) {
-  const Tensor q = filled_normal({4, 8}, 10);
+  const Tensor q = normal_for_policy({4, 8}, 10);
   Tensor mask = Tensor::zeros({4, 4});
-  mask.at({0, 3}) = -kInf;
+  mask.at({0, 3}) = -kNonFiniteInf;
   SdpaOptions o;
   o.mask = Mask::additive(mask);
   EXPECT_NO_THROW(sdpa(q, q, q, o));
-  for (const float bad : {kNaN, kInf}) {
+  for (const float bad : {kNonFiniteNaN, kNonFiniteInf}) {
     mask.at({1, 2}) = bad;
     EXPECT_THROW(sdpa(q, q, q, o), Error);
   }
@@ -248,9 +253,9 @@ TEST(NonFinitePolicy, AdditiveMasksMayHoldMinusInfinityOnly) {
 // A stride-0 view is cheap to pass and costly to answer: every call that would allocate past
 // the machine's available memory says so first. The sizes (TiB) are past any machine's.
 TEST(MemoryCap, HugeResultsAreRefusedBeforeAllocating) {
-  const Tensor row = filled_normal({1, 4}, 11);
+  const Tensor row = normal_for_policy({1, 4}, 11);
   const Tensor many_rows = row.as_strided({int64_t{1} << 38, 4}, {0, 1});  // 4 TiB
-  const Tensor keys = filled_normal({8, 4}, 12);
+  const Tensor keys = normal_for_policy({8, 4}, 12);
   auto expect_refused = [](const std::function<void()>& call, const std::string& start) {
     try {
       call();
@@ -270,7 +275,7 @@ TEST(MemoryCap, HugeResultsAreRefusedBeforeAllocating) {
   expect_refused([&] { reference::sdpa(keys, wide_keys, wide_keys); },
                  "reference::sdpa: computing the weights");
   const Tensor x = row.reshape({1, 1, 4}).as_strided({1, int64_t{1} << 36, 4}, {0, 0, 1});
-  const Tensor w = filled_normal({4, 4}, 13);
+  const Tensor w = normal_for_policy({4, 4}, 13);
   expect_refused([&] { multi_head_attention(x, w, w, w, w, 2); },
                  "multi_head_attention: Q, K and V (1, 68719476736, 12) needs");
   expect_refused(

@@ -19,7 +19,7 @@ namespace {
 
 constexpr int64_t k2to31 = int64_t{1} << 31;
 constexpr int64_t k2to62 = int64_t{1} << 62;
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 struct OverflowCase {
   std::string name;
@@ -41,14 +41,26 @@ std::vector<OverflowCase> overflow_cases() {
   tiny.n_embd = 8;
   tiny.n_head = 2;
   return {
-      {"Tensor (2^62, 4)", [] { Tensor({k2to62, 4}); }},
-      {"Tensor (2^31)^4", [] { Tensor({k2to31, k2to31, k2to31, k2to31}); }},
-      {"Tensor::full (2^40, 2^40)", [] { Tensor::full({int64_t{1} << 40, int64_t{1} << 40}, 1); }},
+      {"Tensor (2^62, 4)",
+       [] {
+         Tensor({k2to62, 4});
+       }},
+      {"Tensor (2^31)^4",
+       [] {
+         Tensor({k2to31, k2to31, k2to31, k2to31});
+       }},
+      {"Tensor::full (2^40, 2^40)",
+       [] {
+         Tensor::full({int64_t{1} << 40, int64_t{1} << 40}, 1);
+       }},
       {"as_strided stride 2^62", [=] { small.as_strided({4}, {k2to62}); }},
       {"as_strided stride -2^62", [=] { small.as_strided({4}, {-k2to62}); }},
-      {"as_strided stride max", [=] { small.as_strided({2}, {kMax}); }},
-      {"as_strided offset max", [=] { small.as_strided({2}, {1}, kMax); }},
-      {"as_strided reaches wrap", [=] { small.as_strided({3, 3}, {k2to62, k2to62}); }},
+      {"as_strided stride max", [=] { small.as_strided({2}, {kInt64Max}); }},
+      {"as_strided offset max", [=] { small.as_strided({2}, {1}, kInt64Max); }},
+      {"as_strided reaches wrap",
+       [=] {
+         small.as_strided({3, 3}, {k2to62, k2to62});
+       }},
       // 4 · (2^62 + 1) wraps to 4, inside the 6 floats: accepted before, a view reaching 2^62.
       {"as_strided reach wraps to 4", [=] { small.as_strided({5}, {k2to62 + 1}); }},
       {"from_external stride 2^62",
@@ -56,8 +68,14 @@ std::vector<OverflowCase> overflow_cases() {
          static float memory[4] = {};
          Tensor::from_external(memory, 4, {4}, {k2to62}, 0, nullptr);
        }},
-      {"reshape (2^62, 4)", [=] { small.reshape({k2to62, 4}); }},
-      {"rand_normal (2^40, 2^40)", [] { rand_normal({int64_t{1} << 40, int64_t{1} << 40}, 1); }},
+      {"reshape (2^62, 4)",
+       [=] {
+         small.reshape({k2to62, 4});
+       }},
+      {"rand_normal (2^40, 2^40)",
+       [] {
+         rand_normal({int64_t{1} << 40, int64_t{1} << 40}, 1);
+       }},
       {"causal_mask 2^40", [] { causal_mask(int64_t{1} << 40); }},
       {"causal_mask 2^31 x 2^31", [] { causal_mask(k2to31, k2to31); }},
       {"sinusoidal_encoding 2^62 x 2", [] { sinusoidal_encoding(k2to62, 2); }},
@@ -78,9 +96,18 @@ std::vector<OverflowCase> overflow_cases() {
          c.n_heads = 1;
          MultiHeadAttention layer(c);
        }},
-      {"KVCache 2^31 each", [] { KVCache(KVCacheConfig{k2to31, k2to31, k2to31, k2to31, 0}); }},
-      {"KVCache capacity 2^60 + 1", [] { KVCache(KVCacheConfig{1, 1, 16, (int64_t{1} << 60) + 1, 0}); }},
-      {"KVCache window max", [] { KVCache(KVCacheConfig{1, 1, 16, 0, kMax}); }},
+      {"KVCache 2^31 each",
+       [] {
+         KVCache(KVCacheConfig{k2to31, k2to31, k2to31, k2to31, 0});
+       }},
+      {"KVCache capacity 2^60 + 1",
+       [] {
+         KVCache(KVCacheConfig{1, 1, 16, (int64_t{1} << 60) + 1, 0});
+       }},
+      {"KVCache window max",
+       [] {
+         KVCache(KVCacheConfig{1, 1, 16, 0, kInt64Max});
+       }},
       {"MultiHeadAttention::make_cache 2^62",
        [] {
          MhaConfig c;
@@ -117,7 +144,10 @@ std::vector<OverflowCase> overflow_cases() {
          o.key_lengths = {k2to62};
          sdpa(q, q, q, o);
        }},
-      {"split_heads 2^62", [=] { split_heads(Tensor::zeros({2, 4, 8}), k2to62); }},
+      {"split_heads 2^62",
+       [=] {
+         split_heads(Tensor::zeros({2, 4, 8}), k2to62);
+       }},
   };
 }
 
