@@ -21,7 +21,9 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   ATTN_CHECK(config.batch >= 1 && config.n_kv_heads >= 1 && config.head_dim >= 1,
              "KVCache: batch (", config.batch, "), n_kv_heads (", config.n_kv_heads,
              ") and head_dim (", config.head_dim, ") must be >= 1");
-  ATTN_CHECK(config.window >= 0, "KVCache: window must be >= 0, got ", config.window);
+  // A window past kMaxElements positions could never be held, and window + 15 must not wrap.
+  ATTN_CHECK(config.window >= 0 && config.window <= kMaxElements, "KVCache: window must be in [0, ",
+             kMaxElements, "], got ", config.window);
   if (config.window > 0 && config.capacity == 0) config_.capacity = config.window + 15;
   ATTN_CHECK(config_.capacity >= 1, "KVCache: capacity must be >= 1, got ", config.capacity);
   ATTN_CHECK(config.window == 0 || config_.capacity >= config.window, "KVCache: capacity (",
