@@ -33,7 +33,7 @@ FUZZ_JOBS ?= 2
 CXX_FILES = $(shell git ls-files '*.cpp' '*.hpp' '*.h')
 
 bootstrap:
-	@scripts/bootstrap
+	@scripts/bootstrap --python
 
 build: bootstrap
 	@cmake --preset release >/dev/null
