@@ -1,0 +1,91 @@
+"""attn.torch next to PyTorch 2's own scaled_dot_product_attention, in one run, on the same
+tensors: forward, and forward + backward, causal and not, float32, B = 1, H = 16, d = 64.
+
+  build/venv/bin/python bench/compare_torch.py [--seq 256,1024,4096] [--threads 2] [--runs 9]
+  (with PYTHONPATH=build/release/python, or attn installed in the venv by pip install .)
+
+Both sides run on the same thread count (torch.set_num_threads, attn.set_num_threads); the
+calls alternate, attn first then PyTorch, and each figure is the median of --runs. The profiler
+names the kernel PyTorch ran (its flash-attention CPU kernel is
+aten::_scaled_dot_product_flash_attention_for_cpu). Prints one table row per case and the ratio
+PyTorch ms / attn ms (above 1: attn is faster).
+"""
+import argparse
+import platform
+import statistics
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+import attn
+import attn.torch as at
+
+
+def cpu_name():
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def torch_kernel(q, k, v, causal):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    names = [e.key for e in prof.key_averages() if "scaled_dot_product" in e.key]
+    return ", ".join(sorted(set(names)))
+
+
+def timed(fn, runs):
+    fn()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seq", default="256,1024,4096")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=9)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    attn.set_num_threads(args.threads)
+    print(f"CPU: {cpu_name()}; torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}),"
+          f" attn {attn.__version__} ({attn.simd_target()}), {args.threads} threads,"
+          f" median of {args.runs}")
+    print("| T | causal | pass | attn ms | PyTorch ms | PyTorch / attn | PyTorch's kernel |")
+    print("|---:|---|---|---:|---:|---:|---|")
+    for t in [int(x) for x in args.seq.split(",")]:
+        g = torch.Generator().manual_seed(t)
+        q, k, v = (torch.randn(1, 16, t, 64, generator=g) for _ in range(3))
+        for causal in (True, False):
+            kernel = torch_kernel(q, k, v, causal)
+            ours = timed(lambda: at.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                         args.runs)
+            theirs = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                           args.runs)
+            print(f"| {t} | {causal} | forward | {ours:.2f} | {theirs:.2f} | "
+                  f"{theirs / ours:.2f} | {kernel} |")
+            qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
+            grad = torch.randn(1, 16, t, 64, generator=g)
+
+            def both(sdpa):
+                out = sdpa(qg, kg, vg, is_causal=causal)
+                torch.autograd.grad(out, (qg, kg, vg), grad)
+
+            ours = timed(lambda: both(at.scaled_dot_product_attention), args.runs)
+            theirs = timed(lambda: both(F.scaled_dot_product_attention), args.runs)
+            print(f"| {t} | {causal} | forward + backward | {ours:.2f} | {theirs:.2f} | "
+                  f"{theirs / ours:.2f} | |")
+
+
+if __name__ == "__main__":
+    main()

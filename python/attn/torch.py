@@ -1,0 +1,126 @@
+"""attn's fused attention on PyTorch tensors: `import attn.torch`.
+
+`attn.torch.scaled_dot_product_attention` takes PyTorch 2's arguments with PyTorch's meaning
+(`is_causal` aligned top-left, a boolean `attn_mask` True where a query may attend, a float one
+added to the scores, grouped K/V heads only with `enable_gqa=True`), so it replaces
+`torch.nn.functional.scaled_dot_product_attention` on CPU tensors in one line. It is the
+custom operator `torch.ops.attn.sdpa` (output and logsumexp), registered with a fake
+implementation, so `torch.compile(fullgraph=True)` traces through it, and with autograd, whose
+backward is attn's fused backward from the saved logsumexp.
+
+- Memory: float32 CPU tensors whose last dim is contiguous are read in place (no copy) and the
+  output is the memory attn wrote; other float dtypes, and tensors whose last dim is strided
+  (an expanded gradient), are copied once.
+- bfloat16 and float16 are computed in float32 (converted in, the result converted back):
+  attn's bfloat16 attention kernels are not in this build yet.
+- A query row that may attend to no key gives zeros, as PyTorch 2.13's CPU kernel does.
+- The GIL is released while the kernels run.
+"""
+from typing import Optional, Tuple
+
+import numpy as np
+import torch
+
+from . import _attn
+
+__all__ = ["scaled_dot_product_attention"]
+
+
+def _as_array(t: torch.Tensor, name: str) -> np.ndarray:
+    """t's memory as a numpy array: a view for float32, one float32 copy for other floats."""
+    if t.device.type != "cpu":
+        raise ValueError(f"attn.torch: {name} is on {t.device}; attn runs on the CPU only "
+                         "(move it with .cpu())")
+    if not t.is_floating_point() and t.dtype != torch.bool:
+        raise TypeError(f"attn.torch: {name} must hold floating-point numbers, got {t.dtype}")
+    if t.dtype not in (torch.float32, torch.bool):
+        t = t.float()
+    if t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
+        t = t.contiguous()  # the kernels read rows (an expanded gradient has stride 0)
+    return t.detach().numpy()
+
+
+def _mask_array(mask: Optional[torch.Tensor]) -> Optional[np.ndarray]:
+    return None if mask is None else _as_array(mask, "attn_mask")
+
+
+@torch.library.custom_op("attn::sdpa", mutates_args=())
+def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+          attn_mask: Optional[torch.Tensor], is_causal: bool,
+          scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+    out, lse = _attn.sdpa(_as_array(query, "query"), _as_array(key, "key"),
+                          _as_array(value, "value"), causal=is_causal,
+                          causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
+                          return_lse=True)
+    return torch.from_numpy(out).to(query.dtype), torch.from_numpy(lse)
+
+
+@_sdpa.register_fake
+def _(query, key, value, attn_mask, is_causal, scale):
+    out_shape = query.shape[:-1] + value.shape[-1:]
+    return query.new_empty(out_shape), query.new_empty(query.shape[:-1], dtype=torch.float32)
+
+
+@torch.library.custom_op("attn::sdpa_backward", mutates_args=())
+def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                   value: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+                   attn_mask: Optional[torch.Tensor], is_causal: bool,
+                   scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dq, dk, dv = _attn.sdpa_backward(
+        _as_array(query, "query"), _as_array(key, "key"), _as_array(value, "value"),
+        _as_array(out, "out"), _as_array(lse, "lse"), _as_array(grad_out, "grad"),
+        causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale)
+    return (torch.from_numpy(dq).to(query.dtype), torch.from_numpy(dk).to(key.dtype),
+            torch.from_numpy(dv).to(value.dtype))
+
+
+@_sdpa_backward.register_fake
+def _(grad_out, query, key, value, out, lse, attn_mask, is_causal, scale):
+    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+
+
+def _setup_context(ctx, inputs, output):
+    query, key, value, attn_mask, is_causal, scale = inputs
+    out, lse = output
+    ctx.mark_non_differentiable(lse)  # a statistic of the forward, as argmax's index
+    ctx.save_for_backward(query, key, value, out, lse, attn_mask)
+    ctx.is_causal, ctx.scale = is_causal, scale
+
+
+def _backward(ctx, grad_out, grad_lse):
+    query, key, value, out, lse, attn_mask = ctx.saved_tensors
+    if attn_mask is not None and ctx.needs_input_grad[3]:
+        raise NotImplementedError(
+            "attn.torch: the gradient with respect to attn_mask is not implemented yet; "
+            "pass attn_mask.detach() (a mask that needs no gradient)")
+    dq, dk, dv = _sdpa_backward(grad_out, query, key, value, out, lse, attn_mask,
+                                ctx.is_causal, ctx.scale)
+    return dq, dk, dv, None, None, None
+
+
+_sdpa.register_autograd(_backward, setup_context=_setup_context)
+
+
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                 attn_mask: Optional[torch.Tensor] = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: Optional[float] = None,
+                                 enable_gqa: bool = False) -> torch.Tensor:
+    """PyTorch 2's `F.scaled_dot_product_attention` on attn's fused CPU kernels (see the module
+    docstring): the same arguments, the same result, and a backward."""
+    if dropout_p != 0.0:
+        raise ValueError(f"attn.torch: dropout_p must be 0.0 (attn has no attention dropout), "
+                         f"got {dropout_p}")
+    # Checked here too: for a meta tensor the operator runs its fake, never the kernel.
+    for name, t in (("query", query), ("key", key), ("value", value), ("attn_mask", attn_mask)):
+        if t is not None and t.device.type != "cpu":
+            raise ValueError(f"attn.torch: {name} is on {t.device}; attn runs on the CPU only "
+                             "(move it with .cpu())")
+    if is_causal and attn_mask is not None:
+        raise ValueError("attn.torch: attn_mask and is_causal cannot both be set (as in PyTorch)")
+    if (not enable_gqa and query.dim() >= 3 and key.dim() == query.dim()
+            and key.shape[-3] != query.shape[-3]):
+        raise ValueError(f"attn.torch: query has {query.shape[-3]} heads and key "
+                         f"{key.shape[-3]}: pass enable_gqa=True for grouped heads")
+    out, _ = _sdpa(query, key, value, attn_mask, is_causal, scale)
+    return out

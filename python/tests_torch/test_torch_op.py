@@ -1,0 +1,184 @@
+"""attn.torch against PyTorch 2's own scaled_dot_product_attention: the same results and
+gradients, the operator's registration (opcheck), torch.compile without a graph break,
+zero-copy inputs, threads, and clear errors. Run with the venv that scripts/bootstrap --python
+makes (torch==2.13.0 from PyPI)."""
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attn
+import attn.torch as at
+
+TOL = dict(atol=2e-5, rtol=2e-5)
+
+
+def qkv(batch=2, heads=4, kv_heads=None, tq=37, tk=None, d=16, dtype=torch.float32, grad=False,
+        seed=0):
+    g = torch.Generator().manual_seed(seed)
+    kv_heads = kv_heads or heads
+    tk = tk or tq
+    q = torch.randn(batch, heads, tq, d, generator=g, dtype=dtype)
+    k = torch.randn(batch, kv_heads, tk, d, generator=g, dtype=dtype)
+    v = torch.randn(batch, kv_heads, tk, d, generator=g, dtype=dtype)
+    return [t.requires_grad_(grad) for t in (q, k, v)]
+
+
+CASES = {
+    "plain": dict(),
+    "causal": dict(is_causal=True),
+    "causal Tq<Tk": dict(is_causal=True, shape=dict(tq=5, tk=40)),
+    "causal Tq>Tk": dict(is_causal=True, shape=dict(tq=40, tk=9)),
+    "bool mask": dict(mask="bool"),
+    "float mask": dict(mask="float"),
+    "scale": dict(scale=0.3, is_causal=True),
+    "gqa": dict(enable_gqa=True, is_causal=True, shape=dict(heads=8, kv_heads=2)),
+    "rank 3": dict(shape=dict(batch=None)),
+    "one query": dict(is_causal=True, shape=dict(tq=1, tk=1)),
+    "long": dict(is_causal=True, shape=dict(batch=1, heads=2, tq=300, d=64)),
+}
+
+
+def make_case(name, grad=False):
+    c = CASES[name]
+    shape = dict(c.get("shape", {}))
+    batch = shape.pop("batch", 2)
+    q, k, v = qkv(batch=batch or 1, grad=grad, **shape)
+    if batch is None:
+        q, k, v = (t.detach()[0].requires_grad_(grad) for t in (q, k, v))
+    kwargs = {key: c[key] for key in ("is_causal", "scale", "enable_gqa") if key in c}
+    tq, tk = q.shape[-2], k.shape[-2]
+    g = torch.Generator().manual_seed(7)
+    if c.get("mask") == "bool":
+        mask = torch.rand(tq, tk, generator=g) > 0.4
+        mask[:, 0] = True  # every row sees a key: PyTorch gives NaN for a row that sees none
+        kwargs["attn_mask"] = mask
+    elif c.get("mask") == "float":
+        kwargs["attn_mask"] = torch.randn(tq, tk, generator=g)
+    return (q, k, v), kwargs
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_forward_is_pytorchs(name):
+    (q, k, v), kwargs = make_case(name)
+    torch.testing.assert_close(at.scaled_dot_product_attention(q, k, v, **kwargs),
+                               F.scaled_dot_product_attention(q, k, v, **kwargs), **TOL)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_gradients_are_pytorchs(name):
+    (q, k, v), kwargs = make_case(name, grad=True)
+    out = at.scaled_dot_product_attention(q, k, v, **kwargs)
+    grad = torch.randn_like(out)
+    ours = torch.autograd.grad(out, (q, k, v), grad)
+    theirs = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, **kwargs), (q, k, v), grad)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+@pytest.mark.parametrize("name", ["plain", "causal", "causal Tq<Tk", "bool mask", "float mask",
+                                  "gqa", "rank 3"])
+def test_the_operator_passes_opcheck(name):
+    (q, k, v), kwargs = make_case(name, grad=True)
+    torch.library.opcheck(torch.ops.attn.sdpa.default,
+                          (q, k, v, kwargs.get("attn_mask"), kwargs.get("is_causal", False),
+                           kwargs.get("scale")))
+
+
+def test_bfloat16_is_computed_in_float32_and_returned_in_bfloat16():
+    q, k, v = qkv(dtype=torch.bfloat16)
+    out = at.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert out.dtype == torch.bfloat16
+    reference = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    torch.testing.assert_close(out.float(), reference.bfloat16().float(), atol=1e-2, rtol=1e-2)
+
+
+class TinyAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 16)
+
+    def forward(self, q, k, v):
+        return self.proj(at.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+def test_torch_compile_traces_it_without_a_graph_break():
+    torch.manual_seed(0)
+    model = TinyAttention()
+    q, k, v = qkv(grad=True)
+    assert torch._dynamo.explain(model)(q, k, v).graph_break_count == 0
+    eager = model(q, k, v)
+    eager_grads = torch.autograd.grad(eager.sum(), (q, k, v))
+    compiled = torch.compile(model, fullgraph=True)
+    out = compiled(q, k, v)
+    torch.testing.assert_close(out, eager, **TOL)
+    for a, b in zip(torch.autograd.grad(out.sum(), (q, k, v)), eager_grads):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+def test_float32_inputs_are_read_in_place_and_the_output_is_attns_memory():
+    q, k, v = qkv()
+    before = attn._conversions()
+    view = q.transpose(1, 2).contiguous().transpose(1, 2)  # strided, last dim contiguous
+    out = at.scaled_dot_product_attention(view, k, v)
+    assert attn._conversions() == before
+    assert out.numpy().base is not None  # a view of the array attn returned, not a copy
+    assert at.scaled_dot_product_attention(q.double(), k.double(), v.double()).dtype == \
+        torch.float64
+
+
+def test_a_row_that_sees_no_key_is_zeros_as_in_pytorch():
+    q, k, v = qkv(tq=4, tk=4)
+    mask = torch.ones(4, 4, dtype=torch.bool)
+    mask[2] = False
+    ours = at.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.all(ours[:, :, 2] == 0)
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                               **TOL)
+
+
+def test_two_threads_at_once_get_one_threads_answers():
+    cases = [make_case(name)[0] + (make_case(name)[1],) for name in ("causal", "gqa", "bool mask")]
+    alone = [at.scaled_dot_product_attention(q, k, v, **kw) for q, k, v, kw in cases]
+    wrong = []
+
+    def work(offset):
+        for i in range(60):
+            j = (i + offset) % len(cases)
+            q, k, v, kw = cases[j]
+            if not torch.equal(at.scaled_dot_product_attention(q, k, v, **kw), alone[j]):
+                wrong.append(j)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda q: at.scaled_dot_product_attention(q, q, q, dropout_p=0.1), ValueError, "dropout_p"),
+    (lambda q: at.scaled_dot_product_attention(q, q, q, is_causal=True,
+                                               attn_mask=torch.ones(37, 37, dtype=torch.bool)),
+     ValueError, "cannot both be set"),
+    (lambda q: at.scaled_dot_product_attention(q, q[:, :2], q[:, :2]), ValueError, "enable_gqa"),
+    (lambda q: at.scaled_dot_product_attention(q.to("meta"), q.to("meta"), q.to("meta")),
+     ValueError, "is on meta"),
+    (lambda q: at.scaled_dot_product_attention(q.int(), q, q), TypeError, "floating-point"),
+    (lambda q: at.scaled_dot_product_attention(q * float("nan"), q, q), ValueError,
+     "query holds nan|q holds nan"),
+])
+def test_bad_calls_are_clear_errors(call, error, match):
+    q, _, _ = qkv()
+    with pytest.raises(error, match=match):
+        call(q)
+
+
+def test_a_mask_that_needs_a_gradient_says_it_has_none_yet():
+    q, k, v = qkv(grad=True)
+    mask = torch.randn(37, 37, requires_grad=True)
+    out = at.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    with pytest.raises(NotImplementedError, match="attn_mask"):
+        out.sum().backward()
