@@ -11,16 +11,23 @@ aten::_scaled_dot_product_flash_attention_for_cpu). Prints one table row per cas
 PyTorch ms / attn ms (above 1: attn is faster).
 """
 import argparse
+import os
 import platform
 import statistics
 import subprocess
 import time
 
-import torch
-import torch.nn.functional as F
+# PyTorch's OpenMP threads spin after each call by default and so took the second core from
+# attn's next call (attn at T = 256: 2.61 ms beside them, 1.45 ms without); passive waiting
+# left PyTorch's own times the same or better (30.9 -> 29.9 ms at T = 1024). Set before torch
+# loads its OpenMP runtime; the environment may still choose otherwise.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import attn
-import attn.torch as at
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import attn  # noqa: E402
+import attn.torch as at  # noqa: E402
 
 
 def cpu_name():
@@ -58,9 +65,10 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     attn.set_num_threads(args.threads)
-    print(f"CPU: {cpu_name()}; torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}),"
-          f" attn {attn.__version__} ({attn.simd_target()}), {args.threads} threads,"
-          f" median of {args.runs}")
+    print(f"CPU: {cpu_name()}; torch {torch.__version__} "
+          f"({torch.backends.cpu.get_cpu_capability()}), attn {attn.__version__} "
+          f"({attn.simd_target()}), {args.threads} threads, median of {args.runs}, "
+          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
     print("| T | causal | pass | attn ms | PyTorch ms | PyTorch / attn | PyTorch's kernel |")
     print("|---:|---|---|---:|---:|---:|---|")
     for t in [int(x) for x in args.seq.split(",")]:
