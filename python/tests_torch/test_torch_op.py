@@ -182,3 +182,13 @@ def test_a_mask_that_needs_a_gradient_says_it_has_none_yet():
     out = at.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     with pytest.raises(NotImplementedError, match="attn_mask"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_match_finite_differences(causal):
+    # attn computes in float32: float64 inputs are converted, so the finite differences use a
+    # step and tolerances that float32's rounding allows (gradcheck's defaults assume float64).
+    q, k, v = (t.double().requires_grad_() for t in qkv(batch=1, heads=2, tq=6, d=4, seed=3))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: at.scaled_dot_product_attention(q, k, v, is_causal=causal), (q, k, v),
+        eps=1e-3, atol=2e-3, rtol=2e-3)
