@@ -1,7 +1,9 @@
 """attn.torch next to PyTorch 2's own scaled_dot_product_attention, in one run, on the same
-tensors: forward, and forward + backward, causal and not, float32, B = 1, H = 16, d = 64.
+tensors: forward, and forward + backward, causal and not, float32, B = 1, H = 16, d = 64
+(--gqa: 32 query heads over 8 K/V heads, d = 128, causal).
 
   build/venv/bin/python bench/compare_torch.py [--seq 256,1024,4096] [--threads 2] [--runs 9]
+                                               [--gqa]
   (with PYTHONPATH=build/release/python, or attn installed in the venv by pip install .)
 
 Both sides run on the same thread count (torch.set_num_threads, attn.set_num_threads); the
@@ -40,9 +42,9 @@ def cpu_name():
     return platform.processor()
 
 
-def torch_kernel(q, k, v, causal):
+def torch_kernel(q, k, v, causal, extra):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        F.scaled_dot_product_attention(q, k, v, is_causal=causal, **extra)
     names = [e.key for e in prof.key_averages() if "scaled_dot_product" in e.key]
     return ", ".join(sorted(set(names)))
 
@@ -62,6 +64,8 @@ def main():
     parser.add_argument("--seq", default="256,1024,4096")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--gqa", action="store_true",
+                        help="grouped heads instead: Hq 32, Hkv 8, d 128, causal")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     attn.set_num_threads(args.threads)
@@ -71,22 +75,25 @@ def main():
           f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
     print("| T | causal | pass | attn ms | PyTorch ms | PyTorch / attn | PyTorch's kernel |")
     print("|---:|---|---|---:|---:|---:|---|")
+    heads, kv_heads, d = (32, 8, 128) if args.gqa else (16, 16, 64)
+    extra = {"enable_gqa": True} if args.gqa else {}
     for t in [int(x) for x in args.seq.split(",")]:
         g = torch.Generator().manual_seed(t)
-        q, k, v = (torch.randn(1, 16, t, 64, generator=g) for _ in range(3))
-        for causal in (True, False):
-            kernel = torch_kernel(q, k, v, causal)
-            ours = timed(lambda: at.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                         args.runs)
-            theirs = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                           args.runs)
+        q = torch.randn(1, heads, t, d, generator=g)
+        k, v = (torch.randn(1, kv_heads, t, d, generator=g) for _ in range(2))
+        for causal in ((True,) if args.gqa else (True, False)):
+            kernel = torch_kernel(q, k, v, causal, extra)
+            ours = timed(lambda: at.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                 **extra), args.runs)
+            theirs = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                  **extra), args.runs)
             print(f"| {t} | {causal} | forward | {ours:.2f} | {theirs:.2f} | "
                   f"{theirs / ours:.2f} | {kernel} |")
             qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
-            grad = torch.randn(1, 16, t, 64, generator=g)
+            grad = torch.randn(1, heads, t, d, generator=g)
 
             def both(sdpa):
-                out = sdpa(qg, kg, vg, is_causal=causal)
+                out = sdpa(qg, kg, vg, is_causal=causal, **extra)
                 torch.autograd.grad(out, (qg, kg, vg), grad)
 
             ours = timed(lambda: both(at.scaled_dot_product_attention), args.runs)
