@@ -3,10 +3,15 @@
 
 Same layout (pre-LayerNorm blocks, GELU tanh MLP of 4·C, tied LM head, learned positions),
 same initialisation rule, same data windows scheme, AdamW with the same groups (decay only on
-the blocks' matrices), warm-up + cosine schedule and clipping. PyTorch 1.13 has no fused
-attention on the CPU, so attention is the masked softmax that nanoGPT runs there.
+the blocks' matrices), warm-up + cosine schedule and clipping. Attention: the explicit masked
+softmax (what PyTorch 1.13 had on the CPU; nanoGPT runs it there), or with --attention torch
+PyTorch 2's fused F.scaled_dot_product_attention, or with --attention attn attn.torch's;
+--compile runs the model under torch.compile.
 
 Run with Debian's python3-torch:  /usr/bin/python3 bench/gpt_torch.py --iters 200 --threads 2
+or with PyTorch 2.13 (scripts/bootstrap --python):
+  OMP_WAIT_POLICY=PASSIVE PYTHONPATH=build/release/python build/venv/bin/python \
+    bench/gpt_torch.py --iters 150 --threads 2 --attention torch --compile
 """
 import argparse
 import math
@@ -16,6 +21,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+SDPA = None  # set by --attention: None for the explicit masked softmax below
 
 
 class Block(nn.Module):
@@ -33,6 +41,9 @@ class Block(nn.Module):
         b, t, c = x.shape
         q, k, v = self.c_attn(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        if SDPA is not None:  # PyTorch 2: its fused attention (or attn's, --attention attn)
+            y = SDPA(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads)
         mask = torch.ones(t, t, dtype=torch.bool).tril()
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -124,9 +135,19 @@ def main():
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--bf16", action="store_true",
                     help="mixed precision: the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
+    ap.add_argument("--attention", choices=["explicit", "torch", "attn"], default="explicit",
+                    help="the masked softmax (PyTorch 1.13's only way), PyTorch 2's "
+                         "F.scaled_dot_product_attention, or attn.torch's")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--init-from", metavar="CHECKPOINT",
                     help="start from the weights of an attn checkpoint (e.g. attn train --max-iters 0)")
     args = ap.parse_args()
+    global SDPA
+    if args.attention == "torch":
+        SDPA = F.scaled_dot_product_attention
+    elif args.attention == "attn":
+        import attn.torch
+        SDPA = attn.torch.scaled_dot_product_attention
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     text = open(args.corpus, encoding="utf-8").read()
@@ -143,6 +164,7 @@ def main():
     rest = [p for n, p in model.named_parameters() if not (p.dim() == 2 and not n.startswith("w"))]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.99))
+    step_model = torch.compile(model) if args.compile else model
 
     def windows(split_data):
         ix = torch.randint(len(split_data) - block, (batch,))
@@ -156,7 +178,7 @@ def main():
         x, y = windows(train)
         start = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            loss = model(x, y)
+            loss = step_model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -164,7 +186,8 @@ def main():
         times.append(time.perf_counter() - start)
     warm = times[min(10, len(times) - 1):]
     print(f"pytorch {torch.__version__}: {args.iters} iterations, median {1e3 * sorted(warm)[len(warm) // 2]:.2f} ms/iter, "
-          f"last loss {loss.item():.4f}, {args.threads} threads{', bf16 autocast' if args.bf16 else ''}")
+          f"last loss {loss.item():.4f}, {args.threads} threads{', bf16 autocast' if args.bf16 else ''}, "
+          f"attention {args.attention}{', torch.compile' if args.compile else ''}")
     if args.eval:
         model.eval()
         with torch.no_grad():
