@@ -28,6 +28,8 @@ __all__ = ["scaled_dot_product_attention"]
 
 def _as_array(t: torch.Tensor, name: str) -> np.ndarray:
     """t's memory as a numpy array: a view for float32, one float32 copy for other floats."""
+    if t.dtype is torch.float32 and t.is_cpu and (t.stride(-1) == 1 or t.shape[-1] == 1):
+        return t.detach().numpy()  # the common case, in as few calls as possible
     if t.device.type != "cpu":
         raise ValueError(f"attn.torch: {name} is on {t.device}; attn runs on the CPU only "
                          "(move it with .cpu())")
@@ -127,8 +129,11 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
         raise ValueError(f"attn.torch: query has {query.shape[-3]} heads and key "
                          f"{key.shape[-3]}: pass enable_gqa=True for grouped heads")
     tensors = (query, key, value) if attn_mask is None else (query, key, value, attn_mask)
-    if _plain_inference(tensors):
-        return _forward(query, key, value, attn_mask, is_causal, scale)[0]
+    if _plain_inference(tensors):  # no logsumexp either: nothing will need it
+        out = _attn.sdpa(_as_array(query, "query"), _as_array(key, "key"),
+                         _as_array(value, "value"), causal=is_causal, causal_align="top-left",
+                         mask=_mask_array(attn_mask), scale=scale)
+        return torch.from_numpy(out).to(query.dtype)
     out, _ = _sdpa(query, key, value, attn_mask, is_causal, scale)
     return out
 
