@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <string>
 
@@ -14,40 +13,42 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string gibibytes(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f GiB", bytes / kGiB);
-  return text;
-}
-
 double physical_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return std::numeric_limits<double>::infinity();  // unknown
   return static_cast<double>(pages) * static_cast<double>(page);
 }
 
-// MemAvailable: what the kernel estimates can be allocated without swapping; the physical
-// size where /proc/meminfo says nothing (not Linux, or an old kernel).
-double available_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024.0;
+}  // namespace
+
+std::optional<uint64_t> available_memory_bytes() {
+  std::FILE* meminfo = std::fopen("/proc/meminfo", "r");
+  if (meminfo == nullptr) return std::nullopt;
+  char line[256];
+  std::optional<uint64_t> bytes;
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, meminfo) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) bytes = uint64_t{kib} << 10;
   }
-  return physical_bytes();
+  std::fclose(meminfo);
+  return bytes;
 }
 
-}  // namespace
+std::string gibibytes_text(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / kGiB);
+  return text;
+}
 
 void check_fits_in_memory(double floats, const std::string& what) {
   const double bytes = floats * sizeof(float);
   if (bytes <= kGiB) return;
-  const double available = available_bytes();
-  ATTN_CHECK(bytes <= available, what, " needs ", gibibytes(bytes),
-             ", more than this machine has available (", gibibytes(available), " of ",
-             gibibytes(physical_bytes()), ")");
+  // Where MemAvailable cannot be read, the machine's physical memory is the bound.
+  const std::optional<uint64_t> read = available_memory_bytes();
+  const double available = read ? static_cast<double>(*read) : physical_bytes();
+  ATTN_CHECK(bytes <= available, what, " needs ", gibibytes_text(bytes),
+             ", more than this machine has available (", gibibytes_text(available), " of ",
+             gibibytes_text(physical_bytes()), ")");
 }
 
 void check_fits_in_memory(const Shape& shape, const char* what) {

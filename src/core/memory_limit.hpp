@@ -5,11 +5,20 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "attn/tensor.hpp"
 
 namespace attn::detail {
+
+// MemAvailable of /proc/meminfo in bytes: what the kernel estimates can be allocated without
+// swapping; nothing when it cannot be read (not Linux, or an old kernel). The CLI's checks of
+// what a command would need read it here too.
+std::optional<uint64_t> available_memory_bytes();
+
+// bytes as "48.0 GiB", the way every memory message says a size.
+std::string gibibytes_text(double bytes);
 
 // attn::Error "<what> needs N GiB, more than this machine has available (M GiB of T GiB)"
 // when `floats` float32 values would not fit in the memory available now (MemAvailable of

@@ -14,6 +14,7 @@
 #include "attn/files.hpp"
 #include "attn/io.hpp"
 #include "attn/threads.hpp"
+#include "src/core/memory_limit.hpp"
 
 namespace attn::cli {
 
@@ -78,41 +79,18 @@ void check_one_stdout(const std::string& a, const std::string& b) {
   ATTN_CHECK(a != "-" || b != "-", "only one output can be '-' (standard output)");
 }
 
-namespace {
-
-// MemAvailable of /proc/meminfo in bytes; nothing when it cannot be read.
-std::optional<uint64_t> available_memory() {
-  std::FILE* meminfo = std::fopen("/proc/meminfo", "r");
-  if (meminfo == nullptr) return std::nullopt;
-  char line[256];
-  std::optional<uint64_t> bytes;
-  unsigned long long kib = 0;
-  while (std::fgets(line, sizeof line, meminfo) != nullptr) {
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) bytes = uint64_t{kib} << 10;
-  }
-  std::fclose(meminfo);
-  return bytes;
-}
-
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(uint64_t{1} << 30));
-  return text;
-}
-
-}  // namespace
-
 void check_memory(const std::string& what, double bytes) {
-  const std::optional<uint64_t> available = available_memory();
+  const std::optional<uint64_t> available = detail::available_memory_bytes();
   ATTN_CHECK(!available || bytes <= static_cast<double>(*available), what, " would need ",
-             gib(bytes), " of memory; ", gib(static_cast<double>(available.value_or(0))),
-             " are available");
+             detail::gibibytes_text(bytes), " of memory; ",
+             detail::gibibytes_text(static_cast<double>(available.value_or(0))), " are available");
 }
 
 void check_output_size(const std::string& what, double numel) {
   const double bytes = numel * sizeof(float);
-  ATTN_CHECK(bytes <= static_cast<double>(kMaxNpyBytes), what, " would be ", gib(bytes),
-             ", more than the ", gib(static_cast<double>(kMaxNpyBytes)),
+  ATTN_CHECK(bytes <= static_cast<double>(kMaxNpyBytes), what, " would be ",
+             detail::gibibytes_text(bytes), ", more than the ",
+             detail::gibibytes_text(static_cast<double>(kMaxNpyBytes)),
              " a .npy file may hold here");
   check_memory(what + " (the array and its .npy image)", 2 * bytes);
 }
