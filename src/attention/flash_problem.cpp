@@ -1,5 +1,7 @@
 #include "src/attention/flash_problem.hpp"
 
+#include "src/kernels/reductions.hpp"
+
 namespace attn::detail {
 
 Tensor with_contiguous_rows(const Tensor& t) {
@@ -41,6 +43,18 @@ kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4,
   }
   p.key_lengths = options.key_lengths.empty() ? nullptr : options.key_lengths.data();
   return p;
+}
+
+bool rows_non_finite(const float* base, const int64_t (&stride)[3], int64_t b, int64_t h,
+                     int64_t r0, int64_t rows, int64_t width) {
+  return kernels::any_non_finite(base + b * stride[0] + h * stride[1] + r0 * stride[2], rows, width,
+                                 stride[2]);
+}
+
+bool key_rows_non_finite(const kernels::FlashProblem& p, int64_t b, int64_t kv_h, int64_t j0,
+                         int64_t rows) {
+  return rows_non_finite(p.k, p.k_stride, b, kv_h, j0, rows, p.d) ||
+         rows_non_finite(p.v, p.v_stride, b, kv_h, j0, rows, p.dv);
 }
 
 }  // namespace attn::detail

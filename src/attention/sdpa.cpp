@@ -17,7 +17,6 @@
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_forward.hpp"
 #include "src/kernels/prefetch.hpp"
-#include "src/kernels/reductions.hpp"
 #include "src/reference/finite.hpp"
 
 namespace attn {
@@ -29,16 +28,12 @@ namespace {
 // group's K/V rows, split over the head's `blocks` query blocks, so every row is read once.
 bool task_inputs_non_finite(const kernels::FlashProblem& p, int64_t b, int64_t h, int64_t q0,
                             int64_t rows, int64_t blocks) {
-  const float* q = p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
-  if (kernels::any_non_finite(q, rows, p.d, p.q_stride[2])) return true;
+  if (rows_non_finite(p.q, p.q_stride, b, h, q0, rows, p.d)) return true;
   const int64_t group = p.heads / p.kv_heads;
   if (h % group != 0) return false;
-  const int64_t block = q0 / kernels::kQueryBlock, kv_h = h / group;
+  const int64_t block = q0 / kernels::kQueryBlock;
   const int64_t first = block * p.tk / blocks, count = (block + 1) * p.tk / blocks - first;
-  const float* k = p.k + b * p.k_stride[0] + kv_h * p.k_stride[1] + first * p.k_stride[2];
-  const float* v = p.v + b * p.v_stride[0] + kv_h * p.v_stride[1] + first * p.v_stride[2];
-  return kernels::any_non_finite(k, count, p.d, p.k_stride[2]) ||
-         kernels::any_non_finite(v, count, p.dv, p.v_stride[2]);
+  return key_rows_non_finite(p, b, h / group, first, count);
 }
 
 }  // namespace

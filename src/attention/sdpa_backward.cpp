@@ -18,7 +18,6 @@
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/kernels/prefetch.hpp"
-#include "src/kernels/reductions.hpp"
 #include "src/reference/finite.hpp"
 
 namespace attn {
@@ -50,28 +49,14 @@ namespace detail {
 namespace {
 std::atomic<int64_t> two_pass_below{0};  // 0: the machine's core count
 
-// The scans of attn's policy for non-finite inputs, done by the tasks that read the rows
-// (as the forward's; see fused.hpp): Q, O and dO rows [q0, q0 + rows) of head (b, h) …
+// The backward's share of the non-finite scans (flash_problem.hpp): the Q, O and dO rows
+// [q0, q0 + rows) of head (b, h); its tasks scan K and V with key_rows_non_finite.
 bool query_rows_non_finite(const kernels::FlashBackwardProblem& p, int64_t b, int64_t h, int64_t q0,
                            int64_t rows) {
   const kernels::FlashProblem& f = p.forward;
-  auto at = [&](const float* base, const int64_t* stride) {
-    return base + b * stride[0] + h * stride[1] + q0 * stride[2];
-  };
-  return kernels::any_non_finite(at(f.q, f.q_stride), rows, f.d, f.q_stride[2]) ||
-         kernels::any_non_finite(at(f.out, f.out_stride), rows, f.dv, f.out_stride[2]) ||
-         kernels::any_non_finite(at(p.d_out, p.d_out_stride), rows, f.dv, p.d_out_stride[2]);
-}
-
-// … and K and V rows [j0, j0 + rows) of K/V head (b, kv_h).
-bool key_rows_non_finite(const kernels::FlashBackwardProblem& p, int64_t b, int64_t kv_h,
-                         int64_t j0, int64_t rows) {
-  const kernels::FlashProblem& f = p.forward;
-  auto at = [&](const float* base, const int64_t* stride) {
-    return base + b * stride[0] + kv_h * stride[1] + j0 * stride[2];
-  };
-  return kernels::any_non_finite(at(f.k, f.k_stride), rows, f.d, f.k_stride[2]) ||
-         kernels::any_non_finite(at(f.v, f.v_stride), rows, f.dv, f.v_stride[2]);
+  return rows_non_finite(f.q, f.q_stride, b, h, q0, rows, f.d) ||
+         rows_non_finite(f.out, f.out_stride, b, h, q0, rows, f.dv) ||
+         rows_non_finite(p.d_out, p.d_out_stride, b, h, q0, rows, f.dv);
 }
 
 }  // namespace
@@ -126,7 +111,7 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
     parallel_for_workers(pairs, [&](int64_t task, int worker) {
       const int64_t b = task / dims.kv_heads, kv_h = task % dims.kv_heads;
       if (non_finite_input) {
-        bool found = key_rows_non_finite(p, b, kv_h, 0, dims.tk);
+        bool found = key_rows_non_finite(p.forward, b, kv_h, 0, dims.tk);
         for (int64_t h = kv_h * group; h < (kv_h + 1) * group && !found; ++h) {
           found = query_rows_non_finite(p, b, h, 0, dims.tq);
         }
@@ -149,7 +134,7 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
     const int64_t task = alternating_ends(i, pairs * chunks);
     const int64_t pair = task / chunks, j_begin = task % chunks * kernels::kKeyChunk;
     if (non_finite_input) {
-      flag(key_rows_non_finite(p, pair / dims.kv_heads, pair % dims.kv_heads, j_begin,
+      flag(key_rows_non_finite(p.forward, pair / dims.kv_heads, pair % dims.kv_heads, j_begin,
                                std::min(kernels::kKeyChunk, dims.tk - j_begin)));
     }
     kernels::flash_backward_key_chunk(p, pair / dims.kv_heads, pair % dims.kv_heads, j_begin,
