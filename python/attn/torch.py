@@ -26,13 +26,17 @@ from . import _attn
 __all__ = ["scaled_dot_product_attention"]
 
 
+def _check_cpu(t: torch.Tensor, name: str) -> None:
+    if t.device.type != "cpu":
+        raise ValueError(f"attn.torch: {name} is on {t.device}; attn runs on the CPU only "
+                         "(move it with .cpu())")
+
+
 def _as_array(t: torch.Tensor, name: str) -> np.ndarray:
     """t's memory as a numpy array: a view for float32, one float32 copy for other floats."""
     if t.dtype is torch.float32 and t.is_cpu and (t.stride(-1) == 1 or t.shape[-1] == 1):
         return t.detach().numpy()  # the common case, in as few calls as possible
-    if t.device.type != "cpu":
-        raise ValueError(f"attn.torch: {name} is on {t.device}; attn runs on the CPU only "
-                         "(move it with .cpu())")
+    _check_cpu(t, name)
     if not t.is_floating_point() and t.dtype != torch.bool:
         raise TypeError(f"attn.torch: {name} must hold floating-point numbers, got {t.dtype}")
     if t.dtype not in (torch.float32, torch.bool):
@@ -46,12 +50,14 @@ def _mask_array(mask: Optional[torch.Tensor]) -> Optional[np.ndarray]:
     return None if mask is None else _as_array(mask, "attn_mask")
 
 
-def _forward(query, key, value, attn_mask, is_causal, scale):
-    out, lse = _attn.sdpa(_as_array(query, "query"), _as_array(key, "key"),
-                          _as_array(value, "value"), causal=is_causal,
-                          causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
-                          return_lse=True)
-    return torch.from_numpy(out).to(query.dtype), torch.from_numpy(lse)
+def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True):
+    """attn's fused forward: the output in query's dtype and, with_lse, the float32 logsumexp
+    (else None)."""
+    result = _attn.sdpa(_as_array(query, "query"), _as_array(key, "key"),
+                        _as_array(value, "value"), causal=is_causal, causal_align="top-left",
+                        mask=_mask_array(attn_mask), scale=scale, return_lse=with_lse)
+    out, lse = result if with_lse else (result, None)
+    return torch.from_numpy(out).to(query.dtype), None if lse is None else torch.from_numpy(lse)
 
 
 @torch.library.custom_op("attn::sdpa", mutates_args=())
@@ -119,9 +125,8 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
                          f"got {dropout_p}")
     # Checked here too: for a meta tensor the operator runs its fake, never the kernel.
     for name, t in (("query", query), ("key", key), ("value", value), ("attn_mask", attn_mask)):
-        if t is not None and t.device.type != "cpu":
-            raise ValueError(f"attn.torch: {name} is on {t.device}; attn runs on the CPU only "
-                             "(move it with .cpu())")
+        if t is not None:
+            _check_cpu(t, name)
     if is_causal and attn_mask is not None:
         raise ValueError("attn.torch: attn_mask and is_causal cannot both be set (as in PyTorch)")
     if (not enable_gqa and query.dim() >= 3 and key.dim() == query.dim()
@@ -130,10 +135,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
                          f"{key.shape[-3]}: pass enable_gqa=True for grouped heads")
     tensors = (query, key, value) if attn_mask is None else (query, key, value, attn_mask)
     if _plain_inference(tensors):  # no logsumexp either: nothing will need it
-        out = _attn.sdpa(_as_array(query, "query"), _as_array(key, "key"),
-                         _as_array(value, "value"), causal=is_causal, causal_align="top-left",
-                         mask=_mask_array(attn_mask), scale=scale)
-        return torch.from_numpy(out).to(query.dtype)
+        return _forward(query, key, value, attn_mask, is_causal, scale, with_lse=False)[0]
     out, _ = _sdpa(query, key, value, attn_mask, is_causal, scale)
     return out
 
