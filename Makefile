@@ -92,7 +92,7 @@ format:
 	clang-format -i $(CXX_FILES)
 
 lint:
-	@scripts/bootstrap --lint
+	@scripts/bootstrap --lint --python
 	clang-format --dry-run -Werror $(CXX_FILES)
 	@echo "lint: $(words $(CXX_FILES)) C++ files formatted as .clang-format says"
 	/usr/bin/python3 scripts/check_layers.py
