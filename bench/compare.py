@@ -1,27 +1,26 @@
-#!/usr/bin/python3
-"""Side by side: attn's fused attention against PyTorch and numpy, same shapes, same run.
+"""Side by side: attn's fused attention against PyTorch 2 and numpy, same shapes, same run.
 
-Run with Debian's packages:  /usr/bin/python3 bench/compare.py  (after `make build`;
-`scripts/bootstrap --bench` installs python3-torch and python3-numpy).
+Run with scripts/bootstrap --python's venv (PyTorch 2.13, numpy 2 with its OpenBLAS), after
+`make build`:  build/venv/bin/python bench/compare.py
 
 For each sequence length and thread count it times
   - attn:  `build/release/attn bench forward --json` (the fused kernel), and with --block the
            whole multi-head block (QKV projection, attention, output projection);
-  - torch: the textbook formula softmax(q·kᵀ·s + causal mask)·v (PyTorch 1.13 has no fused
-           CPU attention), and with --block torch.nn.MultiheadAttention;
-  - numpy: the same textbook formula (float32, OpenBLAS);
+  - torch: F.scaled_dot_product_attention (PyTorch's fused flash CPU kernel), and with --block
+           torch.nn.MultiheadAttention (which calls the same kernel);
+  - numpy: the textbook formula softmax(q·kᵀ·s + causal mask)·v (float32, OpenBLAS);
 with --backward, the backward pass alone: `attn bench backward --json` against PyTorch
-autograd's backward of the same formula (q, k, v requiring gradients; the forward is run
-once, outside the timing, and its graph kept), or with --block of torch.nn.MultiheadAttention
-against MultiHeadAttention::backward; and prints the milliseconds and attn's speed-up over each. Medians of --runs runs after a
-warm-up. Each framework runs in a process of its own with OMP_NUM_THREADS and
-OPENBLAS_NUM_THREADS set to the thread count: in one process, PyTorch's OpenMP workers keep
-spinning after each call and slowed numpy's OpenBLAS several-fold, which would time the
-wrong thing. For the baselines OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset, so that
-OpenBLAS runs the kernel it picks for this CPU (the header names it); this environment sets
-them for old OpenBLAS builds, and they slow a current one. Without Debian's OpenBLAS
-(libopenblas0-pthread) numpy and torch use the reference BLAS, about 10x slower. Large lengths are skipped for torch and numpy (--max-seq-torch, --max-seq-numpy):
-they build T×T matrices (2.3 GiB per head batch at T = 4096) and take seconds per run.
+autograd's backward of the same call (q, k, v requiring gradients; the forward is run once,
+outside the timing, and its graph kept), or with --block of torch.nn.MultiheadAttention
+against MultiHeadAttention::backward; and prints the milliseconds and attn's speed-up over
+each. Medians of --runs runs after a warm-up. Each framework runs in a process of its own with
+OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the thread count: in one process, PyTorch's
+OpenMP workers keep spinning after each call and slowed numpy's OpenBLAS several-fold, which
+would time the wrong thing. For the baselines OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset,
+so that OpenBLAS runs the kernel it picks for this CPU; this environment sets them for old
+OpenBLAS builds, and they slow a current one. numpy is skipped past --max-seq-numpy: it builds
+T×T matrices (2.3 GiB per head batch at T = 4096) and takes seconds per run.
+(bench/compare_torch.py sets attn.torch and PyTorch side by side in one process instead.)
 """
 import argparse
 import json
@@ -85,11 +84,7 @@ def numpy_attention(q, k, v, causal):
 
 
 def torch_attention(torch, q, k, v, causal):
-    s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
-    if causal:
-        t = q.shape[-2]
-        s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 def torch_backward_step(torch, rng, args, seq):
@@ -128,17 +123,12 @@ def baseline_env(threads):
 
 
 def blas_core():
-    """The OpenBLAS kernel numpy runs with the baselines' environment, or why there is none."""
-    probe = ("import ctypes, numpy\n"
-             "lib = ctypes.CDLL('libblas.so.3')\n"
-             "f = getattr(lib, 'openblas_get_corename', None)\n"
-             "if f is None:\n"
-             "    print('reference BLAS (no OpenBLAS installed)')\n"
-             "else:\n"
-             "    f.restype = ctypes.c_char_p\n"
-             "    print('OpenBLAS ' + f().decode())\n")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=baseline_env(1))
-    return out.stdout.strip() or "unknown"
+    """The BLAS numpy was built with, as numpy reports it."""
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except (TypeError, KeyError):  # numpy < 1.26 has no mode="dicts"
+        return "unknown"
 
 
 def measure(framework, seq, args, threads):
@@ -168,8 +158,8 @@ def worker(args):
         torch.set_num_threads(threads)
         q = torch.from_numpy(rng.standard_normal((1, h, 1, d), dtype=np.float32))
         k, v = (torch.from_numpy(rng.standard_normal((1, h, seq, d), dtype=np.float32)) for _ in range(2))
-        with torch.no_grad():
-            print(median_ms(lambda: torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(d), dim=-1) @ v,
+        with torch.no_grad():  # one query row: no mask (is_causal would align it top-left)
+            print(median_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v),
                             args.runs))
         return
     if args.worker == "numpy":
@@ -202,7 +192,7 @@ def main():
     parser.add_argument("--block", action="store_true",
                         help="the whole multi-head block vs torch.nn.MultiheadAttention")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--max-seq-torch", type=int, default=4096)
+    parser.add_argument("--max-seq-torch", type=int, default=16384)
     parser.add_argument("--max-seq-numpy", type=int, default=2048)
     parser.add_argument("--attn", default=os.path.join(os.path.dirname(__file__), "..", "build", "release", "attn"))
     parser.add_argument("--decode", action="store_true",
@@ -217,7 +207,8 @@ def main():
     try:
         import torch
     except ImportError:
-        sys.exit("compare.py needs Debian's python3-torch: scripts/bootstrap --bench")
+        sys.exit("compare.py needs PyTorch: run it with build/venv/bin/python "
+                 "(scripts/bootstrap --python)")
 
     h, d = args.heads, args.head_dim
     what = "decode step (seq = cache length)" if args.decode else "multi-head block" if args.block else "attention"

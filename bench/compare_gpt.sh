@@ -3,21 +3,19 @@
 # configuration, same number of steps, in one run.
 #
 #   bench/compare_gpt.sh [ITERS] [CORPUS]
-#   (defaults: 200 and ../shared/data/tinyshakespeare.txt; needs `make build` and Debian's
-#   python3-torch: scripts/bootstrap --bench)
+#   (defaults: 200 and ../shared/data/tinyshakespeare.txt; needs `make build`, which makes
+#   build/venv with PyTorch 2.13: scripts/bootstrap --python)
 #
 # The model is the small character-level one of `attn train`'s defaults: 4 layers, 4 heads,
 # n_embd 128, block 64, batch 12, AdamW, warm-up + cosine, clipping at 1.0. Both run on 2
-# threads; PyTorch also on 1 thread and with OMP_WAIT_POLICY=passive, because its default
-# OpenMP spin-wait collapses on this 2-core machine; attn also with a busy loop on the other
-# core, 2 threads next to 1 (two threads should never lose). PyTorch runs both under this
-# environment's OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set for old OpenBLAS builds: they pin
-# its AVX2 Haswell kernel) and without them, when OpenBLAS picks its own kernel for this CPU
-# (AVX-512 here, 20-30 % faster); and in mixed precision, attn with --precision bf16 next to
-# PyTorch's CPU autocast to bfloat16. "PyTorch's best" is the fastest of all its rows. Each
-# side reports the median ms of one
-# training step (forward, backward, clipping, AdamW; data sampling and evaluation excluded);
-# attn's peak resident memory comes from /usr/bin/time.
+# threads; PyTorch (its attention F.scaled_dot_product_attention, its fused CPU kernel) also on
+# 1 thread, with OMP_WAIT_POLICY=passive (its default OpenMP spin-wait collapses on a 2-core
+# machine), under torch.compile, and in mixed precision (CPU autocast to bfloat16, next to
+# attn's --precision bf16); attn also with a busy loop on the other core, 2 threads next to 1
+# (two threads should never lose). "PyTorch's best" is the fastest of all its rows. Each side
+# reports the median ms of one training step (forward, backward, clipping, AdamW; data
+# sampling and evaluation excluded; torch.compile's compilation falls in the first steps,
+# before the median's window); attn's peak resident memory comes from /usr/bin/time.
 set -euo pipefail
 shopt -s inherit_errexit  # a failed run inside $(…) ends the script, not a stale figure
 
@@ -25,11 +23,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 iters=${1:-200}
 corpus=${2:-$here/../../shared/data/tinyshakespeare.txt}
 attn=${ATTN:-$here/../build/release/attn}
+python=${PYTHON:-$here/../build/venv/bin/python}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 [[ -x $attn ]] || { echo "needs $attn: make build" >&2; exit 1; }
-/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "needs python3-torch: scripts/bootstrap --bench" >&2; exit 1; }
+"$python" -c "import torch" 2>/dev/null || { echo "needs $python with torch: scripts/bootstrap --python" >&2; exit 1; }
 
 # attn: per-step times from metrics.csv (column 5), median over steps 10..end.
 attn_median() {
@@ -55,7 +54,7 @@ run_attn_busy() {  # threads
   echo "$result"
 }
 run_torch() {  # threads, extra env, extra options
-  env $2 /usr/bin/python3 "$here/gpt_torch.py" --corpus "$corpus" --iters "$iters" --threads "$1" ${3:-} |
+  env $2 PYTHONPATH="$here/../build/release/python" "$python" "$here/gpt_torch.py" --corpus "$corpus" --iters "$iters" --threads "$1" ${3:-} |
     sed -n 's/.*median \([0-9.]*\) ms.*/\1/p'
 }
 
@@ -73,13 +72,13 @@ read -r attn1_busy _ <<<"$out"
 torch2=$(run_torch 2 "")
 torch2p=$(run_torch 2 OMP_WAIT_POLICY=passive)
 torch1=$(run_torch 1 "")
-own_kernel="-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"
-torch2p_own=$(run_torch 2 "$own_kernel OMP_WAIT_POLICY=passive")
-torch1_own=$(run_torch 1 "$own_kernel")
-torch1_bf16=$(run_torch 1 "$own_kernel" --bf16)
-best=$(printf '%s\n' "$torch2" "$torch2p" "$torch1" "$torch2p_own" "$torch1_own" "$torch1_bf16" | sort -g | head -1)
+torch2p_compile=$(run_torch 2 OMP_WAIT_POLICY=passive --compile)
+torch2p_bf16=$(run_torch 2 OMP_WAIT_POLICY=passive --bf16)
+torch1_bf16=$(run_torch 1 "" --bf16)
+best=$(printf '%s\n' "$torch2" "$torch2p" "$torch1" "$torch2p_compile" "$torch2p_bf16" "$torch1_bf16" | sort -g | head -1)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
+echo "PyTorch $("$python" -c 'import torch; print(torch.__version__)'); CPU: $(lscpu | sed -n 's/^Model name: *//p')"
 echo "GPT training step, $iters steps, $(basename "$corpus"), char level, 4x4x128, block 64, batch 12"
 printf '%-34s %10s %10s\n' "" "ms/iter" "peak MiB"
 printf '%-34s %10s %10s\n' "attn, 2 threads" "$attn2" "$attn2_mib"
@@ -90,8 +89,8 @@ printf '%-34s %10s\n' "attn, 1 thread, other core busy" "$attn1_busy"
 printf '%-34s %10s\n' "PyTorch, 2 threads" "$torch2"
 printf '%-34s %10s\n' "PyTorch, 2 threads, passive wait" "$torch2p"
 printf '%-34s %10s\n' "PyTorch, 1 thread" "$torch1"
-printf '%-34s %10s\n' "PyTorch, 2 thr, passive, own BLAS" "$torch2p_own"
-printf '%-34s %10s\n' "PyTorch, 1 thread, own BLAS" "$torch1_own"
-printf '%-34s %10s\n' "PyTorch, 1 thr, own BLAS, bf16" "$torch1_bf16"
+printf '%-34s %10s\n' "PyTorch, 2 thr, passive, compile" "$torch2p_compile"
+printf '%-34s %10s\n' "PyTorch, 2 thr, passive, bf16" "$torch2p_bf16"
+printf '%-34s %10s\n' "PyTorch, 1 thread, bf16" "$torch1_bf16"
 echo "attn (2 threads) vs PyTorch's best: $(ratio "$best" "$attn2")x faster in float," \
      "$(ratio "$best" "$attn2_bf16")x with bf16 products; vs PyTorch 2 threads: $(ratio "$torch2" "$attn2")x"

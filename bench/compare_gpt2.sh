@@ -1,46 +1,40 @@
 #!/usr/bin/env bash
 # GPT-2 small (124M parameters, random weights: nothing is downloaded) in attn and in PyTorch
-# 1.13 (bench/gpt2_torch.py, the same file), one run: a 512-token prompt through the KV cache,
+# 2.13 (bench/gpt2_torch.py, the same file), one run: a 512-token prompt through the KV cache,
 # then 256 greedy tokens one at a time, 2 threads; with float weights, then with bf16 ones.
 #
-#   bench/compare_gpt2.sh [RUNS]     (default 3; needs `make build` and Debian's python3-torch
-#                                      with OpenBLAS: scripts/bootstrap --bench)
+#   bench/compare_gpt2.sh [RUNS]     (default 3; needs `make build`, which makes build/venv
+#                                      with PyTorch 2.13: scripts/bootstrap --python)
 #
 # attn's row says how close each token comes to the memory-bandwidth limit (every weight and
 # the cached K/V read once per token, at the read bandwidth measured before each run), and a
 # line after it how close its prompt comes to the FMA peak measured in the same run. PyTorch
-# runs under this environment's OPENBLAS_CORETYPE and without it (OpenBLAS's own kernel for
-# the CPU), with OpenMP's default wait and with OMP_WAIT_POLICY=passive; "PyTorch's best" is
-# the fastest of those rows for each figure.
+# runs with OpenMP's default wait and with OMP_WAIT_POLICY=passive; "PyTorch's best" is the
+# faster of those rows for each figure.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 runs=${1:-3}
 attn=${ATTN:-$here/../build/release/attn}
+python=${PYTHON:-$here/../build/venv/bin/python}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 [[ -x $attn ]] || { echo "needs $attn: make build" >&2; exit 1; }
-/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "needs python3-torch: scripts/bootstrap --bench" >&2; exit 1; }
+"$python" -c "import torch" 2>/dev/null || { echo "needs $python with torch: scripts/bootstrap --python" >&2; exit 1; }
 
 "$attn" export --hf "$work/gpt2" --random gpt2 --seed 1
 field() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p"; }
 
 # One comparison per weight dtype: attn --weights f32 / bf16 against PyTorch's model in
-# float32 / bfloat16 (bf16: the two OpenMP waits under the environment's OpenBLAS setting).
+# float32 / bfloat16, each with the two OpenMP waits.
 compare() {
   local weights=$1 dtype=$2 attn_json torch_rows=() names=() cases=()
   attn_json=$("$attn" bench generate --model "$work/gpt2" --threads 2 --runs "$runs" --json --weights "$weights")
-  if [[ $weights == f32 ]]; then
-    cases=("" "OMP_WAIT_POLICY=passive" "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"
-           "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive")
-    names=("PyTorch" "PyTorch, passive wait" "PyTorch, own BLAS kernel" "PyTorch, own kernel, passive")
-  else
-    cases=("" "OMP_WAIT_POLICY=passive")
-    names=("PyTorch bf16" "PyTorch bf16, passive wait")
-  fi
+  cases=("" "OMP_WAIT_POLICY=passive")
+  names=("PyTorch $dtype" "PyTorch $dtype, passive wait")
   for env_case in "${cases[@]}"; do
-    torch_rows+=("$(env $env_case /usr/bin/python3 "$here/gpt2_torch.py" "$work/gpt2" --threads 2 --runs "$runs" --dtype "$dtype")")
+    torch_rows+=("$(env $env_case "$python" "$here/gpt2_torch.py" "$work/gpt2" --threads 2 --runs "$runs" --dtype "$dtype")")
   done
   echo
   printf '%-30s %14s %10s %10s\n' "$weights weights" "prompt tok/s" "ms/token" "%limit"
@@ -66,6 +60,6 @@ compare() {
 }
 
 echo "GPT-2 small, random weights, prompt 512 tokens then 256 greedy tokens, 2 threads, $runs runs"
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); PyTorch $("$python" -c 'import torch; print(torch.__version__)')"
 compare f32 float32
 compare bf16 bfloat16

@@ -1,15 +1,15 @@
-#!/usr/bin/python3
 """GPT-2 in PyTorch, as Hugging Face's GPT2LMHeadModel computes it, for bench/compare_gpt2.sh.
 
 Reads a directory in Hugging Face's layout (config.json + model.safetensors, F32, as
 `attn export --hf` writes it) and times what `attn bench generate` times: one pass over a prompt
 of random ids that fills a KV cache, then greedy tokens one at a time through the cache. There is
 no `transformers` package here, so the forward is written out: pre-LayerNorm blocks (eps 1e-5),
-Conv1D weights (in, out), gelu_new (tanh), scale 1/sqrt(d_head), causal, the head tied to wte.
+Conv1D weights (in, out), gelu_new (tanh), PyTorch 2's F.scaled_dot_product_attention (its fused
+CPU kernel; scale 1/sqrt(d_head), causal), the head tied to wte.
 Like Hugging Face's generate() (its logits_to_keep) and attn's prompt, the head runs on the
 last position only: the other positions' logits choose nothing.
 
-    /usr/bin/python3 bench/gpt2_torch.py DIR [--prompt-tokens 512] [--new-tokens 256]
+    build/venv/bin/python bench/gpt2_torch.py DIR [--prompt-tokens 512] [--new-tokens 256]
         [--threads 2] [--runs 3] [--dtype float32|bfloat16]
 
 --dtype bfloat16 converts every weight to bfloat16 and runs the whole forward in it, as
@@ -19,7 +19,6 @@ Prints one JSON line: prompt tokens/s and ms per generated token (medians over t
 """
 import argparse
 import json
-import math
 import statistics
 import struct
 import time
@@ -72,11 +71,11 @@ class Gpt2:
             k = torch.cat([cache[i][0], k], dim=2)
             v = torch.cat([cache[i][1], v], dim=2)
         cache[i] = (k, v)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
+        # PyTorch 2's fused attention, as transformers' "sdpa" runs it: causal for the prompt
+        # (is_causal aligns top-left, right for an empty cache), no mask for one new token.
         past = k.shape[2] - t
-        mask = torch.ones(t, k.shape[2], dtype=torch.bool).tril(diagonal=past)
-        scores = scores.masked_fill(~mask, float("-inf"))
-        y = F.softmax(scores, dim=-1) @ v
+        mask = None if t == 1 or past == 0 else torch.ones(t, k.shape[2], dtype=torch.bool).tril(past)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=past == 0 and t > 1)
         return self.conv1d(y.transpose(1, 2).contiguous().view(b, t, c), f"h.{i}.attn.c_proj")
 
     def forward(self, ids, cache):

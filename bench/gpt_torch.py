@@ -1,17 +1,15 @@
-#!/usr/bin/python3
 """The GPT that `attn train` trains, written in PyTorch, for bench/compare_gpt.sh.
 
 Same layout (pre-LayerNorm blocks, GELU tanh MLP of 4·C, tied LM head, learned positions),
 same initialisation rule, same data windows scheme, AdamW with the same groups (decay only on
-the blocks' matrices), warm-up + cosine schedule and clipping. Attention: the explicit masked
-softmax (what PyTorch 1.13 had on the CPU; nanoGPT runs it there), or with --attention torch
-PyTorch 2's fused F.scaled_dot_product_attention, or with --attention attn attn.torch's;
---compile runs the model under torch.compile.
+the blocks' matrices), warm-up + cosine schedule and clipping. Attention: PyTorch 2's fused
+F.scaled_dot_product_attention (as nanoGPT calls it), or with --attention explicit the textbook
+masked softmax, or with --attention attn attn.torch's; --compile runs the model under
+torch.compile.
 
-Run with Debian's python3-torch:  /usr/bin/python3 bench/gpt_torch.py --iters 200 --threads 2
-or with PyTorch 2.13 (scripts/bootstrap --python):
+Run with PyTorch 2.13 in scripts/bootstrap --python's venv:
   OMP_WAIT_POLICY=PASSIVE PYTHONPATH=build/release/python build/venv/bin/python \
-    bench/gpt_torch.py --iters 150 --threads 2 --attention torch --compile
+    bench/gpt_torch.py --iters 150 --threads 2 [--attention torch|explicit|attn] [--compile]
 """
 import argparse
 import math
@@ -135,8 +133,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--bf16", action="store_true",
                     help="mixed precision: the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
-    ap.add_argument("--attention", choices=["explicit", "torch", "attn"], default="explicit",
-                    help="the masked softmax (PyTorch 1.13's only way), PyTorch 2's "
+    ap.add_argument("--attention", choices=["explicit", "torch", "attn"], default="torch",
+                    help="the textbook masked softmax, PyTorch 2's "
                          "F.scaled_dot_product_attention, or attn.torch's")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--init-from", metavar="CHECKPOINT",
