@@ -8,9 +8,10 @@ custom operator `torch.ops.attn.sdpa` (output and logsumexp), registered with a 
 implementation, so `torch.compile(fullgraph=True)` traces through it, and with autograd, whose
 backward is attn's fused backward from the saved logsumexp.
 
-- Memory: float32 CPU tensors whose last dim is contiguous are read in place (no copy) and the
-  output is the memory attn wrote; other float dtypes, and tensors whose last dim is strided
-  (an expanded gradient), are copied once.
+- Memory: float32 CPU tensors whose last dim is contiguous are read in place (no copy, not
+  even a numpy view: the module reads the tensor's pointer, sizes and strides) and the output
+  is the memory attn wrote; other float dtypes, and tensors whose last dim is strided (an
+  expanded gradient), are copied once.
 - bfloat16 and float16 are computed in float32 (converted in, the result converted back):
   attn's bfloat16 attention kernels are not in this build yet.
 - A query row that may attend to no key gives zeros, as PyTorch 2.13's CPU kernel does.
@@ -25,6 +26,8 @@ from . import _attn
 
 __all__ = ["scaled_dot_product_attention"]
 
+_attn._set_torch_types(torch.Tensor, torch.float32)  # float32 CPU tensors: read in place
+
 
 def _check_cpu(t: torch.Tensor, name: str) -> None:
     if t.device.type != "cpu":
@@ -32,32 +35,46 @@ def _check_cpu(t: torch.Tensor, name: str) -> None:
                          "(move it with .cpu())")
 
 
-def _as_array(t: torch.Tensor, name: str) -> np.ndarray:
-    """t's memory as a numpy array: a view for float32, one float32 copy for other floats."""
-    if t.dtype is torch.float32 and t.is_cpu and (t.stride(-1) == 1 or t.shape[-1] == 1):
-        return t.detach().numpy()  # the common case, in as few calls as possible
+def _as_input(t: torch.Tensor, name: str) -> torch.Tensor:
+    """t as attn's module takes it: a float32 CPU tensor whose last dim is contiguous as it is
+    (the module reads its memory in place), any other float tensor converted once to one."""
+    if t.dtype is torch.float32 and t.is_cpu and t.dim() > 0 and (
+            t.stride(-1) == 1 or t.shape[-1] == 1):
+        return t  # the common case, in as few calls as possible
     _check_cpu(t, name)
-    if not t.is_floating_point() and t.dtype != torch.bool:
+    if not t.is_floating_point():
         raise TypeError(f"attn.torch: {name} must hold floating-point numbers, got {t.dtype}")
-    if t.dtype not in (torch.float32, torch.bool):
+    if t.dtype is not torch.float32:
         t = t.float()
     if t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
         t = t.contiguous()  # the kernels read rows (an expanded gradient has stride 0)
-    return t.detach().numpy()
+    return t
 
 
 def _mask_array(mask: Optional[torch.Tensor]) -> Optional[np.ndarray]:
-    return None if mask is None else _as_array(mask, "attn_mask")
+    """The mask as numpy: booleans stay booleans (they allow), floats are added."""
+    if mask is None:
+        return None
+    _check_cpu(mask, "attn_mask")
+    if mask.dtype is torch.bool:
+        return mask.numpy()
+    return _as_input(mask, "attn_mask").detach().numpy()
+
+
+def _tensor(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """A result of the module as a tensor over the same memory, in dtype."""
+    out = torch.from_numpy(array)
+    return out if dtype is torch.float32 else out.to(dtype)
 
 
 def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True):
     """attn's fused forward: the output in query's dtype and, with_lse, the float32 logsumexp
     (else None)."""
-    result = _attn.sdpa(_as_array(query, "query"), _as_array(key, "key"),
-                        _as_array(value, "value"), causal=is_causal, causal_align="top-left",
+    result = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
+                        _as_input(value, "value"), causal=is_causal, causal_align="top-left",
                         mask=_mask_array(attn_mask), scale=scale, return_lse=with_lse)
     out, lse = result if with_lse else (result, None)
-    return torch.from_numpy(out).to(query.dtype), None if lse is None else torch.from_numpy(lse)
+    return _tensor(out, query.dtype), None if lse is None else torch.from_numpy(lse)
 
 
 @torch.library.custom_op("attn::sdpa", mutates_args=())
@@ -79,11 +96,10 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
                    attn_mask: Optional[torch.Tensor], is_causal: bool,
                    scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dq, dk, dv = _attn.sdpa_backward(
-        _as_array(query, "query"), _as_array(key, "key"), _as_array(value, "value"),
-        _as_array(out, "out"), _as_array(lse, "lse"), _as_array(grad_out, "grad"),
+        _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
+        _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
         causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale)
-    return (torch.from_numpy(dq).to(query.dtype), torch.from_numpy(dk).to(key.dtype),
-            torch.from_numpy(dv).to(value.dtype))
+    return _tensor(dq, query.dtype), _tensor(dk, key.dtype), _tensor(dv, value.dtype)
 
 
 @_sdpa_backward.register_fake
@@ -124,27 +140,34 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
         raise ValueError(f"attn.torch: dropout_p must be 0.0 (attn has no attention dropout), "
                          f"got {dropout_p}")
     # Checked here too: for a meta tensor the operator runs its fake, never the kernel.
-    for name, t in (("query", query), ("key", key), ("value", value), ("attn_mask", attn_mask)):
-        if t is not None:
-            _check_cpu(t, name)
+    if not (query.is_cpu and key.is_cpu and value.is_cpu
+            and (attn_mask is None or attn_mask.is_cpu)):
+        for name, t in (("query", query), ("key", key), ("value", value),
+                        ("attn_mask", attn_mask)):
+            if t is not None:
+                _check_cpu(t, name)
     if is_causal and attn_mask is not None:
         raise ValueError("attn.torch: attn_mask and is_causal cannot both be set (as in PyTorch)")
     if (not enable_gqa and query.dim() >= 3 and key.dim() == query.dim()
             and key.shape[-3] != query.shape[-3]):
         raise ValueError(f"attn.torch: query has {query.shape[-3]} heads and key "
                          f"{key.shape[-3]}: pass enable_gqa=True for grouped heads")
-    tensors = (query, key, value) if attn_mask is None else (query, key, value, attn_mask)
-    if _plain_inference(tensors):  # no logsumexp either: nothing will need it
+    if _plain_inference(query, key, value, attn_mask):  # no logsumexp: nothing will need it
         return _forward(query, key, value, attn_mask, is_causal, scale, with_lse=False)[0]
     out, _ = _sdpa(query, key, value, attn_mask, is_causal, scale)
     return out
 
 
-def _plain_inference(tensors) -> bool:
+def _plain_inference(query, key, value, attn_mask) -> bool:
     """True when nothing needs the operator: no gradient to record, no graph being traced, only
     plain tensors. The kernel is then called directly: the operator's dispatch cost ~60 µs a
-    call (70 µs against 9 µs for the same 16 × 16 attention through attn.sdpa)."""
-    if torch.compiler.is_compiling():
+    call (70 µs against 9 µs for the same 16 × 16 attention through attn.sdpa). Written out
+    rather than over a tuple: this runs on every call."""
+    plain = torch.Tensor
+    if (type(query) is not plain or type(key) is not plain or type(value) is not plain
+            or (attn_mask is not None and type(attn_mask) is not plain)
+            or torch.compiler.is_compiling()):
         return False
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    return not needs_grad and all(type(t) is torch.Tensor for t in tensors)
+    return not torch.is_grad_enabled() or not (
+        query.requires_grad or key.requires_grad or value.requires_grad
+        or (attn_mask is not None and attn_mask.requires_grad))

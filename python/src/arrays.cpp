@@ -1,7 +1,9 @@
 #include "arrays.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace attn::python {
@@ -10,6 +12,19 @@ namespace {
 using namespace pybind11::literals;
 
 std::atomic<int64_t> g_conversions{0};
+
+// torch's types, set once by attn.torch, and the names of the attributes read from a tensor,
+// made once; never freed (the interpreter may be gone by then).
+PyObject* g_torch_tensor_type = nullptr;
+PyObject* g_torch_float32 = nullptr;
+struct TensorAttributes {
+  PyObject* is_cpu = PyUnicode_InternFromString("is_cpu");
+  PyObject* dtype = PyUnicode_InternFromString("dtype");
+  PyObject* shape = PyUnicode_InternFromString("shape");
+  PyObject* stride = PyUnicode_InternFromString("stride");
+  PyObject* data_ptr = PyUnicode_InternFromString("data_ptr");
+};
+const TensorAttributes* g_tensor_attributes = nullptr;
 
 // A reference to a Python object that may be dropped on any thread: the deleter takes the GIL.
 std::shared_ptr<void> keep_alive(py::object obj) {
@@ -37,7 +52,57 @@ py::array to_float32_rows(const py::array& array) {
   return numpy.attr("broadcast_to")(rows, array.attr("shape"));
 }
 
+// The view of `count` elements around `first` that shape and strides (in floats) describe, its
+// memory kept alive by `owner`.
+Tensor view_of(float* first, Shape shape, Shape strides, py::object owner) {
+  int64_t lo = 0, hi = 0;  // the elements the view reaches, relative to its first
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) strides[d] = 0;
+    const int64_t reach = strides[d] * (shape[d] - 1);
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return Tensor::from_external(first + lo, hi - lo + 1, std::move(shape), std::move(strides), -lo,
+                               keep_alive(std::move(owner)));
+}
+
+// Exactly torch.Tensor: a subclass (a Parameter, a FakeTensor) takes the numpy route.
+bool is_torch_tensor(const py::handle& obj) {
+  return g_torch_tensor_type != nullptr &&
+         reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())) == g_torch_tensor_type;
+}
+
+// A torch.Tensor as a Tensor when it is a float32 CPU tensor of rank 1..4, no dim of it empty,
+// its last dim contiguous: its data pointer, sizes and strides read through torch's own
+// attributes (a few hundred ns where Tensor.numpy() took ~2 us). Anything else: nullopt, and
+// its numpy view takes the numpy route, whose checks and conversions name what is wrong.
+std::optional<Tensor> torch_view(const py::handle& obj) {
+  const TensorAttributes& names = *g_tensor_attributes;
+  if (!obj.attr(py::handle(names.is_cpu)).cast<bool>()) return std::nullopt;
+  const py::object dtype = obj.attr(py::handle(names.dtype));
+  if (dtype.ptr() != g_torch_float32) return std::nullopt;
+  const auto sizes = obj.attr(py::handle(names.shape)).cast<py::tuple>();
+  const auto strides = obj.attr(py::handle(names.stride))().cast<py::tuple>();
+  const auto rank = static_cast<int64_t>(sizes.size());
+  if (rank < 1 || rank > Tensor::kMaxRank) return std::nullopt;
+  Shape shape, float_strides;
+  for (int64_t d = 0; d < rank; ++d) {
+    shape.push_back(sizes[d].cast<int64_t>());
+    float_strides.push_back(strides[d].cast<int64_t>());
+    if (shape.back() == 0) return std::nullopt;
+  }
+  if (shape.back() > 1 && float_strides.back() != 1) return std::nullopt;
+  auto* first = reinterpret_cast<float*>(obj.attr(py::handle(names.data_ptr))().cast<uintptr_t>());
+  return view_of(first, std::move(shape), std::move(float_strides),
+                 py::reinterpret_borrow<py::object>(obj));
+}
+
 }  // namespace
+
+void set_torch_types(py::object tensor_type, py::object float32) {
+  if (g_tensor_attributes == nullptr) g_tensor_attributes = new TensorAttributes;
+  g_torch_tensor_type = tensor_type.release().ptr();
+  g_torch_float32 = float32.release().ptr();
+}
 
 int64_t conversions() { return g_conversions.load(); }
 
@@ -49,12 +114,17 @@ bool is_boolean_like(const py::handle& obj) {
 
 Tensor to_tensor(const py::handle& obj, const char* name, Accept accept) {
   if (obj.is_none()) throw py::type_error(std::string(name) + " is required, got None");
+  py::object source = py::reinterpret_borrow<py::object>(obj);
+  if (is_torch_tensor(obj)) {
+    if (std::optional<Tensor> in_place = torch_view(obj)) return *std::move(in_place);
+    source = obj.attr("detach")().attr("numpy")();
+  }
   py::array array;
-  if (py::isinstance<py::array>(obj)) {
-    array = py::reinterpret_borrow<py::array>(obj);
+  if (py::isinstance<py::array>(source)) {
+    array = py::reinterpret_borrow<py::array>(source);
   } else {
     try {
-      array = py::array::ensure(obj);
+      array = py::array::ensure(source);
     } catch (const py::error_already_set&) {
     }
     if (!array) {
@@ -93,19 +163,15 @@ Tensor to_tensor(const py::handle& obj, const char* name, Accept accept) {
                           " bytes; pass np.ascontiguousarray(" + name + ")");
   }
   Shape shape, strides;
-  int64_t lo = 0, hi = 0;  // the elements the view reaches, relative to its first
   for (py::ssize_t d = 0; d < rank; ++d) {
     if (array.strides(d) % 4 != 0) {
       throw py::value_error(std::string(name) + ": strides that are not whole floats");
     }
     shape.push_back(array.shape(d));
-    strides.push_back(array.shape(d) == 1 ? 0 : array.strides(d) / 4);
-    const int64_t reach = strides.back() * (shape.back() - 1);
-    (reach < 0 ? lo : hi) += reach;
+    strides.push_back(array.strides(d) / 4);
   }
   auto* first = static_cast<float*>(const_cast<void*>(array.data()));
-  return Tensor::from_external(first + lo, hi - lo + 1, std::move(shape), std::move(strides), -lo,
-                               keep_alive(array));
+  return view_of(first, std::move(shape), std::move(strides), array);
 }
 
 Tensor to_optional_tensor(const py::handle& obj, const char* name) {

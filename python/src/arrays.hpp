@@ -3,6 +3,8 @@
 //        are viewed in place; other float dtypes are converted to float32 once; booleans and
 //        integers only where a mask is taken (non-zero = allowed).
 //   out: a Tensor becomes an array over the tensor's own memory (the array keeps it alive).
+//   torch: once attn.torch has named torch's types (set_torch_types), a float32 CPU
+//        torch.Tensor whose last dim is contiguous is read in place too, without numpy.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -29,6 +31,9 @@ bool is_boolean_like(const py::handle& obj);
 
 // The tensor's memory as a float32 array of its shape and strides (no copy).
 py::array to_array(const Tensor& t);
+
+// torch.Tensor and torch.float32, from attn.torch as it loads: attn never imports torch itself.
+void set_torch_types(py::object tensor_type, py::object float32);
 
 // How many inputs were converted (copied) so far: the zero-copy tests read it.
 int64_t conversions();

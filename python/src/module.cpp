@@ -49,6 +49,10 @@ PYBIND11_MODULE(_attn, m) {
       py::arg("name"));
   m.def("simd_target", &attn::simd_target,
         "The SIMD instruction set the kernels run, as Highway names it ('AVX3' is AVX-512).");
+  m.def("_set_torch_types", &attn::python::set_torch_types,
+        "attn.torch hands over torch.Tensor and torch.float32 as it loads, so that float32 CPU "
+        "tensors are read in place without numpy.",
+        py::arg("tensor_type"), py::arg("float32"));
   m.def("_conversions", &attn::python::conversions,
         "How many array arguments were converted (copied) so far: for the zero-copy tests.");
   py::module_ reference = m.def_submodule("reference", "The readable reference path.");

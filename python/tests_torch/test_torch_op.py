@@ -128,6 +128,22 @@ def test_float32_inputs_are_read_in_place_and_the_output_is_attns_memory():
         torch.float64
 
 
+def test_views_are_read_through_their_strides_and_offset():
+    # The layout transformers hands over: (batch, time, heads, d) transposed to heads first,
+    # and a slice that starts past the storage's first element. attn reads the tensor's own
+    # pointer, sizes and strides (no numpy, no copy): a wrong stride or offset is a wrong answer.
+    g = torch.Generator().manual_seed(3)
+    packed = torch.randn(2, 21, 3 * 4, 16, generator=g)  # q, k, v side by side per position
+    q, k, v = (packed[:, :, i * 4:(i + 1) * 4].transpose(1, 2) for i in range(3))
+    assert q.storage_offset() == 0 and k.storage_offset() > 0 and not q.is_contiguous()
+    before = attn._conversions()
+    for causal in (False, True):
+        torch.testing.assert_close(at.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                   F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                   **TOL)
+    assert attn._conversions() == before
+
+
 def test_a_row_that_sees_no_key_is_zeros_as_in_pytorch():
     q, k, v = qkv(tq=4, tk=4)
     mask = torch.ones(4, 4, dtype=torch.bool)

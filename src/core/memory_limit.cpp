@@ -54,6 +54,8 @@ void check_fits_in_memory(double floats, const std::string& what) {
 void check_fits_in_memory(const Shape& shape, const char* what) {
   double floats = 1;  // a double: a product of int64 dims cannot wrap here
   for (const int64_t d : shape) floats *= static_cast<double>(d);
+  // The message is only built for a size worth checking: every small call passes here.
+  if (floats * sizeof(float) <= kGiB) return;
   check_fits_in_memory(floats, std::string(what) + " " + to_string(shape));
 }
 
