@@ -1,0 +1,138 @@
+"""Hugging Face models on attn's kernels (attn.hf): each family built from a small config with
+random weights (nothing comes from a hub), loaded twice — attn_implementation="attn" and
+transformers' own "eager" — with the same weights, and compared: logits of a left-padded
+batch, greedy generation through the KV cache, one training step's gradients, bfloat16; and
+the features attn does not compute yet refused by name. Run with the venv that
+scripts/bootstrap --python makes (torch 2.13, transformers 5)."""
+import copy
+
+import pytest
+import torch
+from transformers import (AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig,
+                          Qwen2Config)
+
+import attn.hf
+
+attn.hf.register()
+
+VOCAB = 1000
+SMALL = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+             bos_token_id=1, eos_token_id=2, pad_token_id=0)
+FAMILIES = {
+    "gpt2": lambda: GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4,
+                               n_positions=256, bos_token_id=1, eos_token_id=2,
+                               pad_token_id=0, attn_pdrop=0.0, resid_pdrop=0.0,
+                               embd_pdrop=0.0),  # dropout: the training step compares exactly
+    "llama": lambda: LlamaConfig(**SMALL),  # RoPE, GQA, RMSNorm, SwiGLU
+    "qwen2": lambda: Qwen2Config(**SMALL),  # the same with biases on Q, K and V
+    # A window shorter than the prompt, and far shorter than prompt + generated tokens.
+    "mistral": lambda: MistralConfig(**SMALL, sliding_window=8),
+}
+
+
+def twin_models(family, dtype=torch.float32):
+    """The family's model on attn and on eager, with the same random weights."""
+    config = FAMILIES[family]()
+    torch.manual_seed(0)
+    eager = AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation="eager")
+    ours = AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation="attn")
+    ours.load_state_dict(eager.state_dict())
+    assert ours.config._attn_implementation == "attn"
+    return eager.to(dtype).eval(), ours.to(dtype).eval()
+
+
+def left_padded_batch(length=20, padding=5):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, VOCAB, (2, length), generator=g)
+    mask = torch.ones(2, length, dtype=torch.long)
+    mask[1, :padding] = 0
+    ids[1, :padding] = 0
+    return ids, mask
+
+
+def worst_relative(ours, theirs, where=None):
+    if where is not None:
+        ours, theirs = ours[where], theirs[where]
+    return ((ours - theirs).abs().max() / theirs.abs().max()).item()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_logits_are_eagers_on_a_left_padded_batch(family):
+    eager, ours = twin_models(family)
+    ids, mask = left_padded_batch()
+    with torch.no_grad():
+        theirs = eager(input_ids=ids, attention_mask=mask).logits
+        got = ours(input_ids=ids, attention_mask=mask).logits
+    # The padded positions' rows are nobody's answer (they see no real key).
+    assert worst_relative(got, theirs, mask.bool()) < 1e-4
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_greedy_generation_through_the_cache_is_eagers(family):
+    eager, ours = twin_models(family)
+    ids, mask = left_padded_batch()
+    settings = dict(attention_mask=mask, max_new_tokens=32, min_new_tokens=32, do_sample=False,
+                    pad_token_id=0)
+    theirs = eager.generate(ids, **settings)
+    got = ours.generate(ids, **settings)
+    assert got.shape == (2, 20 + 32)
+    assert torch.equal(got, theirs)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_one_training_step_has_eagers_gradients(family):
+    eager, ours = twin_models(family)
+    ids, mask = left_padded_batch()
+    # A label counts where its position and the one before are real tokens: the first real
+    # token would be predicted from a padding row, which sees no key (attn: zeros, eager: the
+    # mean of the values; neither is an answer).
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, 1:] = labels[:, 1:].masked_fill(mask[:, :-1] == 0, -100)
+    for model in (eager, ours):
+        model.train()
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+    theirs = dict(eager.named_parameters())
+    for name, p in ours.named_parameters():
+        assert worst_relative(p.grad, theirs[name].grad) < 1e-4, name
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_bfloat16_model_stays_within_bfloat16s_rounding(family):
+    # attn computes a bfloat16 call in float32 and rounds the output once; eager rounds every
+    # product. Both against the float32 model: attn's error may not exceed eager's by more than
+    # bfloat16's own step at the largest logit (2^-8).
+    reference, _ = twin_models(family)
+    eager, ours = twin_models(family, torch.bfloat16)
+    ids, mask = left_padded_batch()
+    with torch.no_grad():
+        exact = reference(input_ids=ids, attention_mask=mask).logits
+        theirs = eager(input_ids=ids, attention_mask=mask).logits.float()
+        got = ours(input_ids=ids, attention_mask=mask).logits.float()
+    assert got.dtype == theirs.dtype
+    valid = mask.bool()
+    assert worst_relative(got, exact, valid) <= worst_relative(theirs, exact, valid) + 2 ** -8
+
+
+def test_attention_dropout_in_training_is_refused_by_name():
+    config = LlamaConfig(**SMALL, attention_dropout=0.1)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="attn").train()
+    ids, mask = left_padded_batch()
+    with pytest.raises(ValueError, match=r"LlamaAttention \(llama\).*attention dropout"):
+        model(input_ids=ids, attention_mask=mask)
+    model.eval()  # no dropout at inference: attn runs it
+    model(input_ids=ids, attention_mask=mask)
+
+
+@pytest.mark.parametrize("feature, config", [
+    ("logit soft-capping", lambda: __import__("transformers").Gemma2Config(
+        **SMALL, head_dim=16, attn_logit_softcapping=50.0)),
+    ("attention sinks", lambda: __import__("transformers").GptOssConfig(
+        **{**SMALL, "intermediate_size": 64}, head_dim=16, num_local_experts=2,
+        num_experts_per_tok=1, layer_types=["full_attention"] * 2)),
+])
+def test_what_attn_does_not_compute_yet_is_refused_by_name(feature, config):
+    model = AutoModelForCausalLM.from_config(config(), attn_implementation="attn").eval()
+    ids, mask = left_padded_batch()
+    with pytest.raises(ValueError, match=feature):
+        model(input_ids=ids, attention_mask=mask)
