@@ -144,6 +144,20 @@ def test_views_are_read_through_their_strides_and_offset():
     assert attn._conversions() == before
 
 
+@pytest.mark.parametrize("tq, causal", [(1, False), (5, True), (15, True)])
+def test_a_few_rows_against_many_keys_are_pytorchs(tq, causal):
+    # The decode kernel's route (a query row, or a few at the end of the keys): keys over two
+    # of its 512-position chunks, so the merge of the partial softmax states is exercised.
+    q, k, v = qkv(batch=2, heads=8, kv_heads=2, tq=tq, tk=1100, d=64)
+    mask = torch.ones(tq, 1100, dtype=torch.bool).tril(1100 - tq) if causal else None
+    ours = torch.from_numpy(attn.sdpa(q.numpy(), k.numpy(), v.numpy(), causal=causal))
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    torch.testing.assert_close(ours, theirs, **TOL)
+    if not causal:
+        torch.testing.assert_close(at.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                                   theirs, **TOL)
+
+
 def test_a_row_that_sees_no_key_is_zeros_as_in_pytorch():
     q, k, v = qkv(tq=4, tk=4)
     mask = torch.ones(4, 4, dtype=torch.bool)

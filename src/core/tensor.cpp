@@ -102,7 +102,17 @@ int64_t Tensor::numel() const {
   return std::accumulate(shape_.begin(), shape_.end(), int64_t{1}, std::multiplies<>());
 }
 
-bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+bool Tensor::is_contiguous() const {
+  // A dim of size 1 is never stepped over, so its stride says nothing about the layout (numpy
+  // and the Python bindings give it 0).
+  int64_t expected = 1;
+  for (size_t d = shape_.size(); d-- > 0;) {
+    if (shape_[d] == 1) continue;
+    if (strides_[d] != expected) return false;
+    expected *= shape_[d];
+  }
+  return true;
+}
 
 float* Tensor::data() {
   ATTN_CHECK(defined(), "data() of an undefined tensor");

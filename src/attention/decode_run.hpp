@@ -1,0 +1,23 @@
+// The decode kernel's orchestration, shared by attend_cached (a KV cache) and sdpa (one or a few
+// query rows against contiguous K and V): tasks of (batch, cached head, chunk of positions) over
+// the threads, each a partial softmax state (m, l, o) per query row, then, per (batch, cached
+// head), the partials merged in chunk order (the split-KV / flash-decoding scheme):
+//   m = max_c m_c,  l = Σ_c e^(m_c − m)·l_c,  o = Σ_c e^(m_c − m)·o_c,  output = o / l.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "attn/sdpa.hpp"
+#include "src/kernels/decode.hpp"
+
+namespace attn::detail {
+
+// Output (B, H, Tq, d) and logsumexp of the queries of `p` over cached positions [begin,
+// p.position). With `non_finite_kv`, each task first scans its chunk of K and V (float only),
+// just before the kernel reads the same rows, and sets the flag on NaN or ±inf; the caller
+// names the element. A cache's contents were checked when appended: it passes nullptr.
+SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
+                      std::atomic<bool>* non_finite_kv);
+
+}  // namespace attn::detail
