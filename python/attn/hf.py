@@ -62,8 +62,6 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         # A prefill into an empty static cache: the keys past the prompt are not written yet,
         # and is_causal aligns top-left, as PyTorch's does.
         key, value = key[:, :, :q_length], value[:, :, :q_length]
-    if attention_mask is not None and attention_mask.dtype != torch.bool:
-        attention_mask = attention_mask.to(torch.float32)
     gqa = key.shape[1] != query.shape[1]
     out = attn_torch.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
                                                   is_causal=is_causal, scale=scaling,

@@ -8,8 +8,8 @@ import copy
 
 import pytest
 import torch
-from transformers import (AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig,
-                          Qwen2Config)
+from transformers import (AutoModelForCausalLM, Gemma2Config, GPT2Config, GptOssConfig,
+                          LlamaConfig, MistralConfig, Qwen2Config)
 
 import attn.hf
 
@@ -125,9 +125,9 @@ def test_attention_dropout_in_training_is_refused_by_name():
 
 
 @pytest.mark.parametrize("feature, config", [
-    ("logit soft-capping", lambda: __import__("transformers").Gemma2Config(
-        **SMALL, head_dim=16, attn_logit_softcapping=50.0)),
-    ("attention sinks", lambda: __import__("transformers").GptOssConfig(
+    ("logit soft-capping", lambda: Gemma2Config(**SMALL, head_dim=16,
+                                                 attn_logit_softcapping=50.0)),
+    ("attention sinks", lambda: GptOssConfig(
         **{**SMALL, "intermediate_size": 64}, head_dim=16, num_local_experts=2,
         num_experts_per_tok=1, layer_types=["full_attention"] * 2)),
 ])

@@ -54,14 +54,14 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
 // position from 0 in order: that is the fused forward's problem — causal, the queries at the
 // end — run on views of the cache's storage. Its register tiles took a GPT-2 prompt's
 // attention (512 queries, 12 heads, d = 64) from 10.0 to 2.8 ms a layer on two Zen 3 threads,
-// where the decode kernel scores one query row at a time. Fewer rows stay with the decode
-// kernel, whose tasks split the positions so that even one query keeps every core busy.
-constexpr int64_t kFusedPrefillRows = 16;
+// where the decode kernel scores one query row at a time. Fewer rows than
+// detail::kDecodeRowLimit stay with the decode kernel, whose tasks split the positions so that
+// even one query keeps every core busy.
 
 // `window` is effective_window's: 0 only when neither the cache nor the call has one, so the
 // cache is in fixed mode, and a fixed cache holds positions 0 .. position() − 1 in slots 0 on.
 bool fused_prefill_applies(const KVCache& cache, int64_t tq, int64_t window) {
-  return tq >= kFusedPrefillRows && window == 0 && cache.config().dtype == Dtype::kFloat32;
+  return tq >= detail::kDecodeRowLimit && window == 0 && cache.config().dtype == Dtype::kFloat32;
 }
 
 SdpaResult fused_prefill(const Tensor& q, const KVCache& cache, const SdpaOptions& options) {

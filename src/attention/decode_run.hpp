@@ -13,6 +13,11 @@
 
 namespace attn::detail {
 
+// Fewer new query rows than this go to the decode kernel, as many or more to the fused forward
+// (attend_cached's prompt, sdpa's other calls): one rule for both entries, why in
+// attend_cached.cpp.
+constexpr int64_t kDecodeRowLimit = 16;
+
 // Output (B, H, Tq, d) and logsumexp of the queries of `p` over cached positions [begin,
 // p.position). With `non_finite_kv`, each task first scans its chunk of K and V (float only),
 // just before the kernel reads the same rows, and sets the flag on NaN or ±inf; the caller

@@ -118,9 +118,6 @@ void check_scores_fit(const detail::AttentionDims& dims, const SdpaOptions& opti
   }
 }
 
-// Fewer query rows than this, at the end of the keys, go to the decode kernel (below).
-constexpr int64_t kDecodeRows = 16;
-
 // One query row, or a few at the end of the keys (causal), against contiguous K and V, with no
 // mask and no weights asked for: the decode kernel's problem. Its tasks split the keys, so both
 // cores stream them; the fused forward gives a query row to one task (one row against 64k keys,
@@ -131,7 +128,8 @@ bool decode_applies(const detail::AttentionDims& dims, const Tensor& q, const Te
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0)) return false;
   if (!k.is_contiguous() || !v.is_contiguous() || q.strides().back() != 1 || dims.dv != dims.d)
     return false;
-  if (options.causal) return dims.tq < kDecodeRows && dims.query_position0 == dims.tk - dims.tq;
+  if (options.causal)
+    return dims.tq < detail::kDecodeRowLimit && dims.query_position0 == dims.tk - dims.tq;
   return dims.tq == 1 && options.window == 0;  // one row that sees every key
 }
 
