@@ -109,6 +109,36 @@ TEST(FusedSdpa, ResultsDoNotDependOnTheThreadCount) {
   EXPECT_TRUE(BitwiseEqual(one.logsumexp, two.logsumexp));
 }
 
+// One query row, or a few causal rows at the end of the keys, go to the decode kernel (its
+// tasks split the keys in chunks of 512): head dims a multiple of its widest vector and others
+// that must stay with the fused forward (d = 20 read past the caller's K under ASan), GQA,
+// windows, keys across chunks, on every SIMD target.
+TEST(FusedSdpa, FewRowsAgainstManyKeysMatchTheReference) {
+  testing::for_each_simd_target([](const char* target) {
+    uint64_t seed = 500;
+    for (int64_t d : {16, 64, 20, 4}) {
+      for (int64_t tq : {1, 3, 15}) {
+        for (int64_t tk : {int64_t{15}, int64_t{1100}}) {
+          const int64_t group = tq == 3 ? 4 : 1, window = tq == 15 && tk > 15 ? 600 : 0;
+          const Tensor q = rand_normal({2, 4, tq, d}, ++seed),
+                       k = rand_normal({2, 4 / group, tk, d}, ++seed),
+                       v = rand_normal({2, 4 / group, tk, d}, ++seed);
+          for (bool causal : {true, false}) {
+            if (!causal && tq > 1) continue;  // several rows seeing every key: the fused path
+            SdpaOptions o;
+            o.causal = causal;
+            o.window = causal ? window : 0;
+            const Tensor fused = sdpa(q, k, v, o).output, ref = reference::sdpa(q, k, v, o).output;
+            EXPECT_TRUE(testing::AllClose(fused, ref, 2e-5))
+                << "on " << target << ": d " << d << ", tq " << tq << ", tk " << tk << ", group "
+                << group << ", window " << o.window << (causal ? ", causal" : "");
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST(FusedSdpa, RowsThatSeeNoKeyAreZeroWithInfiniteLogsumexp) {
   // Tq > Tk with causal: the first Tq − Tk queries sit before every key.
   const Tensor q = rand_normal({1, 100, 16}, 4), k = rand_normal({1, 30, 16}, 5),

@@ -5,6 +5,7 @@
 
 #include "attn/error.hpp"
 #include "src/core/checked_size.hpp"
+#include "src/kernels/decode.hpp"
 
 namespace attn {
 namespace {
@@ -12,6 +13,7 @@ namespace {
 // Extra zeroed elements after the storage, so that the kernel's full-vector loads of the last
 // row never leave the buffer (their lanes past d meet zero query lanes).
 constexpr int64_t kTailPadding = 64;
+static_assert(kTailPadding >= kernels::kDecodeMaxVectorFloats);
 // 2^36 elements of K and as many of V: 512 GiB in float, beyond any machine it runs on.
 constexpr int64_t kMaxElements = int64_t{1} << 36;
 

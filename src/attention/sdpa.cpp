@@ -16,6 +16,7 @@
 #include "src/attention/fused.hpp"
 #include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
+#include "src/kernels/decode.hpp"
 #include "src/kernels/flash_forward.hpp"
 #include "src/kernels/prefetch.hpp"
 #include "src/reference/finite.hpp"
@@ -128,6 +129,9 @@ bool decode_applies(const detail::AttentionDims& dims, const Tensor& q, const Te
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0)) return false;
   if (!k.is_contiguous() || !v.is_contiguous() || q.strides().back() != 1 || dims.dv != dims.d)
     return false;
+  // Rows are read in whole vectors: a head dim off the widest vector would read past the end of
+  // the caller's K and V (ASan caught it with d = 4).
+  if (dims.d % kernels::kDecodeMaxVectorFloats != 0) return false;
   if (options.causal)
     return dims.tq < detail::kDecodeRowLimit && dims.query_position0 == dims.tk - dims.tq;
   return dims.tq == 1 && options.window == 0;  // one row that sees every key

@@ -17,6 +17,10 @@ namespace attn::kernels {
 constexpr int64_t kDecodeChunk = 512;
 // Keys scored before each online-softmax step (a multiple of any vector width).
 constexpr size_t kDecodeKeyBlock = 256;
+// The kernel reads each key and value row in whole vectors of up to this many floats (AVX-512),
+// so the storage must stay readable up to round_up(d, kDecodeMaxVectorFloats) floats past the
+// start of its last row: the KV cache pads its storage; sdpa sends only d that are a multiple.
+constexpr int64_t kDecodeMaxVectorFloats = 16;
 
 struct DecodeProblem {
   const float* q;  // (B, H, Tq, d), element strides for b, h, t; rows contiguous
