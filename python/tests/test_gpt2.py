@@ -1,4 +1,4 @@
-"""GPT-2 from Python: its tokenizer against the npm package's ids, and Gpt.from_hf against
+"""GPT-2 from Python: its tokenizer against tiktoken's and GPT2TokenizerFast's ids, and Gpt.from_hf against
 GPT-2's forward written out in numpy (float64) on a small model in Hugging Face's layout."""
 import json
 import os
@@ -15,7 +15,7 @@ GPT2_FILES = FIXTURES / "gpt2"
 import gpt2_files
 
 
-def test_gpt2_tokenizer_gives_the_npm_packages_ids():
+def test_gpt2_tokenizer_gives_the_oracles_ids():
     tok = attn.Gpt2Tokenizer.load(GPT2_FILES)
     cases = json.loads((GPT2_FILES / "cases.json").read_text(encoding="utf-8"))
     assert len(cases) > 10
@@ -30,7 +30,7 @@ def test_gpt2_tokenizer_gives_the_npm_packages_ids():
     assert tok.encode("Hello world<|endoftext|>") == [15496, 995, 50256]
     assert tok.tokens([15496, 995]) == ["Hello", "Ġworld"]
     assert tok.decode_bytes(tok.encode(b"\xff\xfe caf\xc3\xa9")) == b"\xff\xfe caf\xc3\xa9"
-    # A megabyte of mixed scripts, emoji and whitespace, against the npm package's ids.
+    # A megabyte of mixed scripts, emoji and whitespace, against the oracles' ids.
     text = (GPT2_FILES / "mixed_1mb.txt").read_bytes()
     want = np.fromfile(GPT2_FILES / "mixed_1mb.ids", dtype="<u2").tolist()
     assert tok.encode(text) == want

@@ -18,7 +18,7 @@ constexpr Range kRanges[] = {
 constexpr std::array<Gpt2Class, 128> ascii_classes() {
   std::array<Gpt2Class, 128> table{};
   for (int c = 0; c < 128; ++c) {
-    const bool space = c == ' ' || (c >= '\t' && c <= '\r');  // JavaScript's \s in ASCII
+    const bool space = c == ' ' || (c >= '\t' && c <= '\r');  // \s in ASCII
     const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
     table[c] = space                    ? Gpt2Class::kSpace
                : letter                 ? Gpt2Class::kLetter

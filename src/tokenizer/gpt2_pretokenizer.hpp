@@ -1,8 +1,8 @@
 // GPT-2's pre-tokenizer: the pattern
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// matched left to right, as JavaScript's and Python's regex engines match it, written out as a
-// scanner over UTF-8 (no regex engine: a table lookup per character). \p{L}, \p{N} and \s are
-// JavaScript's (the npm oracle's), from tables generated off Node.js (unicode_classes.inc).
+// matched left to right, as regex engines match it, written out as a scanner over UTF-8 (no
+// regex engine: a table lookup per character). \p{L}, \p{N} and \s are tiktoken's (the
+// oracle's: Unicode 16, \s = White_Space), from tables read off it (unicode_classes.inc).
 // A byte that does not start a valid UTF-8 sequence counts as one character of class other,
 // so any bytes split and round-trip. Internal to the library.
 #pragma once
