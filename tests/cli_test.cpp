@@ -763,9 +763,11 @@ TEST_F(Cli, ExportedModelsGenerateWhatTheirCheckpointDoes) {
   ASSERT_EQ(run(train + path("bpe") + " --tokenizer bpe --vocab-size 300").status, 0);
   const CliResult exported = run("export --hf " + path("hf") + " --checkpoint " + path("bpe"));
   ASSERT_EQ(exported.status, 0) << exported.err;
-  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+  for (const char* f :
+       {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
     EXPECT_TRUE(fs::exists(path("hf") + "/" + f)) << f;
-  EXPECT_NE(exported.err.find(": config.json, model.safetensors, tokenizer.json ("),
+  EXPECT_NE(exported.err.find(": config.json, model.safetensors, tokenizer.json, "
+                              "tokenizer_config.json ("),
             std::string::npos)
       << exported.err;
   const std::string gen = " --prompt 'naïve  words' --max-new-tokens 12 --seed 5";

@@ -11,6 +11,8 @@
 // some files carry are skipped).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,12 +41,17 @@ HfGpt2 load_hf_gpt2(const std::string& dir);
 // query head (attn::Error naming what GPT-2 cannot hold otherwise): config.json and
 // model.safetensors (F32, names with the "transformer." prefix, the head tied to wte, as
 // Hugging Face's GPT2LMHeadModel saves them). gpt_from_hf reads them back to the same model.
-std::string hf_config_json(const GptConfig& config);
+// end_of_text_id is the token transformers' generate() starts, stops and pads with
+// (bos_token_id and eos_token_id); without one they are null, as transformers would otherwise
+// assume GPT-2's 50256, which a smaller vocabulary does not have.
+std::string hf_config_json(const GptConfig& config,
+                           std::optional<int64_t> end_of_text_id = std::nullopt);
 std::string hf_safetensors_image(const Gpt& model);
 // Writes both into dir (created if missing), with extra_files (name -> bytes, e.g. a
 // tokenizer.json) beside them, all or none.
 void save_hf(const Gpt& model, const std::string& dir,
-             const std::vector<std::pair<std::string, std::string>>& extra_files = {});
+             const std::vector<std::pair<std::string, std::string>>& extra_files = {},
+             std::optional<int64_t> end_of_text_id = std::nullopt);
 
 // The shapes of OpenAI's GPT-2 models ("gpt2" 124M, "gpt2-medium", "gpt2-large", "gpt2-xl"):
 // vocabulary 50257, 1024 positions.

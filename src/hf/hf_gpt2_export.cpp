@@ -22,8 +22,13 @@ void check_expressible(const GptConfig& c) {
 
 }  // namespace
 
-std::string hf_config_json(const GptConfig& c) {
+std::string hf_config_json(const GptConfig& c, std::optional<int64_t> end_of_text_id) {
   check_expressible(c);
+  ATTN_CHECK(!end_of_text_id || (*end_of_text_id >= 0 && *end_of_text_id < c.vocab_size),
+             "end_of_text_id ", end_of_text_id.value_or(0), " is outside the vocabulary of ",
+             c.vocab_size);
+  const nlohmann::ordered_json token =
+      end_of_text_id ? nlohmann::ordered_json(*end_of_text_id) : nlohmann::ordered_json(nullptr);
   const nlohmann::ordered_json j = {{"architectures", {"GPT2LMHeadModel"}},
                                     {"model_type", "gpt2"},
                                     {"activation_function", "gelu_new"},
@@ -35,6 +40,8 @@ std::string hf_config_json(const GptConfig& c) {
                                     {"n_layer", c.n_layer},
                                     {"n_positions", c.block_size},
                                     {"vocab_size", c.vocab_size},
+                                    {"bos_token_id", token},
+                                    {"eos_token_id", token},
                                     {"tie_word_embeddings", true},
                                     {"torch_dtype", "float32"}};
   return j.dump(2) + "\n";
@@ -50,9 +57,10 @@ std::string hf_safetensors_image(const Gpt& model) {
 }
 
 void save_hf(const Gpt& model, const std::string& dir,
-             const std::vector<std::pair<std::string, std::string>>& extra_files) {
+             const std::vector<std::pair<std::string, std::string>>& extra_files,
+             std::optional<int64_t> end_of_text_id) {
   std::vector<std::pair<std::string, std::string>> files = {
-      {dir + "/config.json", hf_config_json(model.config())},
+      {dir + "/config.json", hf_config_json(model.config(), end_of_text_id)},
       {dir + "/model.safetensors", hf_safetensors_image(model)}};
   for (const auto& [name, bytes] : extra_files) files.emplace_back(dir + "/" + name, bytes);
   std::error_code ec;

@@ -1,14 +1,18 @@
 // attn export --hf: a model in Hugging Face's GPT-2 layout, from a checkpoint of attn train or
 // with random weights in the shape of one of OpenAI's GPT-2 models (for benchmarks: nothing is
 // downloaded).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "attn/error.hpp"
 #include "attn/files.hpp"
 #include "attn/gpt2_tokenizer.hpp"
 #include "attn/hf.hpp"
+#include "attn/tokenizer.hpp"
 #include "attn/train.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -25,7 +29,21 @@ struct ExportArgs {
   bool no_tokenizer = false;
 };
 
-// The checkpoint's tokenizer as tokenizer.json (byte-level BPE only).
+constexpr const char* kEndOfText = "<|endoftext|>";
+
+// The id of <|endoftext|> when the checkpoint's tokenizer has it as a special token.
+std::optional<int64_t> end_of_text_id(const Tokenizer& tokenizer) {
+  const BpeTokenizer* bpe = tokenizer.bpe();
+  if (bpe == nullptr) return std::nullopt;
+  const std::vector<std::string>& specials = bpe->options().special_tokens;
+  if (std::find(specials.begin(), specials.end(), kEndOfText) == specials.end()) return {};
+  return bpe->token_to_id(kEndOfText);
+}
+
+// The checkpoint's tokenizer as tokenizer.json (byte-level BPE only), and a
+// tokenizer_config.json that names the class reading tokenizer.json as it is: without it
+// transformers' AutoTokenizer takes GPT-2's class from config.json, which splits words by
+// GPT-2's pattern instead of attn's ("  of" would become three ids instead of one).
 Files checkpoint_tokenizer(const Tokenizer& tokenizer, const ExportArgs& args) {
   if (args.no_tokenizer) return {};
   const BpeTokenizer* bpe = tokenizer.bpe();
@@ -33,7 +51,9 @@ Files checkpoint_tokenizer(const Tokenizer& tokenizer, const ExportArgs& args) {
              bpe ? "character-mode BPE" : "character-level",
              "; Hugging Face's GPT-2 layout needs byte-level BPE (attn train --tokenizer bpe), "
              "or --no-tokenizer to write the model alone");
-  return {{"tokenizer.json", bpe->to_hf_json()}};
+  nlohmann::ordered_json config = {{"tokenizer_class", "PreTrainedTokenizerFast"}};
+  if (end_of_text_id(tokenizer)) config["bos_token"] = config["eos_token"] = kEndOfText;
+  return {{"tokenizer.json", bpe->to_hf_json()}, {"tokenizer_config.json", config.dump(2) + "\n"}};
 }
 
 // The GPT-2 tokenizer files Gpt2Tokenizer::load(dir) reads, checked by loading them, copied.
@@ -50,8 +70,9 @@ Files gpt2_tokenizer_files(const std::string& dir, int64_t model_vocab) {
 }
 
 // Writes the directory, then says what it holds (on stderr, as explore and heatmap do).
-void write_hf(const Gpt& model, const std::string& dir, const Files& tokenizer) {
-  save_hf(model, dir, tokenizer);
+void write_hf(const Gpt& model, const std::string& dir, const Files& tokenizer,
+              std::optional<int64_t> end_of_text) {
+  save_hf(model, dir, tokenizer, end_of_text);
   std::string names = "config.json, model.safetensors";
   for (const auto& [name, bytes] : tokenizer) names += ", " + name;
   std::fprintf(stderr, "attn: wrote %s: %s (%lld parameters)\n", dir.c_str(), names.c_str(),
@@ -71,12 +92,12 @@ void run_export(const ExportArgs& args) {
     const Files tokenizer =
         args.tokenizer.empty() ? Files{} : gpt2_tokenizer_files(args.tokenizer, config.vocab_size);
     const Gpt model(config, args.seed);
-    return write_hf(model, args.hf, tokenizer);
+    return write_hf(model, args.hf, tokenizer, config.vocab_size - 1);  // GPT-2's <|endoftext|>
   }
   ATTN_CHECK(args.tokenizer.empty(), "--tokenizer goes with --random; a checkpoint has its own");
   const Checkpoint ckpt = load_checkpoint(args.checkpoint);
   const Files tokenizer = checkpoint_tokenizer(ckpt.tokenizer, args);
-  write_hf(ckpt.model, args.hf, tokenizer);
+  write_hf(ckpt.model, args.hf, tokenizer, end_of_text_id(ckpt.tokenizer));
 }
 
 }  // namespace
