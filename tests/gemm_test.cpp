@@ -58,6 +58,36 @@ TEST(Gemm, ResultsDoNotDependOnTheThreadCount) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(testing::BitwiseEqual(runs[0][i], runs[1][i])) << i;
 }
 
+// A B whose leading dimension is a multiple of 512 floats is copied into padded scratch before
+// oneDNN reads it, for blocks oneDNN would not pack: the columns of the block only (the rest of
+// each row holds NaN here), both splits, a block below 32 rows (not copied), 1 and 2 threads,
+// and B transposed (never copied) alongside.
+TEST(Gemm, WeightsWithALeadingDimensionOf512FloatsGiveTheReference) {
+  for (const Size s : {Size{300, 200, 48}, Size{64, 700, 30}, Size{20, 96, 40}}) {
+    for (bool tb : {false, true}) {
+      const int64_t ldb = 1024, b_rows = tb ? s.n : s.k, b_cols = tb ? s.k : s.n;
+      Tensor b_wide({b_rows, ldb});
+      const Tensor b = rand_normal({b_rows, b_cols}, 7), a = rand_normal({s.m, s.k}, 8);
+      for (int64_t i = 0; i < b_rows; ++i) {
+        for (int64_t j = 0; j < ldb; ++j) {
+          b_wide.at({i, j}) = j < b_cols ? b.at({i, j}) : std::nanf("");
+        }
+      }
+      const Tensor expected = reference::matmul(a, tb ? b.transpose(0, 1) : b);
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        Tensor c({s.m, s.n});
+        gemm(false, tb, s.m, s.n, s.k, 1.0f, a.data(), s.k, b_wide.data(), ldb, 0.0f, c.data(),
+             s.n);
+        EXPECT_TRUE(testing::AllClose(c, expected, tolerance(s.k)))
+            << s.m << "x" << s.n << "x" << s.k << (tb ? " B transposed" : "") << ", " << threads
+            << " threads";
+      }
+      set_num_threads(0);
+    }
+  }
+}
+
 // gemm_bias is gemm with beta = 1 over C pre-filled with the bias, bit for bit, for both
 // splits (rows and columns), transposes, a leading dimension wider than n, and 1 or 2 threads.
 TEST(Gemm, BiasVariantEqualsAProductIntoRowsOfTheBias) {
