@@ -4,6 +4,10 @@ scaled_dot_product_attention) and "eager" (transformers' matmul-softmax-matmul) 
 of PROMPT tokens (2048) and NEW greedy tokens after it (128) through the KV cache.
 
     build/venv/bin/python bench/compare_hf_llama.py [--prompt 2048] [--new 128] [--runs 2]
+                                                     [--batch 1] [--padding 0]
+
+--batch B --padding P: B prompts, the second and later left-padded by P tokens (as transformers
+pads a batch for generation), so attention gets a padding mask.
 
 Each implementation is registered again under a timed name whose attention function is the
 same one wrapped in a clock, so the table gives the time inside attention beside the whole
@@ -64,21 +68,21 @@ def cpu_name():
     return platform.processor()
 
 
-def measure(model, ids, new_tokens):
+def measure(model, ids, mask, new_tokens):
     """(prefill s, attention s in it, generation s, attention s in it, tokens)."""
     global attention_seconds
     with torch.no_grad():
         attention_seconds = 0.0
         start = time.perf_counter()
-        model(ids, use_cache=False)
+        model(ids, attention_mask=mask, use_cache=False)
         prefill = time.perf_counter() - start
         prefill_attention = attention_seconds
         attention_seconds = 0.0
         start = time.perf_counter()
-        out = model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                             do_sample=False, pad_token_id=0)
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens,
+                             min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
         generate = time.perf_counter() - start
-    return prefill, prefill_attention, generate, attention_seconds, out[0, ids.shape[1]:].tolist()
+    return prefill, prefill_attention, generate, attention_seconds, out[:, ids.shape[1]:].tolist()
 
 
 def main():
@@ -86,6 +90,8 @@ def main():
     parser.add_argument("--prompt", type=int, default=2048)
     parser.add_argument("--new", type=int, default=128)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--padding", type=int, default=0)
     args = parser.parse_args()
     register_timed()
     threads = os.cpu_count()
@@ -100,16 +106,20 @@ def main():
             model.load_state_dict(next(iter(models.values())).state_dict())
         models[name] = model.eval()
     parameters = sum(p.numel() for p in models["attn"].parameters())
-    ids = torch.randint(3, CONFIG["vocab_size"], (1, args.prompt),
+    ids = torch.randint(3, CONFIG["vocab_size"], (args.batch, args.prompt),
                         generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1:, :args.padding] = 0
+    ids[1:, :args.padding] = 0
     best, tokens = {}, {}
     for _ in range(args.runs):
         for name, model in models.items():
-            figures = measure(model, ids, args.new)
+            figures = measure(model, ids, mask, args.new)
             tokens[name] = figures[4]
             best[name] = [min(a, b) for a, b in zip(best.get(name, figures[:4]), figures[:4])]
     same = all(t == tokens["eager"] for t in tokens.values())
-    print(f"Llama, {parameters / 1e6:.0f}M parameters (random), {args.prompt}-token prompt, "
+    print(f"Llama, {parameters / 1e6:.0f}M parameters (random), batch {args.batch} "
+          f"(left padding {args.padding}), {args.prompt}-token prompt, "
           f"{args.new} greedy tokens; {threads} threads; PyTorch {torch.__version__}; "
           f"fastest of {args.runs}; CPU: {cpu_name()}")
     print(f"the three generate the same tokens: {'yes' if same else 'NO'}")

@@ -24,11 +24,13 @@ enum class MaskCase {
   kAdditive,
   kKeyLengths,
   kCausalTopLeft,
-  kWindowTopLeft
+  kWindowTopLeft,
+  kKeyStarts  // left padding, causal or not
 };
 inline constexpr MaskCase kMaskCases[] = {
-    MaskCase::kNone,     MaskCase::kCausal,     MaskCase::kWindow,        MaskCase::kBoolean,
-    MaskCase::kAdditive, MaskCase::kKeyLengths, MaskCase::kCausalTopLeft, MaskCase::kWindowTopLeft};
+    MaskCase::kNone,          MaskCase::kCausal,        MaskCase::kWindow,
+    MaskCase::kBoolean,       MaskCase::kAdditive,      MaskCase::kKeyLengths,
+    MaskCase::kCausalTopLeft, MaskCase::kWindowTopLeft, MaskCase::kKeyStarts};
 inline constexpr int kMaskCaseCount = sizeof(kMaskCases) / sizeof(kMaskCases[0]);
 
 struct SweepCase {
@@ -89,6 +91,11 @@ inline SdpaOptions make_options(const SweepCase& c, std::mt19937_64& gen) {
     case MaskCase::kKeyLengths:
       for (int64_t b = 0; b < c.batch; ++b)
         o.key_lengths.push_back(static_cast<int64_t>(gen() % (c.tk + 1)));
+      break;
+    case MaskCase::kKeyStarts:
+      o.causal = gen() % 2 == 0;
+      for (int64_t b = 0; b < c.batch; ++b)
+        o.key_starts.push_back(static_cast<int64_t>(gen() % (c.tk + 1)));
       break;
   }
   return o;

@@ -246,6 +246,42 @@ TEST(FusedSdpa, ArgumentErrorsAreTheReferences) {
   EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(q, q, q, o); }, "3 key_lengths for a batch of 2"));
   o.key_lengths = {1, 6};
   EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(q, q, q, o); }, "key length 6 outside [0, Tk = 5]"));
+  o.key_lengths.clear();
+  o.key_starts = {0};
+  EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(q, q, q, o); }, "1 key_starts for a batch of 2"));
+  o.key_starts = {-1, 2};
+  EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(q, q, q, o); }, "key start -1 outside [0, Tk = 5]"));
+}
+
+// Left padding as Hugging Face builds it for generation: each prompt ends at the last key, the
+// entry's first keys are padding. Causal with key_starts equals the dense mask (causal and
+// "key >= start") the fused kernel would otherwise read; the queries before the first real key
+// see nothing (zeros, logsumexp +inf); starts inside and on the edges of a 128-key block.
+TEST(FusedSdpa, KeyStartsAreTheLeftPaddingMask) {
+  const int64_t t = 300;
+  const Tensor q = rand_normal({3, 2, t, 16}, 21), k = rand_normal({3, 2, t, 16}, 22),
+               v = rand_normal({3, 2, t, 16}, 23);
+  SdpaOptions padded;
+  padded.causal = true;
+  padded.key_starts = {0, 128, 200};
+  Tensor allow({3, 1, t, t});
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < t; ++j)
+        allow.at({b, 0, i, j}) = j <= i && j >= padded.key_starts[static_cast<size_t>(b)] ? 1 : 0;
+  SdpaOptions dense;
+  dense.mask = Mask::allow(allow);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    const SdpaResult got = sdpa(q, k, v, padded), want = sdpa(q, k, v, dense);
+    EXPECT_TRUE(testing::AllClose(got.output, want.output, 1e-6)) << threads << " threads";
+    EXPECT_TRUE(testing::AllClose(got.output, reference::sdpa(q, k, v, padded).output, 1e-5));
+    for (int64_t i = 0; i < 200; ++i) {
+      ASSERT_EQ(got.output.at({2, 1, i, 5}), 0.0f) << i;
+      ASSERT_EQ(got.logsumexp.at({2, 1, i}), std::numeric_limits<float>::infinity()) << i;
+    }
+  }
+  set_num_threads(0);
 }
 
 }  // namespace

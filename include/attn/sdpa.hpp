@@ -29,6 +29,10 @@ struct SdpaOptions {
   // Padding: one length per batch entry (B = dim 0 of rank-4 inputs, else 1); keys
   // j ≥ key_lengths[b] are hidden. Empty = every key is real.
   std::vector<int64_t> key_lengths;
+  // Left padding (a batch of prompts aligned at their ends, as Hugging Face pads for
+  // generation): one first real key per batch entry; keys j < key_starts[b] are hidden.
+  // Empty = none. With causal, a query before its entry's first key sees nothing (zeros).
+  std::vector<int64_t> key_starts;
   // attn::sdpa only: also materialise the (…, Tq, Tk) weights (through the reference path;
   // the fused kernel itself never builds them). reference::sdpa always returns them.
   bool return_weights = false;

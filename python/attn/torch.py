@@ -67,25 +67,32 @@ def _tensor(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return out if dtype is torch.float32 else out.to(dtype)
 
 
-def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True):
+def _starts_list(key_starts: Optional[torch.Tensor]):
+    """Per batch entry, the first key that is not left padding (an int64 tensor), as the module
+    takes it."""
+    return None if key_starts is None else key_starts.tolist()
+
+
+def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_starts=None):
     """attn's fused forward: the output in query's dtype and, with_lse, the float32 logsumexp
     (else None)."""
     result = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
                         _as_input(value, "value"), causal=is_causal, causal_align="top-left",
-                        mask=_mask_array(attn_mask), scale=scale, return_lse=with_lse)
+                        mask=_mask_array(attn_mask), scale=scale, return_lse=with_lse,
+                        key_starts=_starts_list(key_starts))
     out, lse = result if with_lse else (result, None)
     return _tensor(out, query.dtype), None if lse is None else torch.from_numpy(lse)
 
 
 @torch.library.custom_op("attn::sdpa", mutates_args=())
 def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-          attn_mask: Optional[torch.Tensor], is_causal: bool,
-          scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
-    return _forward(query, key, value, attn_mask, is_causal, scale)
+          attn_mask: Optional[torch.Tensor], is_causal: bool, scale: Optional[float],
+          key_starts: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _forward(query, key, value, attn_mask, is_causal, scale, key_starts=key_starts)
 
 
 @_sdpa.register_fake
-def _(query, key, value, attn_mask, is_causal, scale):
+def _(query, key, value, attn_mask, is_causal, scale, key_starts=None):
     out_shape = query.shape[:-1] + value.shape[-1:]
     return query.new_empty(out_shape), query.new_empty(query.shape[:-1], dtype=torch.float32)
 
@@ -93,37 +100,39 @@ def _(query, key, value, attn_mask, is_causal, scale):
 @torch.library.custom_op("attn::sdpa_backward", mutates_args=())
 def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                    value: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                   attn_mask: Optional[torch.Tensor], is_causal: bool,
-                   scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   attn_mask: Optional[torch.Tensor], is_causal: bool, scale: Optional[float],
+                   key_starts: Optional[torch.Tensor] = None
+                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dq, dk, dv = _attn.sdpa_backward(
         _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
         _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
-        causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale)
+        causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
+        key_starts=_starts_list(key_starts))
     return _tensor(dq, query.dtype), _tensor(dk, key.dtype), _tensor(dv, value.dtype)
 
 
 @_sdpa_backward.register_fake
-def _(grad_out, query, key, value, out, lse, attn_mask, is_causal, scale):
+def _(grad_out, query, key, value, out, lse, attn_mask, is_causal, scale, key_starts=None):
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
 
 def _setup_context(ctx, inputs, output):
-    query, key, value, attn_mask, is_causal, scale = inputs
+    query, key, value, attn_mask, is_causal, scale, key_starts = inputs
     out, lse = output
     ctx.mark_non_differentiable(lse)  # a statistic of the forward, as argmax's index
-    ctx.save_for_backward(query, key, value, out, lse, attn_mask)
+    ctx.save_for_backward(query, key, value, out, lse, attn_mask, key_starts)
     ctx.is_causal, ctx.scale = is_causal, scale
 
 
 def _backward(ctx, grad_out, grad_lse):
-    query, key, value, out, lse, attn_mask = ctx.saved_tensors
+    query, key, value, out, lse, attn_mask, key_starts = ctx.saved_tensors
     if attn_mask is not None and ctx.needs_input_grad[3]:
         raise NotImplementedError(
             "attn.torch: the gradient with respect to attn_mask is not implemented yet; "
             "pass attn_mask.detach() (a mask that needs no gradient)")
     dq, dk, dv = _sdpa_backward(grad_out, query, key, value, out, lse, attn_mask,
-                                ctx.is_causal, ctx.scale)
-    return dq, dk, dv, None, None, None
+                                ctx.is_causal, ctx.scale, key_starts)
+    return dq, dk, dv, None, None, None, None
 
 
 _sdpa.register_autograd(_backward, setup_context=_setup_context)
@@ -139,23 +148,36 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     if dropout_p != 0.0:
         raise ValueError(f"attn.torch: dropout_p must be 0.0 (attn has no attention dropout), "
                          f"got {dropout_p}")
-    # Checked here too: for a meta tensor the operator runs its fake, never the kernel.
-    if not (query.is_cpu and key.is_cpu and value.is_cpu
-            and (attn_mask is None or attn_mask.is_cpu)):
-        for name, t in (("query", query), ("key", key), ("value", value),
-                        ("attn_mask", attn_mask)):
-            if t is not None:
-                _check_cpu(t, name)
+    _check_devices(query, key, value, attn_mask)
     if is_causal and attn_mask is not None:
         raise ValueError("attn.torch: attn_mask and is_causal cannot both be set (as in PyTorch)")
     if (not enable_gqa and query.dim() >= 3 and key.dim() == query.dim()
             and key.shape[-3] != query.shape[-3]):
         raise ValueError(f"attn.torch: query has {query.shape[-3]} heads and key "
                          f"{key.shape[-3]}: pass enable_gqa=True for grouped heads")
+    return _attend(query, key, value, attn_mask, is_causal, scale)
+
+
+def _attend(query, key, value, attn_mask, is_causal, scale, key_starts=None) -> torch.Tensor:
+    """The call after the argument checks: the kernel directly when nothing needs the operator,
+    else the operator (autograd, torch.compile). key_starts (attn.hf's left padding): an int64
+    tensor of the first real key of each batch entry, or None."""
     if _plain_inference(query, key, value, attn_mask):  # no logsumexp: nothing will need it
-        return _forward(query, key, value, attn_mask, is_causal, scale, with_lse=False)[0]
-    out, _ = _sdpa(query, key, value, attn_mask, is_causal, scale)
+        return _forward(query, key, value, attn_mask, is_causal, scale, with_lse=False,
+                        key_starts=key_starts)[0]
+    out, _ = _sdpa(query, key, value, attn_mask, is_causal, scale, key_starts)
     return out
+
+
+def _check_devices(query, key, value, attn_mask) -> None:
+    """CPU tensors only. Checked before the operator too: for a meta tensor it runs its fake,
+    never the kernel."""
+    if not (query.is_cpu and key.is_cpu and value.is_cpu
+            and (attn_mask is None or attn_mask.is_cpu)):
+        for name, t in (("query", query), ("key", key), ("value", value),
+                        ("attn_mask", attn_mask)):
+            if t is not None:
+                _check_cpu(t, name)
 
 
 def _plain_inference(query, key, value, attn_mask) -> bool:

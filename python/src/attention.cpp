@@ -29,6 +29,7 @@ Mask to_mask(const py::handle& mask) {
 
 SdpaOptions options_of(bool causal, std::optional<int64_t> window, const py::handle& mask,
                        std::optional<float> scale, std::optional<std::vector<int64_t>> key_lengths,
+                       std::optional<std::vector<int64_t>> key_starts,
                        const std::string& causal_align) {
   SdpaOptions o;
   o.causal = causal;
@@ -36,6 +37,7 @@ SdpaOptions options_of(bool causal, std::optional<int64_t> window, const py::han
   o.mask = to_mask(mask);
   o.scale = scale;
   if (key_lengths) o.key_lengths = *key_lengths;
+  if (key_starts) o.key_starts = *key_starts;
   o.causal_align = causal_align_from_string(causal_align);
   return o;
 }
@@ -43,9 +45,11 @@ SdpaOptions options_of(bool causal, std::optional<int64_t> window, const py::han
 py::object sdpa_py(const py::handle& q, const py::handle& k, const py::handle& v, bool causal,
                    std::optional<int64_t> window, const py::handle& mask,
                    std::optional<float> scale, std::optional<std::vector<int64_t>> key_lengths,
-                   const std::string& causal_align, bool return_weights, bool return_lse) {
+                   std::optional<std::vector<int64_t>> key_starts, const std::string& causal_align,
+                   bool return_weights, bool return_lse) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
-  SdpaOptions o = options_of(causal, window, mask, scale, std::move(key_lengths), causal_align);
+  SdpaOptions o = options_of(causal, window, mask, scale, std::move(key_lengths),
+                             std::move(key_starts), causal_align);
   o.return_weights = return_weights;
   SdpaResult r;
   {
@@ -65,12 +69,13 @@ py::tuple sdpa_backward_py(const py::handle& q, const py::handle& k, const py::h
                            bool causal, std::optional<int64_t> window, const py::handle& mask,
                            std::optional<float> scale,
                            std::optional<std::vector<int64_t>> key_lengths,
+                           std::optional<std::vector<int64_t>> key_starts,
                            const std::string& causal_align) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v"),
                t_out = to_tensor(out, "out"), t_lse = to_tensor(lse, "lse"),
                t_d = to_tensor(d_out, "d_out");
-  const SdpaOptions o =
-      options_of(causal, window, mask, scale, std::move(key_lengths), causal_align);
+  const SdpaOptions o = options_of(causal, window, mask, scale, std::move(key_lengths),
+                                   std::move(key_starts), causal_align);
   SdpaGradients g;
   {
     py::gil_scoped_release unlocked;
@@ -115,10 +120,11 @@ py::tuple reference_sdpa(const py::handle& q, const py::handle& k, const py::han
                          std::optional<int64_t> window, const py::handle& mask,
                          std::optional<float> scale,
                          std::optional<std::vector<int64_t>> key_lengths,
+                         std::optional<std::vector<int64_t>> key_starts,
                          const std::string& causal_align) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
-  const SdpaOptions o =
-      options_of(causal, window, mask, scale, std::move(key_lengths), causal_align);
+  const SdpaOptions o = options_of(causal, window, mask, scale, std::move(key_lengths),
+                                   std::move(key_starts), causal_align);
   SdpaResult r;
   {
     py::gil_scoped_release unlocked;
@@ -168,7 +174,8 @@ py::object mha_py(const py::handle& x, const py::handle& w_q, const py::handle& 
 
 void add_attention(py::module_& m, py::module_& reference) {
   const char* sdpa_doc = R"(sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
-     key_lengths=None, causal_align="bottom-right", return_weights=False, return_lse=False)
+     key_lengths=None, key_starts=None, causal_align="bottom-right", return_weights=False,
+     return_lse=False)
 
 softmax(q·kᵀ·scale + mask)·v on the fused kernel (the T×T scores are never stored).
 
@@ -177,23 +184,26 @@ converted once); K/V heads may divide Q heads (grouped-query). causal: query i s
 its position, bottom-right aligned when Tq != Tk (query i at Tk - Tq + i) unless causal_align
 is "top-left" (query i at i, PyTorch's is_causal). window: the last W positions only. mask:
 booleans or integers allow where non-zero, floats are added; broadcast to (…, Tq, Tk).
-key_lengths: per batch entry, keys j >= length are padding. scale: default 1/sqrt(d).
+key_lengths: per batch entry, keys j >= length are padding; key_starts: keys j < start are
+(left) padding. scale: default 1/sqrt(d).
 Returns the output (…, Tq, dv); with return_weights / return_lse a tuple that adds the
 weights (…, Tq, Tk) and / or the logsumexp (…, Tq). Raises ValueError naming the argument.)";
   m.def("sdpa", &sdpa_py, sdpa_doc, "q"_a, "k"_a, "v"_a, py::kw_only(), "causal"_a = false,
         "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
-        "key_lengths"_a = py::none(), "causal_align"_a = "bottom-right", "return_weights"_a = false,
-        "return_lse"_a = false);
+        "key_lengths"_a = py::none(), "key_starts"_a = py::none(),
+        "causal_align"_a = "bottom-right", "return_weights"_a = false, "return_lse"_a = false);
   m.def("sdpa_backward", &sdpa_backward_py,
         R"(sdpa_backward(q, k, v, out, lse, d_out, *, causal=False, window=None, mask=None,
-              scale=None, key_lengths=None, causal_align="bottom-right") -> (dq, dk, dv)
+              scale=None, key_lengths=None, key_starts=None, causal_align="bottom-right")
+              -> (dq, dk, dv)
 
 The gradients of sdpa for dL/d(out) = d_out, on the fused kernel (the weights recomputed block
 by block from the forward's logsumexp lse, from sdpa(..., return_lse=True)). Options as the
 forward's.)",
         "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_out"_a, py::kw_only(), "causal"_a = false,
         "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
-        "key_lengths"_a = py::none(), "causal_align"_a = "bottom-right");
+        "key_lengths"_a = py::none(), "key_starts"_a = py::none(),
+        "causal_align"_a = "bottom-right");
   m.def("scaled_dot_product_attention", &torch_sdpa,
         R"(scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                              is_causal=False, scale=None, enable_gqa=False)
@@ -205,13 +215,14 @@ where True, a float one is added; fewer K/V heads only with enable_gqa. dropout_
         "is_causal"_a = false, "scale"_a = py::none(), "enable_gqa"_a = false);
   reference.def("sdpa", &reference_sdpa,
                 R"(reference.sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
-               key_lengths=None, causal_align="bottom-right") -> (output, weights)
+               key_lengths=None, key_starts=None, causal_align="bottom-right")
+               -> (output, weights)
 
 The readable path: scores, mask, softmax, weighted sum, one step per line; always returns the
 weights. The oracle the fused kernel is tested against.)",
                 "q"_a, "k"_a, "v"_a, py::kw_only(), "causal"_a = false, "window"_a = py::none(),
                 "mask"_a = py::none(), "scale"_a = py::none(), "key_lengths"_a = py::none(),
-                "causal_align"_a = "bottom-right");
+                "key_starts"_a = py::none(), "causal_align"_a = "bottom-right");
   m.def("causal_mask", &causal_mask_py,
         R"(causal_mask(n, tk=None, align="bottom-right") -> bool array (n, tk)
 

@@ -119,6 +119,10 @@ add("sdpa-key-length-past-keys", ValueError, "key length 100",
     lambda c: attn.sdpa(c["q"], c["k"], c["v"], key_lengths=[100]))
 add("sdpa-key-lengths-count", ValueError, "2 key_lengths for a batch of 1",
     lambda c: attn.sdpa(c["q"], c["k"], c["v"], key_lengths=[1, 2]))
+add("sdpa-key-start-past-keys", ValueError, "key start 100",
+    lambda c: attn.sdpa(c["q"], c["k"], c["v"], key_starts=[100]))
+add("sdpa-key-starts-count", ValueError, "2 key_starts for a batch of 1",
+    lambda c: attn.sdpa(c["q"], c["k"], c["v"], key_starts=[0, 1]))
 add("sdpa-key-length-huge", TypeError, "key_lengths=",
     lambda c: attn.sdpa(c["q"], c["k"], c["v"], key_lengths=[2**70]))
 add("sdpa-causal-align-unknown", ValueError, "causal alignment",

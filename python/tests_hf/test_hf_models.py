@@ -114,6 +114,37 @@ def test_a_bfloat16_model_stays_within_bfloat16s_rounding(family):
     assert worst_relative(got, exact, valid) <= worst_relative(theirs, exact, valid) + 2 ** -8
 
 
+def test_left_padding_runs_as_key_starts_not_as_a_dense_mask(monkeypatch):
+    """A left-padded prompt and its cached steps reach the kernel as causal (or one row) with a
+    first real key per entry; a sliding window keeps the dense mask. Counted at attn.torch's
+    entry, the answers checked against eager by the tests above."""
+    import attn.torch as attn_torch
+    calls = []
+    real_attend = attn_torch._attend
+
+    def counting_attend(query, key, value, attn_mask, is_causal, scale, key_starts=None):
+        calls.append((attn_mask is not None, None if key_starts is None else key_starts.tolist()))
+        return real_attend(query, key, value, attn_mask, is_causal, scale, key_starts)
+
+    monkeypatch.setattr(attn_torch, "_attend", counting_attend)
+    ids, mask = left_padded_batch()
+    for family, compact in (("llama", True), ("mistral", False)):
+        eager, ours = twin_models(family)
+        calls.clear()
+        with torch.no_grad():
+            theirs = eager(input_ids=ids, attention_mask=mask).logits
+            got = ours(input_ids=ids, attention_mask=mask).logits
+        assert worst_relative(got, theirs, mask.bool()) < 1e-4
+        if compact:
+            assert calls and all(c == (False, [0, 5]) for c in calls), calls
+            calls.clear()
+            ours.generate(ids, attention_mask=mask, max_new_tokens=3, min_new_tokens=3,
+                          do_sample=False, pad_token_id=0)
+            assert calls and all(c == (False, [0, 5]) for c in calls), calls
+        else:  # the window is in the mask: attn reads it as it is
+            assert calls and all(c[0] and c[1] is None for c in calls), calls
+
+
 def test_attention_dropout_in_training_is_refused_by_name():
     config = LlamaConfig(**SMALL, attention_dropout=0.1)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="attn").train()

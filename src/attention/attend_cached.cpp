@@ -32,8 +32,9 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
              " and H a multiple of ", c.n_kv_heads, " cached heads, got ",
              q.defined() ? q.shape_string() : "undefined");
   detail::check_finite(q, "attend_cached", "q");
-  ATTN_CHECK(options.mask.empty() && options.key_lengths.empty(),
-             "attend_cached: explicit masks and key lengths are not supported with a cache");
+  ATTN_CHECK(options.mask.empty() && options.key_lengths.empty() && options.key_starts.empty(),
+             "attend_cached: explicit masks, key lengths and key starts are not supported with a "
+             "cache");
   ATTN_CHECK(options.window >= 0, "attend_cached: window must be >= 0, got ", options.window);
   ATTN_CHECK(options.causal_align == CausalAlign::kBottomRight,
              "attend_cached: top-left causal alignment does not apply to a cache (each new query "

@@ -42,6 +42,7 @@ kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4,
     p.mask_kind = options.mask.kind;
   }
   p.key_lengths = options.key_lengths.empty() ? nullptr : options.key_lengths.data();
+  p.key_starts = options.key_starts.empty() ? nullptr : options.key_starts.data();
   return p;
 }
 

@@ -99,7 +99,8 @@ namespace {
 // (-inf scores, a row of zeros). Both show in the logsumexp: NaN, or +inf for a row that sees
 // keys (without an explicit mask or key lengths: a row whose causal/window range holds a key).
 bool row_sees_keys(const detail::AttentionDims& dims, const SdpaOptions& options, int64_t i) {
-  if (!options.mask.empty() || !options.key_lengths.empty()) return false;  // not known here
+  if (!options.mask.empty() || !options.key_lengths.empty() || !options.key_starts.empty())
+    return false;  // not known here
   if (!options.causal && options.window == 0) return true;
   const int64_t p = dims.query_position0 + i;
   const int64_t last = std::min(p, dims.tk - 1);
@@ -125,7 +126,9 @@ void check_scores_fit(const detail::AttentionDims& dims, const SdpaOptions& opti
 // 16 heads, d = 64, two Zen 2 threads: 56.7 ms, where the decode kernel reads at 21 GB/s).
 bool decode_applies(const detail::AttentionDims& dims, const Tensor& q, const Tensor& k,
                     const Tensor& v, const SdpaOptions& options) {
-  if (!options.mask.empty() || !options.key_lengths.empty() || options.return_weights) return false;
+  if (!options.mask.empty() || !options.key_lengths.empty() || !options.key_starts.empty() ||
+      options.return_weights)
+    return false;
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0)) return false;
   if (!k.is_contiguous() || !v.is_contiguous() || q.strides().back() != 1 || dims.dv != dims.d)
     return false;

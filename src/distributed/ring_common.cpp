@@ -40,8 +40,10 @@ int64_t signature(const Tensor& q, const Tensor& k, const Tensor& v, const RingO
 // The checks of this rank's own arguments; "" when they pass.
 std::string local_problem(const Tensor& q, const Tensor& k, const Tensor& v, const RingOptions& o) {
   try {
-    ATTN_CHECK(o.attention.mask.empty() && o.attention.key_lengths.empty(),
-               "ring_sdpa: an explicit mask or key_lengths cannot be used (no rank holds the ",
+    ATTN_CHECK(o.attention.mask.empty() && o.attention.key_lengths.empty() &&
+                   o.attention.key_starts.empty(),
+               "ring_sdpa: an explicit mask, key_lengths or key_starts cannot be used (no rank "
+               "holds the ",
                "whole score matrix); causal and window can");
     attn::detail::check_attention(q, k, v, o.attention);
     attn::detail::check_finite_qkv("ring_sdpa", q, k, v);

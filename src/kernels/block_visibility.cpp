@@ -14,6 +14,8 @@ KeyRange visible_keys(const FlashProblem& p, int64_t b, int64_t q0, int64_t rows
   if (p.key_lengths != nullptr) range.end = std::min(range.end, p.key_lengths[b]);
   if (p.causal || p.window > 0) range.end = std::min(range.end, last_position + 1);
   if (p.window > 0) range.begin = std::max<int64_t>(0, first_position - p.window + 1);
+  if (p.key_starts != nullptr) range.begin = std::max(range.begin, p.key_starts[b]);
+  if (range.begin >= range.end) return {0, 0};  // nothing to see: the rows come out zero
   range.begin = range.begin / kKeyBlock * kKeyBlock;
   return range;
 }
@@ -58,10 +60,15 @@ void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t 
   const bool every_query_sees_every_key =
       (!p.causal && p.window == 0) ||
       (last_key <= first_position && (p.window == 0 || j0 > first_position + n - 1 - p.window));
-  if (every_query_sees_every_key && p.mask == nullptr) return;
+  const int64_t key_start = p.key_starts != nullptr ? p.key_starts[b] : 0;
+  if (every_query_sees_every_key && p.mask == nullptr && j0 >= key_start) return;
   for (size_t c = 0; c < cols; ++c) {
     float* key_row = st + c * ldq;
     const int64_t j = j0 + static_cast<int64_t>(c);
+    if (j < key_start) {  // left padding: no query sees it
+      std::fill(key_row, key_row + n, kMinusInf);
+      continue;
+    }
     if (p.causal || p.window > 0) {
       // Query r (position first_position + r) sees key j when j <= position, i.e. r >= j − first.
       const int64_t first_seeing = std::clamp<int64_t>(j - first_position, 0, n);

@@ -37,6 +37,7 @@ struct FlashProblem {
   int64_t mask_stride[4];
   MaskKind mask_kind;
   const int64_t* key_lengths;  // per batch entry: keys j >= key_lengths[b] are padding; or nullptr
+  const int64_t* key_starts;   // per batch entry: keys j < key_starts[b] are padding; or nullptr
 };
 
 }  // namespace attn::kernels

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
@@ -47,6 +48,18 @@ void check_additive_values(const Mask& mask) {
   }
 }
 
+// key_lengths / key_starts: empty, or one key position in [0, Tk] per batch entry.
+void check_key_positions(const std::vector<int64_t>& positions, const char* name, const char* one,
+                         const AttentionDims& dims) {
+  if (positions.empty()) return;
+  ATTN_CHECK(static_cast<int64_t>(positions.size()) == dims.batch, "sdpa: ", positions.size(), " ",
+             name, " for a batch of ", dims.batch);
+  for (int64_t position : positions) {
+    ATTN_CHECK(position >= 0 && position <= dims.tk, "sdpa: ", one, " ", position,
+               " outside [0, Tk = ", dims.tk, "]");
+  }
+}
+
 }  // namespace
 
 Tensor as_rank4(const Tensor& t) {
@@ -74,14 +87,8 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   dims.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(dims.d)));
   ATTN_CHECK(std::isfinite(dims.scale), "sdpa: scale must be finite, got ", dims.scale);
   ATTN_CHECK(options.window >= 0, "sdpa: window must be >= 0, got ", options.window);
-  if (!options.key_lengths.empty()) {
-    ATTN_CHECK(static_cast<int64_t>(options.key_lengths.size()) == dims.batch,
-               "sdpa: ", options.key_lengths.size(), " key_lengths for a batch of ", dims.batch);
-    for (int64_t len : options.key_lengths) {
-      ATTN_CHECK(len >= 0 && len <= dims.tk, "sdpa: key length ", len,
-                 " outside [0, Tk = ", dims.tk, "]");
-    }
-  }
+  check_key_positions(options.key_lengths, "key_lengths", "key length", dims);
+  check_key_positions(options.key_starts, "key_starts", "key start", dims);
   check_additive_values(options.mask);
   return dims;
 }

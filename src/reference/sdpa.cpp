@@ -44,6 +44,13 @@ void apply_key_length(Tensor& scores, int64_t length) {
   }
 }
 
+// scores[i][j] = -inf for left-padding keys j < start.
+void apply_key_start(Tensor& scores, int64_t start) {
+  for (int64_t i = 0; i < scores.dim(0); ++i) {
+    for (int64_t j = 0; j < start; ++j) scores.at({i, j}) = kMinusInf;
+  }
+}
+
 // Boolean: -inf where the mask is false. Additive: scores += mask.
 void apply_mask(Tensor& scores, const Tensor& mask, MaskKind kind) {
   for (int64_t i = 0; i < scores.dim(0); ++i) {
@@ -82,6 +89,7 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
     if (options.causal || options.window > 0)
       apply_causal(scores, options.window, options.causal_align);
     if (!options.key_lengths.empty()) apply_key_length(scores, options.key_lengths[b]);
+    if (!options.key_starts.empty()) apply_key_start(scores, options.key_starts[b]);
     if (mask4.defined()) apply_mask(scores, mask4.select(b).select(h), options.mask.kind);
     const Tensor weights = softmax(scores);
     const Tensor output = reference::matmul(weights, v4.select(b).select(kv_h));
