@@ -9,8 +9,8 @@
 # attn is timed by `attn bpe encode --stats` (encoding only, the file already read), tiktoken by
 # bench/tiktoken_encode.py (encode_ordinary, or encode_ordinary_batch over newline-cut parts),
 # each on 1 and 2 threads; each the fastest of ROUNDS runs after a warm-up, the runs alternating
-# so that all see the same machine. All must give the same number of ids. Prints MB/s and
-# attn's ratio to tiktoken on as many threads.
+# so that all see the same machine. All must give the same number of ids, and on 10 MB of mixed
+# text the same ids. Prints MB/s and attn's ratio to tiktoken on as many threads.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,9 +46,20 @@ for round in $(seq "$rounds"); do
       { echo "token counts differ: tiktoken $tk_tokens, $who ${line%% *}" >&2; exit 1; }
   done
 done
+# The ids themselves, not only their count, on 10 MB of mixed text: tests/fixtures/gpt2's 1 MB of
+# many scripts, emoji, numbers and whitespace, ten times.
+for _ in $(seq 10); do cat "$here/../tests/fixtures/gpt2/mixed_1mb.txt"; done >"$work/mixed.txt"
+"$attn" bpe encode --tokenizer "$here/../tests/fixtures/gpt2" "$work/mixed.txt" | tr -s ' \n' '\n\n' \
+  >"$work/attn.ids"
+"$python" "$here/tiktoken_encode.py" --ids "$work/mixed.txt" | tr -s ' \n' '\n\n' >"$work/tiktoken.ids"
+cmp -s "$work/attn.ids" "$work/tiktoken.ids" ||
+  { echo "the ids of 10 MB of mixed text differ from tiktoken's" >&2; exit 1; }
+mixed_ids=$(grep -c . "$work/attn.ids")
+
 fastest() { tr ' ' '\n' <<<"${speeds[$1]}" | grep . | best; }
 t1=$(fastest tiktoken1) t2=$(fastest tiktoken2) a1=$(fastest attn1) a2=$(fastest attn2)
 echo "GPT-2 tokenizer, $bytes bytes ($copies × $(basename "$corpus")), $tk_tokens ids; best of $rounds"
+echo "the same $mixed_ids ids as tiktoken on 10 MB of mixed text (10 x tests/fixtures/gpt2/mixed_1mb.txt)"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 version=$("$python" -c 'import tiktoken; print(tiktoken.__version__)')

@@ -1,7 +1,9 @@
 """tiktoken (OpenAI's Rust core, from PyPI) encoding a UTF-8 file with GPT-2's ranks, read from
 tests/fixtures/gpt2 (nothing downloaded); bench/compare_gpt2_tokenizer.sh runs it.
     python bench/tiktoken_encode.py FILE THREADS
-prints "IDS MB/s" of one timed encode after a warm-up one, the file already in memory. One
+prints "IDS MB/s" of one timed encode after a warm-up one, the file already in memory;
+    python bench/tiktoken_encode.py --ids FILE
+prints the ids themselves, separated by spaces (as `attn bpe encode` writes them). One
 thread is encode_ordinary on the whole text; more is encode_ordinary_batch over THREADS parts
 cut after a newline that a letter follows (where GPT-2's pattern always ends a piece, so the ids
 are the same)."""
@@ -28,10 +30,14 @@ def parts_of(text, count):
 
 
 def main():
+    encoding = gpt2_oracles(ROOT / "tests" / "fixtures" / "gpt2").tiktoken
+    if sys.argv[1] == "--ids":
+        text = Path(sys.argv[2]).read_bytes().decode("utf-8")
+        print(" ".join(map(str, encoding.encode_ordinary(text))))
+        return
     path, threads = Path(sys.argv[1]), int(sys.argv[2])
     data = path.read_bytes()
     text = data.decode("utf-8")
-    encoding = gpt2_oracles(ROOT / "tests" / "fixtures" / "gpt2").tiktoken
     if threads == 1:
         encode = lambda: encoding.encode_ordinary(text)
     else:

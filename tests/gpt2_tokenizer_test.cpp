@@ -32,13 +32,13 @@ const Gpt2Tokenizer& gpt2() {
   return t;
 }
 
-struct NpmCase {
+struct OracleCase {
   std::string text;
   std::vector<int64_t> ids;
 };
 
-std::vector<NpmCase> cases() {
-  std::vector<NpmCase> out;
+std::vector<OracleCase> cases() {
+  std::vector<OracleCase> out;
   for (const auto& c : nlohmann::json::parse(slurp(kGpt2TokenizerDir / "cases.json"))) {
     out.push_back({c["text"].get<std::string>(), c["ids"].get<std::vector<int64_t>>()});
   }
@@ -57,11 +57,11 @@ std::string first_difference(const std::vector<int64_t>& got, const std::vector<
 }
 
 TEST(Gpt2Tokenizer, GivesTheReferenceIdsForEveryCase) {
-  const std::vector<NpmCase> all = cases();
+  const std::vector<OracleCase> all = cases();
   ASSERT_EQ(all.size(), 367u);
   EXPECT_EQ(gpt2().vocab_size(), 50257);
   EXPECT_EQ(gpt2().special_id("<|endoftext|>"), 50256);
-  for (const NpmCase& c : all) {
+  for (const OracleCase& c : all) {
     const std::vector<int64_t> got = gpt2().encode(c.text);
     EXPECT_EQ(got, c.ids) << nlohmann::json(c.text).dump() << ": " << first_difference(got, c.ids);
     EXPECT_EQ(gpt2().decode(got), c.text);
@@ -117,7 +117,7 @@ TEST(Gpt2Tokenizer, OneMegabyteTextGivesTheReferenceIds) {
 
 TEST(Gpt2Tokenizer, EncodeBatchEqualsEncodeOnAnyThreadCount) {
   std::vector<std::string> texts;
-  for (const NpmCase& c : cases()) texts.push_back(c.text);
+  for (const OracleCase& c : cases()) texts.push_back(c.text);
   // Empty texts and more threads than texts: runs that hold nothing, or only empty texts.
   texts.insert(texts.begin() + 1, "");
   texts.push_back("");

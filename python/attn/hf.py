@@ -19,10 +19,12 @@ per entry (SdpaOptions::key_starts), skipping the padding and the keys past the 
 by block, and never reads the mask again (checked once per mask object, not per layer: a
 left-padded 2048-token prompt's attention ran 4.4x slower through the dense mask). Any other mask
 (a sliding window, a chunked prefill with Tq < Tk, a custom one) is handed to attn as it is,
-which broadcasts it over the heads. A row that sees no key — a padding position of a left-padded batch
+which broadcasts it over the heads; the first such call logs it once (INFO, logger
+"attn.hf"). A row that sees no key — a padding position of a left-padded batch
 — gives zeros, where "eager" gives the mean of the values: no real token's output depends on
 it, but a loss that asks a padding position to predict the first real token does.
 """
+import logging
 import weakref
 
 import torch
@@ -34,6 +36,8 @@ from . import torch as attn_torch
 __all__ = ["register", "attention_forward"]
 
 NAME = "attn"
+_log = logging.getLogger(__name__)
+_said_dense = False  # whether the dense-mask fallback was logged (once a process)
 
 
 def _model_name(module: torch.nn.Module) -> str:
@@ -85,6 +89,17 @@ def _left_padding(mask: torch.Tensor):
     return found
 
 
+def _say_dense(module: torch.nn.Module, mask) -> None:
+    """Logs once (INFO, logger "attn.hf") that a mask is read as it is, not as key_starts."""
+    global _said_dense
+    if not _said_dense:
+        _said_dense = True
+        _log.info("attn.hf: %s passed a %s mask of shape %s that is not causal apart from left "
+                  "padding (a sliding window, a chunked prefill or a custom mask): attn reads it "
+                  "as it is, block by block", _model_name(module), getattr(mask, "dtype", "?"),
+                  tuple(getattr(mask, "shape", ())))
+
+
 def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
                       value: torch.Tensor, attention_mask, dropout: float = 0.0,
                       scaling=None, is_causal=None, **kwargs):
@@ -109,6 +124,8 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         key, value = key[:, :, :q_length], value[:, :, :q_length]
     gqa = key.shape[1] != query.shape[1]
     key_starts = None if attention_mask is None else _left_padding(attention_mask)
+    if attention_mask is not None and key_starts is None:
+        _say_dense(module, attention_mask)
     if key_starts is not None:  # causal (or one row) apart from the padding: no mask to read
         attn_torch._check_devices(query, key, value, None)
         out = attn_torch._attend(query, key, value, None, q_length > 1, scaling, key_starts)

@@ -114,7 +114,7 @@ def test_a_bfloat16_model_stays_within_bfloat16s_rounding(family):
     assert worst_relative(got, exact, valid) <= worst_relative(theirs, exact, valid) + 2 ** -8
 
 
-def test_left_padding_runs_as_key_starts_not_as_a_dense_mask(monkeypatch):
+def test_left_padding_runs_as_key_starts_not_as_a_dense_mask(monkeypatch, caplog):
     """A left-padded prompt and its cached steps reach the kernel as causal (or one row) with a
     first real key per entry; a sliding window keeps the dense mask. Counted at attn.torch's
     entry, the answers checked against eager by the tests above."""
@@ -127,6 +127,8 @@ def test_left_padding_runs_as_key_starts_not_as_a_dense_mask(monkeypatch):
         return real_attend(query, key, value, attn_mask, is_causal, scale, key_starts)
 
     monkeypatch.setattr(attn_torch, "_attend", counting_attend)
+    monkeypatch.setattr(attn.hf, "_said_dense", False)
+    caplog.set_level("INFO", logger="attn.hf")
     ids, mask = left_padded_batch()
     for family, compact in (("llama", True), ("mistral", False)):
         eager, ours = twin_models(family)
@@ -141,8 +143,10 @@ def test_left_padding_runs_as_key_starts_not_as_a_dense_mask(monkeypatch):
             ours.generate(ids, attention_mask=mask, max_new_tokens=3, min_new_tokens=3,
                           do_sample=False, pad_token_id=0)
             assert calls and all(c == (False, [0, 5]) for c in calls), calls
-        else:  # the window is in the mask: attn reads it as it is
+        else:  # the window is in the mask: attn reads it as it is, and says so once
             assert calls and all(c[0] and c[1] is None for c in calls), calls
+            said = [r.getMessage() for r in caplog.records if r.name == "attn.hf"]
+            assert len(said) == 1 and "attn reads it as it is" in said[0], said
 
 
 def test_attention_dropout_in_training_is_refused_by_name():
