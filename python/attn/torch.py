@@ -145,6 +145,10 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
                                  enable_gqa: bool = False) -> torch.Tensor:
     """PyTorch 2's `F.scaled_dot_product_attention` on attn's fused CPU kernels (see the module
     docstring): the same arguments, the same result, and a backward."""
+    if attn_mask is None and dropout_p == 0.0 and _plain_inference(query, key, value, None):
+        out = _attn._torch_plain_sdpa(query, key, value, is_causal, scale, enable_gqa)
+        if out is not None:  # float32 CPU tensors read in place, the kernel called directly
+            return torch.from_numpy(out)
     if dropout_p != 0.0:
         raise ValueError(f"attn.torch: dropout_p must be 0.0 (attn has no attention dropout), "
                          f"got {dropout_p}")

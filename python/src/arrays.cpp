@@ -104,6 +104,11 @@ void set_torch_types(py::object tensor_type, py::object float32) {
   g_torch_float32 = float32.release().ptr();
 }
 
+std::optional<Tensor> torch_in_place(const py::handle& obj) {
+  if (!is_torch_tensor(obj)) return std::nullopt;
+  return torch_view(obj);
+}
+
 int64_t conversions() { return g_conversions.load(); }
 
 bool is_boolean_like(const py::handle& obj) {

@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "attn/tensor.hpp"
 
@@ -34,6 +35,9 @@ py::array to_array(const Tensor& t);
 
 // torch.Tensor and torch.float32, from attn.torch as it loads: attn never imports torch itself.
 void set_torch_types(py::object tensor_type, py::object float32);
+// obj as a Tensor over its own memory when it is a float32 CPU torch.Tensor of rank 1..4, no
+// dim empty, its last dim contiguous; nullopt for anything else.
+std::optional<Tensor> torch_in_place(const py::handle& obj);
 
 // How many inputs were converted (copied) so far: the zero-copy tests read it.
 int64_t conversions();

@@ -128,6 +128,34 @@ def test_float32_inputs_are_read_in_place_and_the_output_is_attns_memory():
         torch.float64
 
 
+def test_the_quick_path_is_taken_only_for_plain_float32_inference(monkeypatch):
+    """Plain float32 CPU tensors with no mask and no gradient go through one call into the module
+    (positional, read in place); anything else takes the general path, with its checks."""
+    taken = []
+    quick = attn._attn._torch_plain_sdpa
+
+    def counting(*args):
+        out = quick(*args)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(attn._attn, "_torch_plain_sdpa", counting)
+    q, k, v = qkv()
+    with torch.no_grad():
+        got = at.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True), **TOL)
+    assert taken == [True]
+    kv_few = k[:, :1].contiguous()
+    with pytest.raises(ValueError, match="enable_gqa=True"):  # the quick path declines, then
+        at.scaled_dot_product_attention(q, kv_few, kv_few)   # the general one says why
+    assert taken == [True, False]
+    at.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16())  # converted
+    at.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(37, 37, dtype=torch.bool))
+    q.requires_grad_(True)
+    at.scaled_dot_product_attention(q, k, v)  # the operator, for autograd
+    assert taken == [True, False, False]
+
+
 def test_views_are_read_through_their_strides_and_offset():
     # The layout transformers hands over: (batch, time, heads, d) transposed to heads first,
     # and a slice that starts past the storage's first element. attn reads the tensor's own
