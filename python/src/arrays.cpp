@@ -119,11 +119,9 @@ bool is_boolean_like(const py::handle& obj) {
 
 Tensor to_tensor(const py::handle& obj, const char* name, Accept accept) {
   if (obj.is_none()) throw py::type_error(std::string(name) + " is required, got None");
+  if (std::optional<Tensor> in_place = torch_in_place(obj)) return *std::move(in_place);
   py::object source = py::reinterpret_borrow<py::object>(obj);
-  if (is_torch_tensor(obj)) {
-    if (std::optional<Tensor> in_place = torch_view(obj)) return *std::move(in_place);
-    source = obj.attr("detach")().attr("numpy")();
-  }
+  if (is_torch_tensor(obj)) source = obj.attr("detach")().attr("numpy")();
   py::array array;
   if (py::isinstance<py::array>(source)) {
     array = py::reinterpret_borrow<py::array>(source);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attn/threads.hpp"
-#include "src/kernels/reductions.hpp"
+#include "src/attention/flash_problem.hpp"
 
 namespace attn::detail {
 
@@ -24,6 +24,8 @@ SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
   const size_t scratch_floats = kernels::decode_scratch_floats(p);
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
   const int64_t tasks = groups * chunks;
+  // K and V as (B, Hkv, capacity, d), rows contiguous: the strides of b, kv_h and a position.
+  const int64_t kv_stride[3] = {p.kv_heads * p.capacity * p.d, p.capacity * p.d, p.d};
   auto run = [&](int64_t task, int worker) {
     auto& buffer = scratch[static_cast<size_t>(worker)];
     if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
@@ -31,14 +33,10 @@ SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
     const int64_t p0 = std::max(begin, chunk * kernels::kDecodeChunk);
     const int64_t p1 = std::min(p.position, (chunk + 1) * kernels::kDecodeChunk);
     const int64_t b = group / p.kv_heads, kv_h = group % p.kv_heads;
-    if (non_finite_kv != nullptr) {
-      const size_t first = static_cast<size_t>(((b * p.kv_heads + kv_h) * p.capacity + p0) * p.d);
-      const auto* k = static_cast<const float*>(p.k) + first;
-      const auto* v = static_cast<const float*>(p.v) + first;
-      if (kernels::any_non_finite(k, p1 - p0, p.d, p.d) ||
-          kernels::any_non_finite(v, p1 - p0, p.d, p.d)) {
-        non_finite_kv->store(true);
-      }
+    if (non_finite_kv != nullptr &&
+        (rows_non_finite(static_cast<const float*>(p.k), kv_stride, b, kv_h, p0, p1 - p0, p.d) ||
+         rows_non_finite(static_cast<const float*>(p.v), kv_stride, b, kv_h, p0, p1 - p0, p.d))) {
+      non_finite_kv->store(true);
     }
     kernels::decode_chunk(p, b, kv_h, p0, p1,
                           partials.data() + static_cast<size_t>(task) * partial_floats,
