@@ -18,8 +18,6 @@ OpenMP threads do not spin while attn's pool runs.
 """
 import argparse
 import os
-import platform
-import subprocess
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -32,6 +30,7 @@ from transformers.models.llama.modeling_llama import eager_attention_forward  # 
 
 import attn  # noqa: E402
 import attn.hf  # noqa: E402
+from compare_torch import cpu_name  # noqa: E402  (bench/ is the script's folder)
 
 # 12 layers of width 768, 12 query heads over 4 K/V heads (GQA), SwiGLU 2048, vocabulary 32000:
 # 124M parameters, the size of GPT-2 small.
@@ -59,13 +58,6 @@ def register_timed():
     for name, function in FUNCTIONS.items():
         AttentionInterface.register(f"timed-{name}", timed(function))
         AttentionMaskInterface.register(f"timed-{name}", masks[name])
-
-
-def cpu_name():
-    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def measure(model, ids, mask, new_tokens):

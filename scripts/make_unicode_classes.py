@@ -15,10 +15,14 @@ string comes out as one id exactly when the pattern keeps it in one piece.
 Run with the venv that scripts/bootstrap --python makes (about a minute):
     build/venv/bin/python scripts/make_unicode_classes.py > src/tokenizer/unicode_classes.inc
 """
+import sys
+from pathlib import Path
+
 import tiktoken
 
-# GPT-2's pattern as tiktoken writes it (the same pieces as the original's).
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
+from gpt2_oracles import GPT2_PATTERN  # noqa: E402  (the oracles' pattern, tiktoken's spelling)
+
 BATCH = 8192
 
 

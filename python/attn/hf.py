@@ -74,9 +74,8 @@ def _left_padding(mask: torch.Tensor):
         return cached[2]
     last_row = mask[:, 0, -1, :]  # the last query sees every real key
     real = last_row.any(dim=1)
-    starts = torch.where(real, last_row.int().argmax(dim=1), torch.full_like(real, kv_length,
-                                                                              dtype=torch.long))
-    starts = starts.to(torch.long)
+    starts = torch.where(real, last_row.int().argmax(dim=1),
+                         torch.full_like(real, kv_length, dtype=torch.long))
     keys = torch.arange(kv_length)
     expected = keys[None, :] >= starts[:, None]  # (batch, Tk)
     expected = expected[:, None, None, :]
@@ -96,8 +95,7 @@ def _say_dense(module: torch.nn.Module, mask) -> None:
         _said_dense = True
         _log.info("attn.hf: %s passed a %s mask of shape %s that is not causal apart from left "
                   "padding (a sliding window, a chunked prefill or a custom mask): attn reads it "
-                  "as it is, block by block", _model_name(module), getattr(mask, "dtype", "?"),
-                  tuple(getattr(mask, "shape", ())))
+                  "as it is, block by block", _model_name(module), mask.dtype, tuple(mask.shape))
 
 
 def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
