@@ -1,6 +1,6 @@
 // attn::gemm (oneDNN; one-row products on attn's gemv kernels) against the reference matmul:
-// transposes, alpha/beta, odd sizes, the threaded splits along either dim, and the argument
-// errors.
+// transposes, alpha/beta, odd sizes, the threaded splits along either dim or the inner one, and the
+// argument errors.
 #include "attn/gemm.hpp"
 
 #include <gtest/gtest.h>
@@ -23,9 +23,10 @@ using testing::Size;
 // Tolerance from the problem: k products of values of size ~1, float accumulation.
 double tolerance(int64_t k) { return 1e-6 * static_cast<double>(k) + 1e-6; }
 
+// The last size is split over its inner dimension (k at least C's longer side), an odd k.
 TEST(Gemm, MatchesTheReferenceForEveryTransposeAndThreadCount) {
   for_every_case(
-      {{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {70, 300, 64}, {257, 129, 200}},
+      {{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {70, 300, 64}, {257, 129, 200}, {40, 90, 701}},
       [](Size s, bool ta, bool tb, const Tensor& a, const Tensor& b, const std::string& what) {
         const Tensor c0 = rand_normal({s.m, s.n}, 3);
         Tensor c = c0.clone();
@@ -44,7 +45,7 @@ TEST(Gemm, MatchesTheReferenceForEveryTransposeAndThreadCount) {
 // the same blocks (oneDNN rounds differently for different block sizes on some CPUs).
 TEST(Gemm, ResultsDoNotDependOnTheThreadCount) {
   // A projection (rows split), a wide product (columns split) and a weight gradient xᵀ·dy
-  // whose 390-long reduction is where the rounding would differ.
+  // (split over its 390-long reduction, where the rounding would differ).
   const Tensor x = rand_normal({390, 32}, 1), w = rand_normal({32, 96}, 2);
   const Tensor wide = rand_normal({32, 390}, 3), dy = rand_normal({390, 96}, 4);
   Tensor runs[2][3];

@@ -15,10 +15,12 @@
 #include "attn/gemm.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <vector>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/core/parallel_ranges.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/gemv.hpp"
 #include "src/linalg/async_signals_held.hpp"
@@ -96,6 +98,50 @@ bool is_gemv(int64_t m, bool trans_a, bool trans_b, Dtype precision) {
   return m == 1 && !trans_a && !trans_b && precision == Dtype::kFloat32;
 }
 
+// A weight's gradient xᵀ·dy has a small C and a long inner dimension (the batch's rows). Split
+// over C's rows or columns, every worker packs the whole of one operand: 2 threads made the
+// small GPT's xᵀ·dy products only 1.5x one thread (129 against 85 GFLOP/s on a Zen 2). Split
+// over the inner dimension, each element is packed once (about 150 GFLOP/s). So when k is at
+// least C's longer side, each core multiplies its own slice of k, the first straight into C and
+// the others into scratch, and the scratch is then added into C slice by slice in order (a
+// row at a time, over the threads). The slices depend on the core count only: 1 and 2 threads
+// give the same bits.
+bool inner_split_pays(int64_t m, int64_t n, int64_t k) {
+  return k >= std::max(m, n) && m * n * k >= detail::kParallelThreshold &&
+         k >= 2 * detail::kRowGrain;
+}
+
+void gemm_inner_split(Dtype precision, char ta, char tb, int64_t m, int64_t n, int64_t k,
+                      float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                      float beta, float* c, int64_t ldc) {
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t per_core = (k + cores - 1) / cores;
+  const int64_t slice = (per_core + detail::kRowGrain - 1) / detail::kRowGrain * detail::kRowGrain;
+  const int64_t slices = (k + slice - 1) / slice;
+  std::vector<float> partials(static_cast<size_t>((slices - 1) * m * n));
+  parallel_for(slices, [&](int64_t s) {
+    const int64_t k0 = s * slice, inner = std::min(slice, k - k0);
+    const float* a_slice = ta == 'T' ? a + k0 * lda : a + k0;
+    const float* b_slice = tb == 'T' ? b + k0 : b + k0 * ldb;
+    if (s == 0) {
+      multiply_one_thread(precision, ta, tb, m, n, inner, alpha, a_slice, lda, b_slice, ldb, beta,
+                          c, ldc);
+    } else {
+      multiply_one_thread(precision, ta, tb, m, n, inner, alpha, a_slice, lda, b_slice, ldb, 0.0f,
+                          partials.data() + (s - 1) * m * n, n);
+    }
+  });
+  detail::parallel_ranges(m, std::max<int64_t>(1, 16384 / n), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      float* row = c + r * ldc;
+      for (int64_t s = 1; s < slices; ++s) {
+        const float* part = partials.data() + ((s - 1) * m + r) * n;
+        for (int64_t j = 0; j < n; ++j) row[j] += part[j];
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -107,6 +153,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   if (is_gemv(m, trans_a, trans_b, precision))
     return gemv_by_slabs(n, k, alpha, a, b, ldb, beta, c);
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  if (inner_split_pays(m, n, k)) {
+    return gemm_inner_split(precision, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
   for_each_block(m, n, k, [&](const Block& x) {
     multiply_block(x, precision, ta, tb, k, alpha, a, lda, b, ldb, beta, c, ldc);
   });
