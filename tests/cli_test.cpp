@@ -46,6 +46,14 @@ using testing::slurp;
 
 class Cli : public testing::TempDirTest {
  protected:
+  // Writes q, k, v to q.npy, k.npy, v.npy and returns "sdpa --q … --k … --v …" reading them.
+  std::string sdpa_on(const Tensor& q, const Tensor& k, const Tensor& v) const {
+    write_npy(path("q.npy"), q);
+    write_npy(path("k.npy"), k);
+    write_npy(path("v.npy"), v);
+    return "sdpa --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy");
+  }
+
   // env: assignments for the command's environment, e.g. "ATTN_NUM_THREADS=abc".
   CliResult run(const std::string& args, const std::string& stdin_path = "/dev/null",
                 const std::string& env = "") const {
@@ -862,6 +870,24 @@ TEST_F(Cli, SdpaWritesWhatTheLibraryComputes) {
   EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("o2.npy")).values, expected.output));
 }
 
+// The score variants reach the library as given; a count that is not one per head is the
+// library's error, one line.
+TEST_F(Cli, SdpaTakesTheVariants) {
+  const Tensor q = rand_normal({2, 5, 8}, 1), k = rand_normal({2, 7, 8}, 2),
+               v = rand_normal({2, 7, 3}, 3);
+  const std::string qkv = sdpa_on(q, k, v);
+  const CliResult r = run(qkv + " --causal --softcap 1.5 --alibi-slopes 0.5,0.25 --sinks " +
+                          "0.3,-1 --out " + path("o.npy"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  SdpaOptions o;
+  o.causal = true;
+  o.softcap = 1.5f;
+  o.alibi_slopes = {0.5f, 0.25f};
+  o.sinks = {0.3f, -1.0f};
+  EXPECT_TRUE(testing::BitwiseEqual(read_npy(path("o.npy")).values, sdpa(q, k, v, o).output));
+  expect_error(qkv + " --sinks 1 --out " + path("x.npy"), "1 sinks for 2 query heads");
+}
+
 // "-" writes to standard output wherever it reads from standard input.
 TEST_F(Cli, OutDashWritesToStandardOutput) {
   const Tensor q = rand_normal({2, 5, 8}, 1);
@@ -895,11 +921,7 @@ TEST_F(Cli, OutDashWritesToStandardOutput) {
 TEST_F(Cli, SdpaTakesTheCausalAlignment) {
   const Tensor q = rand_normal({2, 5, 8}, 1), k = rand_normal({2, 7, 8}, 2),
                v = rand_normal({2, 7, 3}, 3);
-  write_npy(path("q.npy"), q);
-  write_npy(path("k.npy"), k);
-  write_npy(path("v.npy"), v);
-  const std::string qkv =
-      "sdpa --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") + " --causal";
+  const std::string qkv = sdpa_on(q, k, v) + " --causal";
   ASSERT_EQ(run(qkv + " --causal-align top-left --out " + path("top.npy")).status, 0);
   ASSERT_EQ(run(qkv + " --out " + path("bottom.npy")).status, 0);
   SdpaOptions o;

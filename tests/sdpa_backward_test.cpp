@@ -17,6 +17,7 @@
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/threads.hpp"
+#include "gradient_checks.hpp"
 #include "simd_targets.hpp"
 #include "src/attention/fused.hpp"
 #include "test_util.hpp"
@@ -24,9 +25,14 @@
 namespace attn {
 namespace {
 
+using testing::attention_loss;
 using testing::BitwiseEqual;
+using testing::DoubleProblem;
+using testing::LoopOrder;
+using testing::numerical_gradient;
 using testing::RelativelyClose;
 using testing::ThrowsWith;
+using testing::to_doubles;
 
 double largest_magnitude(const Tensor& t) {
   double largest = 0.0;
@@ -51,92 +57,9 @@ double largest_magnitude(const Tensor& t) {
   return ::testing::AssertionSuccess();
 }
 
-// Forces the fused backward's loop order for its lifetime (src/attention/fused.hpp): one task per
-// (batch, K/V head), or two passes over key and query blocks. By default the order depends on
-// the machine's core count; the tests reach both on any machine.
-class LoopOrder {
- public:
-  enum Kind { kOneTaskPerHead, kTwoPasses };
-  explicit LoopOrder(Kind kind) {
-    detail::set_backward_two_pass_below(kind == kOneTaskPerHead ? 1 : int64_t{1} << 40);
-  }
-  ~LoopOrder() { detail::set_backward_two_pass_below(0); }
-  LoopOrder(const LoopOrder&) = delete;
-  LoopOrder& operator=(const LoopOrder&) = delete;
-};
-
 // ---------------------------------------------------------------------------------------
 // Finite differences. The loss is L = Σ G ∘ O for a fixed random G, so dL/dO = G; its
 // gradients with respect to Q, K and V are what sdpa_backward computes given d_out = G.
-
-// A problem in double precision: (B, H, T, ·) arrays, the masks as (Tq, Tk) tables.
-struct DoubleProblem {
-  int64_t batch, heads, kv_heads, tq, tk, d, dv;
-  std::vector<double> q, k, v, g;
-  SdpaOptions options;  // causal, window, key_lengths; a (Tq, Tk) boolean or additive mask
-};
-
-std::vector<double> to_doubles(const Tensor& t) {
-  const std::vector<float> f = t.to_vector();
-  return {f.begin(), f.end()};
-}
-
-// Σ G ∘ softmax(scale·QKᵀ + mask)·V, in double, written from the definition.
-double attention_loss(const DoubleProblem& p) {
-  const double scale = p.options.scale.value_or(1.0 / std::sqrt(static_cast<double>(p.d)));
-  const int64_t group = p.heads / p.kv_heads;
-  double loss = 0.0;
-  for (int64_t b = 0; b < p.batch; ++b) {
-    for (int64_t h = 0; h < p.heads; ++h) {
-      const double* q = &p.q[static_cast<size_t>((b * p.heads + h) * p.tq * p.d)];
-      const double* k = &p.k[static_cast<size_t>((b * p.kv_heads + h / group) * p.tk * p.d)];
-      const double* v = &p.v[static_cast<size_t>((b * p.kv_heads + h / group) * p.tk * p.dv)];
-      const double* g = &p.g[static_cast<size_t>((b * p.heads + h) * p.tq * p.dv)];
-      for (int64_t i = 0; i < p.tq; ++i) {
-        std::vector<double> s(static_cast<size_t>(p.tk), -INFINITY);
-        double max = -INFINITY;
-        for (int64_t j = 0; j < p.tk; ++j) {
-          const bool causal_ok = !(p.options.causal || p.options.window > 0) ||
-                                 causal_allows(i, j, p.tq, p.tk, p.options.window);
-          const bool length_ok = p.options.key_lengths.empty() || j < p.options.key_lengths[b];
-          const Mask& m = p.options.mask;
-          const bool mask_ok = m.kind != MaskKind::kBoolean || m.values.at({i, j}) != 0.0f;
-          if (!causal_ok || !length_ok || !mask_ok) continue;
-          double dot = 0.0;
-          for (int64_t e = 0; e < p.d; ++e) dot += q[i * p.d + e] * k[j * p.d + e];
-          s[j] = scale * dot + (m.kind == MaskKind::kAdditive ? m.values.at({i, j}) : 0.0);
-          max = std::max(max, s[j]);
-        }
-        if (max == -INFINITY) continue;  // sees no key: output 0
-        double total = 0.0;
-        for (double& x : s) total += (x = std::exp(x - max));
-        for (int64_t e = 0; e < p.dv; ++e) {
-          double o = 0.0;
-          for (int64_t j = 0; j < p.tk; ++j) o += s[j] / total * v[j * p.dv + e];
-          loss += g[i * p.dv + e] * o;
-        }
-      }
-    }
-  }
-  return loss;
-}
-
-// Central differences of attention_loss with respect to every element of `x`.
-Tensor numerical_gradient(DoubleProblem p, std::vector<double> DoubleProblem::*x,
-                          const Shape& shape) {
-  Tensor grad(shape);
-  const double step = 1e-3;
-  for (size_t i = 0; i < (p.*x).size(); ++i) {
-    const double saved = (p.*x)[i];
-    (p.*x)[i] = saved + step;
-    const double up = attention_loss(p);
-    (p.*x)[i] = saved - step;
-    const double down = attention_loss(p);
-    (p.*x)[i] = saved;
-    grad.data()[i] = static_cast<float>((up - down) / (2 * step));
-  }
-  return grad;
-}
 
 struct FiniteDifferenceCase {
   const char* name;
@@ -153,11 +76,11 @@ void CheckAgainstFiniteDifferences(const FiniteDifferenceCase& c) {
   const Tensor g = rand_normal({c.batch, c.heads, c.tq, c.dv}, seed + 4);
   const SdpaOptions options = c.options(c.tq, c.tk);
 
-  DoubleProblem p{c.batch, c.heads,       c.kv_heads,    c.tq,          c.tk,          c.d,
-                  c.dv,    to_doubles(q), to_doubles(k), to_doubles(v), to_doubles(g), options};
-  const Tensor dq = numerical_gradient(p, &DoubleProblem::q, q.shape());
-  const Tensor dk = numerical_gradient(p, &DoubleProblem::k, k.shape());
-  const Tensor dv = numerical_gradient(p, &DoubleProblem::v, v.shape());
+  DoubleProblem p{c.batch,       c.heads,       c.kv_heads,    c.tq,          c.tk, c.d,    c.dv,
+                  to_doubles(q), to_doubles(k), to_doubles(v), to_doubles(g), {},   options};
+  const Tensor dq = numerical_gradient(p, &DoubleProblem::q, q.shape(), attention_loss);
+  const Tensor dk = numerical_gradient(p, &DoubleProblem::k, k.shape(), attention_loss);
+  const Tensor dv = numerical_gradient(p, &DoubleProblem::v, v.shape(), attention_loss);
 
   const SdpaGradients ref = reference::sdpa_backward(q, k, v, g, options);
   const SdpaResult forward = sdpa(q, k, v, options);

@@ -6,6 +6,11 @@
 // h / (H / H_kv) (as PyTorch's enable_gqa, i.e. repeat_interleave of K/V heads).
 // Output (…, Tq, dv); weights (…, Tq, Tk). A query row that can see no key gets an output of
 // zeros and weights of zeros, never NaN.
+//
+// The score of query i and key j, in the order the steps apply (docs/library.md "Variants"):
+//   s = scale·q_i·k_j;  s = c·tanh(s / c) (softcap);  s += −slope_h·|pos_i − j| (ALiBi);
+//   s = -inf where causal/window/padding/a boolean mask hide the key;  s += additive mask;
+//   p_j = e^{s_j} / (e^{sink_h} + Σ_k e^{s_k})  (the sink term only with sinks).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,17 @@ struct SdpaOptions {
   // generation): one first real key per batch entry; keys j < key_starts[b] are hidden.
   // Empty = none. With causal, a query before its entry's first key sees nothing (zeros).
   std::vector<int64_t> key_starts;
+  // Soft-capping (Gemma 2): c > 0 caps every scaled score to c·tanh(s / c), before the ALiBi
+  // bias and the mask. 0 = off.
+  float softcap = 0.0f;
+  // ALiBi (BLOOM, MPT): one slope per query head (H of them); the score of query i and key j
+  // gains −slope·|pos_i − j|, pos_i = the query's position (causal_align: Tk − Tq + i by
+  // default). Computed from the indices: no (Tq, Tk) bias is built. Empty = off.
+  std::vector<float> alibi_slopes;
+  // Attention sinks (gpt-oss): one logit per query head (H), in every softmax denominator and
+  // nowhere else, so a row's weights sum to 1 − e^{sink − logsumexp}; the logsumexp includes it
+  // (a row that sees no key gets logsumexp = sink and zeros). Empty = off.
+  std::vector<float> sinks;
   // attn::sdpa only: also materialise the (…, Tq, Tk) weights (through the reference path;
   // the fused kernel itself never builds them). reference::sdpa always returns them.
   bool return_weights = false;

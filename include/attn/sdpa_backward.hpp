@@ -8,7 +8,11 @@
 // Grouped-query attention: a K/V head's gradients sum over the query heads that share it.
 // Masked scores have P = 0, so they pass no gradient; a query that sees no key gets dQ = 0.
 // Every SdpaOptions field is honoured as in the forward (causal, window, boolean or additive
-// mask, key_lengths, scale); the gradient with respect to an additive mask is not computed.
+// mask, key_lengths, key_starts, scale, softcap, alibi_slopes, sinks); the gradient with
+// respect to an additive mask is not computed.
+// Variants: with soft-capping, dS is multiplied by 1 − tanh²(s/c) before dQ and dK; with
+// sinks, dS is unchanged (D already holds them: O is built from the weights that include the
+// sink) and the sink of head h gets dsink_h = −Σ_{b,i} e^{sink_h − logsumexp_bhi}·D_bhi.
 #pragma once
 
 #include "attn/sdpa.hpp"
@@ -17,9 +21,10 @@
 namespace attn {
 
 struct SdpaGradients {
-  Tensor dq;  // q's shape
-  Tensor dk;  // k's shape
-  Tensor dv;  // v's shape
+  Tensor dq;      // q's shape
+  Tensor dk;      // k's shape
+  Tensor dv;      // v's shape
+  Tensor dsinks;  // (H,) when options.sinks is given, else undefined
 };
 
 namespace reference {

@@ -10,6 +10,7 @@
 #include "attn/tensor.hpp"
 #include "src/attention/decode_run.hpp"
 #include "src/kernels/decode.hpp"
+#include "src/reference/checks.hpp"
 #include "src/reference/finite.hpp"
 
 namespace attn {
@@ -36,6 +37,7 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
              "attend_cached: explicit masks, key lengths and key starts are not supported with a "
              "cache");
   ATTN_CHECK(options.window >= 0, "attend_cached: window must be >= 0, got ", options.window);
+  detail::check_variants(options, q.dim(1), "attend_cached");
   ATTN_CHECK(options.causal_align == CausalAlign::kBottomRight,
              "attend_cached: top-left causal alignment does not apply to a cache (each new query "
              "sits at its own position, after the cached ones)");
@@ -106,6 +108,9 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
   p.window = window;
   p.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(c.head_dim)));
   ATTN_CHECK(std::isfinite(p.scale), "attend_cached: scale must be finite, got ", p.scale);
+  p.softcap = options.softcap;
+  p.alibi_slopes = options.alibi_slopes.empty() ? nullptr : options.alibi_slopes.data();
+  p.sinks = options.sinks.empty() ? nullptr : options.sinks.data();
 
   // Cached positions any query may see: [begin, position).
   const int64_t first_query = p.position - p.tq;

@@ -76,6 +76,13 @@ SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
           for (int64_t e = 0; e < p.d; ++e) o[static_cast<size_t>(e)] += w * oc[e];
         }
       }
+      if (p.sinks != nullptr) {  // the sink joins the sum: m' = max(m, sink)
+        const double sink = p.sinks[h], m_new = std::max<double>(m, sink);
+        const double w = m == -std::numeric_limits<float>::infinity() ? 0.0 : std::exp(m - m_new);
+        l = l * w + std::exp(sink - m_new);
+        for (double& x : o) x *= w;
+        m = static_cast<float>(m_new);
+      }
       const int64_t row = (b * p.heads + h) * p.tq + i;
       for (int64_t e = 0; e < p.d; ++e) {
         out[row * p.d + e] = l > 0.0 ? static_cast<float>(o[static_cast<size_t>(e)] / l) : 0.0f;

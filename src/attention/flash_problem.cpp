@@ -43,6 +43,9 @@ kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4,
   }
   p.key_lengths = options.key_lengths.empty() ? nullptr : options.key_lengths.data();
   p.key_starts = options.key_starts.empty() ? nullptr : options.key_starts.data();
+  p.softcap = options.softcap;
+  p.alibi_slopes = options.alibi_slopes.empty() ? nullptr : options.alibi_slopes.data();
+  p.sinks = options.sinks.empty() ? nullptr : options.sinks.data();
   return p;
 }
 

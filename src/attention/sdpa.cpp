@@ -156,6 +156,9 @@ SdpaResult decode(const detail::AttentionDims& dims, const Tensor& q, const Tens
   p.capacity = p.position = dims.tk;  // query i sits at position tk − tq + i
   p.window = options.causal ? options.window : 0;
   p.scale = dims.scale;
+  p.softcap = options.softcap;
+  p.alibi_slopes = options.alibi_slopes.empty() ? nullptr : options.alibi_slopes.data();
+  p.sinks = options.sinks.empty() ? nullptr : options.sinks.data();
   const int64_t begin = p.window > 0 ? std::max<int64_t>(0, dims.tk - dims.tq - p.window + 1) : 0;
   std::atomic<bool> non_finite_kv{false};
   SdpaResult result = detail::run_decode(p, begin, &non_finite_kv);

@@ -42,6 +42,32 @@ void check_logsumexp(const Tensor& logsumexp, const Shape& expected) {
   }
 }
 
+// dsink_h = −Σ_{b,i} e^{sink_h − L_bhi}·D_bhi with D_bhi = Σ_e dO·O (attn/sdpa_backward.hpp):
+// e^{sink − L} is the weight the sink took in the row. A few multiply-adds per output element,
+// summed in double in a fixed order (batch, then query).
+Tensor sink_gradients(const detail::AttentionDims& dims, const Tensor& out, const Tensor& lse,
+                      const Tensor& d_out, const std::vector<float>& sinks) {
+  const Tensor o4 = detail::as_rank4(out.contiguous()), do4 = detail::as_rank4(d_out.contiguous());
+  const float* o = o4.data();
+  const float* d_o = do4.data();
+  const float* l = lse.data();
+  Tensor gradients({dims.heads});
+  parallel_for(dims.heads, [&](int64_t h) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < dims.batch; ++b) {
+      for (int64_t i = 0; i < dims.tq; ++i) {
+        const int64_t row = (b * dims.heads + h) * dims.tq + i;
+        double dot = 0.0;
+        for (int64_t e = 0; e < dims.dv; ++e)
+          dot += double{d_o[row * dims.dv + e]} * o[row * dims.dv + e];
+        sum -= std::exp(double{sinks[static_cast<size_t>(h)]} - l[row]) * dot;
+      }
+    }
+    gradients.data()[h] = static_cast<float>(sum);
+  });
+  return gradients;
+}
+
 }  // namespace
 
 namespace detail {
@@ -168,7 +194,7 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   check_logsumexp(logsumexp, lse_shape);
   const Tensor lse = logsumexp.contiguous();
 
-  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape())};
+  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape()), Tensor{}};
   std::atomic<bool> non_finite_input{false};
   detail::sdpa_backward_into(dims, q, k, v, out, lse.data(), d_out, options, grads.dq, grads.dk,
                              grads.dv, &non_finite_input);
@@ -177,6 +203,7 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
     detail::check_finite(out, "sdpa_backward", "out");
     detail::check_finite(d_out, "sdpa_backward", "d_out");
   }
+  if (!options.sinks.empty()) grads.dsinks = sink_gradients(dims, out, lse, d_out, options.sinks);
   return grads;
 }
 

@@ -123,10 +123,39 @@ struct ChunkState {
   size_t rows, ld, ldo;
   const int64_t* row_position;  // absolute position of each row's query
   int64_t window;
-  const float* qs;  // rows × ld, scaled, zero-padded
-  float* s;         // rows × kDecodeKeyBlock scores, then probabilities
+  float softcap;           // 0 = off
+  const float* row_slope;  // ALiBi's slope of each row's head, or nullptr
+  const float* qs;         // rows × ld, scaled, zero-padded
+  float* s;                // rows × kDecodeKeyBlock scores, then probabilities
   float *m, *l, *o;
 };
+
+// Soft-capping (s → c·tanh(s / c)) and ALiBi (s −= slope·(position − j)) on row r's scores of
+// keys j0 + [first, last), the keys it sees (the others stay -inf). Whole vectors, then the
+// last few keys one at a time.
+void ScoreVariantsOfRow(const ChunkState& t, size_t r, int64_t j0, size_t first, size_t last,
+                        float* sr) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const float cap = t.softcap, slope = t.row_slope != nullptr ? t.row_slope[r] : 0.0f;
+  // position − j for key first + c: start − c.
+  const auto start = static_cast<float>(t.row_position[r] - j0 - static_cast<int64_t>(first));
+  const VF v_cap = hn::Set(df, cap), v_inverse = hn::Set(df, cap > 0.0f ? 1.0f / cap : 0.0f);
+  const VF v_slope = hn::Set(df, -slope), lanes = hn::Iota(df, 0.0f);
+  size_t c = first;
+  for (; c + N <= last; c += N) {
+    VF s = hn::LoadU(df, sr + c);
+    if (cap > 0.0f) s = hn::Mul(v_cap, hn::Tanh(df, hn::Mul(s, v_inverse)));
+    const VF distance =
+        hn::Sub(hn::Set(df, start - static_cast<float>(c - first)), lanes);  // ≥ 0: causal
+    hn::StoreU(hn::MulAdd(v_slope, distance, s), df, sr + c);
+  }
+  for (; c < last; ++c) {
+    float s = sr[c];
+    if (cap > 0.0f) s = cap * std::tanh(s / cap);
+    sr[c] = s - slope * (start - static_cast<float>(c - first));
+  }
+}
 
 // Scores, online softmax and o += P·V for the keys j0 .. j0 + cols − 1 of one block.
 template <bool kBf16, class Rows>
@@ -163,6 +192,9 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
       default:
         ScoreKeysAnyWidth<kBf16>(qr, t.ld, keys, offsets, first, last, sr);
         break;
+    }
+    if (t.softcap > 0.0f || t.row_slope != nullptr) {
+      ScoreVariantsOfRow(t, r, j0, static_cast<size_t>(first), static_cast<size_t>(last), sr);
     }
   }
   // Online softmax per row over the block's keys, in whole vectors (the columns past `cols`
@@ -239,11 +271,15 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
   // offsets table below, so that a task allocates nothing.
   thread_local std::vector<int64_t> row_position;
   row_position.resize(rows);
+  thread_local std::vector<float> row_slope;
+  row_slope.resize(rows);
   const ChunkState t{rows,
                      ld,
                      ldo,
                      row_position.data(),
                      p.window,
+                     p.softcap,
+                     p.alibi_slopes != nullptr ? row_slope.data() : nullptr,
                      qs,
                      qs + rows * ld,
                      partial,
@@ -259,6 +295,7 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
     t.l[r] = 0.0f;
     std::fill(t.o + r * ldo, t.o + r * ldo + ldo, 0.0f);
     row_position[r] = p.position - p.tq + i;
+    if (p.alibi_slopes != nullptr) row_slope[r] = p.alibi_slopes[h];
   }
   const int64_t head_base = (b * p.kv_heads + kv_h) * p.capacity;
   thread_local std::vector<size_t> offsets;

@@ -32,6 +32,12 @@ struct DecodeProblem {
   int64_t position;  // positions appended so far; query i sits at position − tq + i
   int64_t window;    // 0 = none; else keys p − window < j ≤ p
   float scale;
+  // The variants of attn/sdpa.hpp: soft-capping's c (0 = off) and ALiBi's slope per query head
+  // (H floats, or nullptr) apply to the scores here; the sinks are folded in when the partial
+  // states are merged (src/attention/decode_run.cpp).
+  float softcap;
+  const float* alibi_slopes;
+  const float* sinks;
 };
 
 // Floats of per-worker scratch, and of one task's partial state (m, l, o per row).

@@ -45,6 +45,8 @@
 #include "hwy/highway.h"
 #include "src/kernels/simd_common-inl.h"
 #include "src/kernels/tile_product-inl.h"
+// Must come after tile_product-inl.h.
+#include "src/kernels/score_variants-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
@@ -85,18 +87,33 @@ void ScoreGradient(const DiagonalCut& cut, const float* pt, float* dpt, size_t l
   }
 }
 
+// Soft-capping's chain rule: s·dSᵀ of the raw scores = s·dSᵀ of the capped ones × (1 − tanh²),
+// the slope Softcap stored.
+void ChainSoftcap(const DiagonalCut& cut, const float* slope, float* dpt, size_t ldq) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  for (size_t r = 0; r < ldq; r += N) {
+    const size_t cols = KeysForQueryVector(cut, r);
+    for (size_t c = 0; c < cols; ++c) {
+      float* ds = dpt + c * ldq + r;
+      hn::StoreU(hn::Mul(hn::LoadU(df, ds), hn::LoadU(df, slope + c * ldq + r)), df, ds);
+    }
+  }
+}
+
 // The pointers of one task's scratch.
 struct Buffers {
   float *qt, *dot, *q_rows, *do_rows, *pt, *dpt, *k_rows, *tile, *dq, *dk_block, *dv_block, *lse,
-      *delta;
+      *delta, *softcap_slope;
 };
 
 Buffers CarveScratch(const FlashProblem& p, float* scratch) {
   const BackwardScratchLayout at = backward_scratch_layout(p);
-  return {scratch + at.qt,   scratch + at.dot,      scratch + at.q_rows,   scratch + at.do_rows,
-          scratch + at.pt,   scratch + at.dpt,      scratch + at.k_rows,   scratch + at.tile,
-          scratch + at.dq,   scratch + at.dk_block, scratch + at.dv_block, scratch + at.lse,
-          scratch + at.delta};
+  return {scratch + at.qt,       scratch + at.dot,          scratch + at.q_rows,
+          scratch + at.do_rows,  scratch + at.pt,           scratch + at.dpt,
+          scratch + at.k_rows,   scratch + at.tile,         scratch + at.dq,
+          scratch + at.dk_block, scratch + at.dv_block,     scratch + at.lse,
+          scratch + at.delta,    scratch + at.softcap_slope};
 }
 
 // Packs query block i of head h: (s·log2 e·Q)ᵀ, dOᵀ, the Q and dO rows, L (in base 2) and D per
@@ -165,12 +182,14 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
   const size_t N = hn::Lanes(DF());
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt,
-                               z.ldq, s.pt, z.ldq);  // Sᵀ
+                               z.ldq, s.pt, z.ldq);                // Sᵀ
+  ScoreVariants(p, h, q0, j0, cut, s.pt, z.ldq, s.softcap_slope);  // softcap, ALiBi
   mask_block(p, b, h, q0, z.rows, j0, z.cols, kLog2e, s.pt, z.ldq);
   Probabilities(cut, s.pt, z.ldq, s.lse);  // Pᵀ
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
                                s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ
   ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta);           // s·dSᵀ
+  if (p.softcap > 0.0f) ChainSoftcap(cut, s.softcap_slope, s.dpt, z.ldq);
 }
 
 // out (+)= Aᵀ·X for the pair's keys: dV_j from (Pᵀ, dO_i), dK_j from (s·dSᵀ, Q_i), out and X
@@ -366,6 +385,7 @@ BackwardScratchLayout backward_scratch_layout(const FlashProblem& p) {
   take(at.dv_block, kKeyChunk * ldv);
   take(at.lse, kQueryBlockPadded);
   take(at.delta, kQueryBlockPadded);
+  take(at.softcap_slope, p.softcap > 0.0f ? kKeyBlock * kQueryBlockPadded : 0);
   at.total = next;
   return at;
 }

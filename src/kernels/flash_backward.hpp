@@ -27,7 +27,8 @@ struct FlashBackwardProblem {
 
 // Where each piece of one task's scratch starts, in floats; total = the floats it needs.
 struct BackwardScratchLayout {
-  size_t qt, dot, q_rows, do_rows, pt, dpt, k_rows, tile, dq, dk_block, dv_block, lse, delta, total;
+  size_t qt, dot, q_rows, do_rows, pt, dpt, k_rows, tile, dq, dk_block, dv_block, lse, delta,
+      softcap_slope, total;
 };
 BackwardScratchLayout backward_scratch_layout(const FlashProblem& p);
 

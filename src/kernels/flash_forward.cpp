@@ -57,6 +57,8 @@
 #include "hwy/highway.h"
 #include "src/kernels/simd_common-inl.h"
 #include "src/kernels/tile_product-inl.h"
+// Must come after tile_product-inl.h.
+#include "src/kernels/score_variants-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
@@ -185,6 +187,7 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
     // query vectors none of which sees them (mask_block sets those lanes to -inf below).
     TileProductFromVector<false>(cut, cols, ldq / N, k + j0 * p.k_stride[2], ldk, 1, d, qt, ldq, st,
                                  ldq);
+    ScoreVariants(p, h, q0, j0, cut, st, ldq, nullptr);  // softcap, ALiBi (score_variants-inl.h)
     mask_block(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
     SoftmaxUpdate(cut, st, ldq, m, l, alpha);
     if (j0 != keys_seen.begin) RescaleOutput(alpha, rows, o, ldo);  // o is 0 before
@@ -200,6 +203,10 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
     TileProductToTerm<true>(cut, rows, ldo / N, st, 1, ldq, vrows, ldv, o, ldo);
   }
 
+  if (p.sinks != nullptr) {  // the sink's term joins every row's sum
+    FoldSink(p.sinks[h] * kLog2e, ldq, m, l, alpha);
+    RescaleOutput(alpha, rows, o, ldo);
+  }
   FinishRows(p, b, h, q0, rows, o, ldo, m, l, alpha);
 }
 

@@ -38,6 +38,12 @@ struct FlashProblem {
   MaskKind mask_kind;
   const int64_t* key_lengths;  // per batch entry: keys j >= key_lengths[b] are padding; or nullptr
   const int64_t* key_starts;   // per batch entry: keys j < key_starts[b] are padding; or nullptr
+
+  // The variants (attn/sdpa.hpp): soft-capping's c (0 = off), ALiBi's slope and the sink's
+  // logit per query head (H floats each, or nullptr).
+  float softcap;
+  const float* alibi_slopes;
+  const float* sinks;
 };
 
 }  // namespace attn::kernels

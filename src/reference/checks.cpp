@@ -60,6 +60,17 @@ void check_key_positions(const std::vector<int64_t>& positions, const char* name
   }
 }
 
+// alibi_slopes / sinks: empty, or one finite value per query head.
+void check_per_head(const std::vector<float>& values, const char* name, int64_t heads,
+                    const char* where) {
+  if (values.empty()) return;
+  ATTN_CHECK(static_cast<int64_t>(values.size()) == heads, where, ": ", values.size(), " ", name,
+             " for ", heads, " query heads (one per head)");
+  for (float x : values) {
+    ATTN_CHECK(std::isfinite(x), where, ": ", name, " must be finite, found ", x);
+  }
+}
+
 }  // namespace
 
 Tensor as_rank4(const Tensor& t) {
@@ -90,7 +101,15 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   check_key_positions(options.key_lengths, "key_lengths", "key length", dims);
   check_key_positions(options.key_starts, "key_starts", "key start", dims);
   check_additive_values(options.mask);
+  check_variants(options, dims.heads, "sdpa");
   return dims;
+}
+
+void check_variants(const SdpaOptions& options, int64_t heads, const char* where) {
+  ATTN_CHECK(std::isfinite(options.softcap) && options.softcap >= 0.0f, where,
+             ": softcap must be finite and >= 0 (0 = off), got ", options.softcap);
+  check_per_head(options.alibi_slopes, "alibi_slopes", heads, where);
+  check_per_head(options.sinks, "sinks", heads, where);
 }
 
 void check_finite_qkv(const char* where, const Tensor& q, const Tensor& k, const Tensor& v) {

@@ -26,6 +26,10 @@ Tensor as_rank4(const Tensor& t);
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const SdpaOptions& options);
 
+// softcap finite and >= 0; alibi_slopes and sinks empty or one finite value per query head.
+// `where` starts the message.
+void check_variants(const SdpaOptions& options, int64_t heads, const char* where);
+
 // Refuses NaN and ±inf in q, k, v (src/reference/finite.hpp: attn's policy); `where` starts the
 // message ("sdpa", "sdpa_backward").
 void check_finite_qkv(const char* where, const Tensor& q, const Tensor& k, const Tensor& v);

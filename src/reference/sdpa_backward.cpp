@@ -3,11 +3,15 @@
 // independent problem: its query heads are visited in turn and their dK, dV summed.
 #include "attn/sdpa_backward.hpp"
 
+#include <cmath>
+#include <vector>
+
 #include "attn/error.hpp"
 #include "attn/reference_matmul.hpp"
 #include "attn/threads.hpp"
 #include "src/reference/checks.hpp"
 #include "src/reference/finite.hpp"
+#include "src/reference/head_scores.hpp"
 
 namespace attn {
 namespace {
@@ -23,17 +27,34 @@ std::vector<double> row_dots(const Tensor& d_out, const Tensor& out) {
   return dots;
 }
 
-// s·dS, with dS = P ∘ (dP − D): the gradient of the products Q·Kᵀ before scaling.
+// s·dS, with dS = P ∘ (dP − D): the gradient of the products Q·Kᵀ before scaling. With
+// soft-capping, times the cap's slope 1 − tanh² (undefined without).
 Tensor score_gradient(const Tensor& p, const Tensor& dp, const std::vector<double>& dots,
-                      float scale) {
+                      float scale, const Tensor& softcap_slope) {
   Tensor ds(p.shape());
   for (int64_t i = 0; i < p.dim(0); ++i) {
     for (int64_t j = 0; j < p.dim(1); ++j) {
-      ds.at({i, j}) =
-          static_cast<float>(scale * p.at({i, j}) * (dp.at({i, j}) - dots[static_cast<size_t>(i)]));
+      const double slope = softcap_slope.defined() ? softcap_slope.at({i, j}) : 1.0;
+      ds.at({i, j}) = static_cast<float>(scale * p.at({i, j}) *
+                                         (dp.at({i, j}) - dots[static_cast<size_t>(i)]) * slope);
     }
   }
   return ds;
+}
+
+// −Σ_i p_sink,i·D_i: the sink's gradient from one head, p_sink,i = e^{sink} / (e^{sink} +
+// Σ_j e^{s_ij}) the weight the sink took in row i.
+double sink_gradient(const Tensor& scores, float sink, const std::vector<double>& dots) {
+  double gradient = 0.0;
+  for (int64_t i = 0; i < scores.dim(0); ++i) {
+    double max = sink;
+    for (int64_t j = 0; j < scores.dim(1); ++j) max = std::fmax(max, scores.at({i, j}));
+    double sum = std::exp(sink - max);
+    const double sink_term = sum;
+    for (int64_t j = 0; j < scores.dim(1); ++j) sum += std::exp(scores.at({i, j}) - max);
+    gradient -= sink_term / sum * dots[static_cast<size_t>(i)];
+  }
+  return gradient;
 }
 
 // target += x, element by element (both matrices of one shape).
@@ -55,7 +76,7 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   detail::check_finite(d_out, "reference::sdpa_backward", "d_out");
   const SdpaResult forward = reference::sdpa(q, k, v, options);
 
-  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape())};
+  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape()), Tensor{}};
   const Tensor q4 = detail::as_rank4(q), k4 = detail::as_rank4(k), v4 = detail::as_rank4(v);
   const Tensor p4 = detail::as_rank4(forward.weights), o4 = detail::as_rank4(forward.output);
   const Tensor do4 = detail::as_rank4(d_out);
@@ -63,19 +84,42 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
                dv4 = detail::as_rank4(grads.dv);
   const int64_t group = dims.heads / dims.kv_heads;
 
+  const Tensor mask4 = detail::broadcast_mask(options.mask, detail::with_last_dim(q, dims.tk));
+  // Per (batch, head), summed over the batch in order after: the same bits for any thread count.
+  std::vector<double> sink_parts(static_cast<size_t>(dims.batch * dims.heads), 0.0);
+
   parallel_for(dims.batch * dims.kv_heads, [&](int64_t task) {
     const int64_t b = task / dims.kv_heads, kv_h = task % dims.kv_heads;
     const Tensor k_h = k4.select(b).select(kv_h), v_h = v4.select(b).select(kv_h);
     for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
       const Tensor p = p4.select(b).select(h), d_o = do4.select(b).select(h);
+      detail::HeadScores scores;  // the scores again, for the variants' gradients
+      if (options.softcap > 0.0f || !options.sinks.empty()) {
+        const Tensor mask_h = mask4.defined() ? mask4.select(b).select(h) : Tensor{};
+        scores = detail::head_scores(q4.select(b).select(h), k_h, mask_h, dims, options, b, h);
+      }
+      const std::vector<double> dots = row_dots(d_o, o4.select(b).select(h));
+      if (!options.sinks.empty()) {
+        sink_parts[static_cast<size_t>(b * dims.heads + h)] =
+            sink_gradient(scores.scores, options.sinks[static_cast<size_t>(h)], dots);
+      }
       const Tensor dp = reference::matmul(d_o, v_h.transpose(0, 1));  // dO·Vᵀ
-      const Tensor ds = score_gradient(p, dp, row_dots(d_o, o4.select(b).select(h)), dims.scale);
+      const Tensor ds = score_gradient(p, dp, dots, dims.scale, scores.softcap_slope);
       dq4.select(b).select(h).copy_from(reference::matmul(ds, k_h));  // s·dS·K
       add_into(dk4.select(b).select(kv_h),
                reference::matmul(ds.transpose(0, 1), q4.select(b).select(h)));
       add_into(dv4.select(b).select(kv_h), reference::matmul(p.transpose(0, 1), d_o));  // Pᵀ·dO
     }
   });
+  if (!options.sinks.empty()) {
+    grads.dsinks = Tensor({dims.heads});
+    for (int64_t h = 0; h < dims.heads; ++h) {
+      double sum = 0.0;
+      for (int64_t b = 0; b < dims.batch; ++b)
+        sum += sink_parts[static_cast<size_t>(b * dims.heads + h)];
+      grads.dsinks.data()[h] = static_cast<float>(sum);
+    }
+  }
   return grads;
 }
 

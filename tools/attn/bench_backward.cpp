@@ -49,6 +49,7 @@ std::unique_ptr<BackwardProblem> make_problem(const AttentionBenchArgs& a, int64
                                               int64_t t_len) {
   auto p = std::make_unique<BackwardProblem>();
   p->options.causal = a.causal;
+  apply_bench_variant(a, p->options);
   if (a.block) {
     MhaConfig config;
     config.d_model = a.heads * a.head_dim;
@@ -91,10 +92,10 @@ void forward_of(BackwardProblem& p) {
 
 void print_header(const AttentionBenchArgs& a, int64_t kv_heads,
                   const std::map<int, double>& peak) {
-  std::printf("attn bench backward: B=%lld H=%lld Hkv=%lld d=%lld %s, %s path%s\n",
+  std::printf("attn bench backward: B=%lld H=%lld Hkv=%lld d=%lld %s%s, %s path%s\n",
               static_cast<long long>(a.batch), static_cast<long long>(a.heads),
               static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim),
-              a.causal ? "causal" : "non-causal", a.impl.c_str(),
+              a.causal ? "causal" : "non-causal", bench_variant_words(a).c_str(), a.impl.c_str(),
               a.compete ? ", another process keeping one core busy" : "");
   for (const auto& [threads, gflops] : peak) {
     std::printf("measured FMA peak, %d thread(s), %s: %.0f GFLOP/s\n", threads,

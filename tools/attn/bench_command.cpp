@@ -34,10 +34,10 @@ void run_forward(const AttentionBenchArgs& a) {
   std::map<int, double> peak;
   for (int t : thread_counts) peak[t] = measure_fma_peak_gflops(t);
   if (!a.json) {
-    std::printf("attn bench forward: B=%lld H=%lld Hkv=%lld d=%lld %s, %s path%s\n",
+    std::printf("attn bench forward: B=%lld H=%lld Hkv=%lld d=%lld %s%s, %s path%s\n",
                 static_cast<long long>(a.batch), static_cast<long long>(a.heads),
                 static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim),
-                a.causal ? "causal" : "non-causal", a.impl.c_str(),
+                a.causal ? "causal" : "non-causal", bench_variant_words(a).c_str(), a.impl.c_str(),
                 a.compete ? ", another process keeping one core busy" : "");
     for (int t : thread_counts)
       std::printf("measured FMA peak, %d thread(s), %s: %.0f GFLOP/s\n", t, simd_target().c_str(),
@@ -55,6 +55,7 @@ void run_forward(const AttentionBenchArgs& a) {
     const Tensor v = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 3);
     SdpaOptions options;
     options.causal = a.causal;
+    apply_bench_variant(a, options);
     double square = 4.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
     double useful = a.causal
                         ? 2.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <thread>
 
 #include "attn/error.hpp"
+#include "attn/random.hpp"
 #include "attn/simd.hpp"
 #include "attn/threads.hpp"
 #include "common.hpp"
@@ -48,6 +50,28 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
                    "its GFLOP/s add the projections' FLOPs");
   command.add_flag("--compete", a.compete, "keep one core busy with another process meanwhile");
   command.add_flag("--json", a.json, "one JSON object per line");
+  command
+      .add_option("--variant", a.variant,
+                  "a score variant on every call: softcap (c = 50), alibi (BLOOM's slopes) or "
+                  "sinks (one per head)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "softcap", "alibi", "sinks"}))
+      ->excludes("--block");
+}
+
+void apply_bench_variant(const AttentionBenchArgs& a, SdpaOptions& options) {
+  if (a.variant == "softcap") options.softcap = 50.0f;
+  for (int64_t h = 0; a.variant == "alibi" && h < a.heads; ++h) {
+    options.alibi_slopes.push_back(std::exp2(-8.0f * static_cast<float>(h + 1) / a.heads));
+  }
+  if (a.variant == "sinks") options.sinks = rand_normal({a.heads}, 6).to_vector();
+}
+
+std::string bench_variant_words(const AttentionBenchArgs& a) {
+  if (a.variant == "softcap") return ", soft-capped at 50";
+  if (a.variant == "alibi") return ", ALiBi";
+  if (a.variant == "sinks") return ", a sink per head";
+  return "";
 }
 
 void check_bench_memory(const AttentionBenchArgs& a, int64_t kv_heads, double copies) {
@@ -73,13 +97,15 @@ std::string attention_json_fields(const AttentionBenchArgs& a, const AttentionBe
       "\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
       "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.3f, \"gflops\": %.2f, "
       "\"useful_gflops\": %.2f, \"peak_gflops\": %.2f, \"reference_ms\": %s, "
-      "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f, \"simd\": \"%s\"",
+      "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f, \"simd\": \"%s\", "
+      "\"variant\": \"%s\"",
       static_cast<long long>(r.seq), static_cast<long long>(a.batch),
       static_cast<long long>(a.heads), static_cast<long long>(r.kv_heads),
       static_cast<long long>(a.head_dim), a.causal ? "true" : "false", r.threads, a.impl.c_str(),
       r.ms, r.gflops, r.useful_gflops, r.peak_gflops,
       r.reference_ms < 0 ? "null" : std::to_string(r.reference_ms).c_str(),
-      a.block ? "true" : "false", a.compete ? "true" : "false", r.rss_mib, simd_target().c_str());
+      a.block ? "true" : "false", a.compete ? "true" : "false", r.rss_mib, simd_target().c_str(),
+      a.variant.c_str());
   return fields;
 }
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "attn/sdpa.hpp"
+
 namespace attn::cli {
 
 // The flags `attn bench forward` and `attn bench backward` share.
@@ -23,8 +25,14 @@ struct AttentionBenchArgs {
   std::string impl = "fused";
   int runs = 5;
   int64_t reference_max_seq = 1024;
+  std::string variant = "none";  // none, softcap, alibi, sinks: see apply_bench_variant
 };
 void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
+// --variant's SdpaOptions: softcap 50 (Gemma 2's attention cap), ALiBi with BLOOM's slopes
+// 2^(−8(h+1)/H), or one sink per head drawn from N(0, 1); "none" leaves options alone.
+void apply_bench_variant(const AttentionBenchArgs& args, SdpaOptions& options);
+// The header line's words for --variant ("" for none).
+std::string bench_variant_words(const AttentionBenchArgs& args);
 // --kv-heads, or --heads when it is not given; checked to divide --heads.
 int64_t resolved_kv_heads(const AttentionBenchArgs& args);
 // attn::Error before any measurement when the longest --seq's arrays (`copies` of Q, K, V and

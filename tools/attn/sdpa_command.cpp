@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attn/sdpa.hpp"
 #include "commands.hpp"
@@ -16,6 +17,8 @@ struct SdpaArgs {
   std::string causal_align = "bottom-right";
   int64_t window = 0;
   std::optional<float> scale;
+  float softcap = 0.0f;
+  std::vector<float> alibi_slopes, sinks;
   int threads = 0;
 };
 
@@ -27,6 +30,9 @@ void run_sdpa(const SdpaArgs& args) {
   options.causal_align = causal_align_from_string(args.causal_align);
   options.scale = args.scale;
   options.return_weights = !args.weights.empty();
+  options.softcap = args.softcap;
+  options.alibi_slopes = args.alibi_slopes;
+  options.sinks = args.sinks;
   if (!args.mask.empty()) options.mask = load_mask(args.mask);
   const Tensor q = load_finite(args.q), k = load_finite(args.k), v = load_finite(args.v);
   // The weights are (…, Tq, Tk): one float per query row and key, sized before any work.
@@ -58,6 +64,19 @@ void add_sdpa_command(CLI::App& app) {
   cmd->add_option("--mask", args->mask,
                   "mask M.npy broadcast to (…, Tq, Tk): bool = true where allowed; float = added");
   cmd->add_option("--scale", args->scale, "score scale (default 1/sqrt(d))")->check(finite());
+  cmd->add_option("--softcap", args->softcap,
+                  "soft-capping (Gemma 2): scores become C·tanh(score / C); 0 = off")
+      ->check(finite());
+  cmd->add_option("--alibi-slopes", args->alibi_slopes,
+                  "ALiBi (BLOOM): one slope per query head, comma-separated; the score of query i "
+                  "and key j gains -slope·|pos_i - j|")
+      ->delimiter(',')
+      ->check(finite());
+  cmd->add_option("--sinks", args->sinks,
+                  "attention sinks (gpt-oss): one logit per query head, comma-separated, added to "
+                  "every softmax denominator")
+      ->delimiter(',')
+      ->check(finite());
   cmd->add_option("--out", args->out,
                   "where to write the output O.npy (…, Tq, dv) ('-': standard output)")
       ->required();
