@@ -104,10 +104,10 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     """One attention layer's call, in transformers' convention: query (batch, heads, Tq, d), key
     and value (batch, kv_heads, Tk, d), the boolean mask or None; returns the output as
     (batch, Tq, heads, d) and no weights."""
-    if kwargs.get("softcap") is not None:
-        _refuse(module, f"logit soft-capping (softcap={kwargs['softcap']})")
-    if kwargs.get("s_aux") is not None or kwargs.get("sinks") is not None:
-        _refuse(module, "attention sinks")
+    softcap = kwargs.get("softcap") or 0.0  # Gemma 2's logit soft-capping
+    sinks = kwargs.get("s_aux")  # gpt-oss's attention sinks, one logit per query head
+    if sinks is None:
+        sinks = kwargs.get("sinks")
     if kwargs.get("position_bias") is not None:
         _refuse(module, "a position bias added to the scores")
     if dropout and module.training:
@@ -126,11 +126,16 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         _say_dense(module, attention_mask)
     if key_starts is not None:  # causal (or one row) apart from the padding: no mask to read
         attn_torch._check_devices(query, key, value, None)
-        out = attn_torch._attend(query, key, value, None, q_length > 1, scaling, key_starts)
-    else:
+        out = attn_torch._attend(query, key, value, None, q_length > 1, scaling, key_starts,
+                                 softcap, None, sinks)
+    elif not softcap and sinks is None:
         out = attn_torch.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
                                                       is_causal=is_causal, scale=scaling,
                                                       enable_gqa=gqa)
+    else:
+        out = attn_torch.attention(query, key, value, attn_mask=attention_mask,
+                                   is_causal=is_causal, scale=scaling, enable_gqa=gqa,
+                                   softcap=softcap, sinks=sinks)
     return out.transpose(1, 2).contiguous(), None
 
 

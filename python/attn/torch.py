@@ -6,7 +6,9 @@ added to the scores, grouped K/V heads only with `enable_gqa=True`), so it repla
 `torch.nn.functional.scaled_dot_product_attention` on CPU tensors in one line. It is the
 custom operator `torch.ops.attn.sdpa` (output and logsumexp), registered with a fake
 implementation, so `torch.compile(fullgraph=True)` traces through it, and with autograd, whose
-backward is attn's fused backward from the saved logsumexp.
+backward is attn's fused backward from the saved logsumexp. `attn.torch.attention` is the same
+call with the score variants of today's models: soft-capping, ALiBi and attention sinks (whose
+gradient autograd gets from attn's fused backward).
 
 - Memory: float32 CPU tensors whose last dim is contiguous are read in place (no copy, not
   even a numpy view: the module reads the tensor's pointer, sizes and strides) and the output
@@ -24,7 +26,7 @@ import torch
 
 from . import _attn
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = ["scaled_dot_product_attention", "attention"]
 
 _attn._set_torch_types(torch.Tensor, torch.float32)  # float32 CPU tensors: read in place
 
@@ -73,13 +75,32 @@ def _starts_list(key_starts: Optional[torch.Tensor]):
     return None if key_starts is None else key_starts.tolist()
 
 
-def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_starts=None):
+def _per_head(values: Optional[torch.Tensor], name: str):
+    """alibi_slopes or sinks (a tensor of one float per query head) as the module takes them."""
+    if values is None:
+        return None
+    _check_cpu(values, name)
+    if values.dim() != 1 or not values.is_floating_point():
+        raise ValueError(f"attn.torch: {name} must be a 1-D float tensor (one value per query "
+                         f"head), got {values.dtype} of shape {tuple(values.shape)}")
+    return values.detach().float().tolist()
+
+
+def _variants(softcap, alibi_slopes, sinks) -> dict:
+    """The score variants as keyword arguments of the module's functions."""
+    return {"softcap": float(softcap or 0.0), "alibi_slopes": _per_head(alibi_slopes, "alibi_slopes"),
+            "sinks": _per_head(sinks, "sinks")}
+
+
+def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_starts=None,
+             softcap=0.0, alibi_slopes=None, sinks=None):
     """attn's fused forward: the output in query's dtype and, with_lse, the float32 logsumexp
     (else None)."""
     result = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
                         _as_input(value, "value"), causal=is_causal, causal_align="top-left",
                         mask=_mask_array(attn_mask), scale=scale, return_lse=with_lse,
-                        key_starts=_starts_list(key_starts))
+                        key_starts=_starts_list(key_starts),
+                        **_variants(softcap, alibi_slopes, sinks))
     out, lse = result if with_lse else (result, None)
     return _tensor(out, query.dtype), None if lse is None else torch.from_numpy(lse)
 
@@ -87,12 +108,16 @@ def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_
 @torch.library.custom_op("attn::sdpa", mutates_args=())
 def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
           attn_mask: Optional[torch.Tensor], is_causal: bool, scale: Optional[float],
-          key_starts: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
-    return _forward(query, key, value, attn_mask, is_causal, scale, key_starts=key_starts)
+          key_starts: Optional[torch.Tensor] = None, softcap: float = 0.0,
+          alibi_slopes: Optional[torch.Tensor] = None,
+          sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _forward(query, key, value, attn_mask, is_causal, scale, key_starts=key_starts,
+                    softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks)
 
 
 @_sdpa.register_fake
-def _(query, key, value, attn_mask, is_causal, scale, key_starts=None):
+def _(query, key, value, attn_mask, is_causal, scale, key_starts=None, softcap=0.0,
+      alibi_slopes=None, sinks=None):
     out_shape = query.shape[:-1] + value.shape[-1:]
     return query.new_empty(out_shape), query.new_empty(query.shape[:-1], dtype=torch.float32)
 
@@ -101,38 +126,51 @@ def _(query, key, value, attn_mask, is_causal, scale, key_starts=None):
 def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                    value: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
                    attn_mask: Optional[torch.Tensor], is_causal: bool, scale: Optional[float],
-                   key_starts: Optional[torch.Tensor] = None
-                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    dq, dk, dv = _attn.sdpa_backward(
+                   key_starts: Optional[torch.Tensor] = None, softcap: float = 0.0,
+                   alibi_slopes: Optional[torch.Tensor] = None,
+                   sinks: Optional[torch.Tensor] = None
+                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv and the sinks' gradient (an empty tensor without sinks)."""
+    grads = _attn.sdpa_backward(
         _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
         _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
         causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
-        key_starts=_starts_list(key_starts))
-    return _tensor(dq, query.dtype), _tensor(dk, key.dtype), _tensor(dv, value.dtype)
+        key_starts=_starts_list(key_starts), **_variants(softcap, alibi_slopes, sinks))
+    dsinks = (_tensor(grads[3], sinks.dtype) if sinks is not None
+              else query.new_empty(0, dtype=torch.float32))
+    return (_tensor(grads[0], query.dtype), _tensor(grads[1], key.dtype),
+            _tensor(grads[2], value.dtype), dsinks)
 
 
 @_sdpa_backward.register_fake
-def _(grad_out, query, key, value, out, lse, attn_mask, is_causal, scale, key_starts=None):
-    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
+def _(grad_out, query, key, value, out, lse, attn_mask, is_causal, scale, key_starts=None,
+      softcap=0.0, alibi_slopes=None, sinks=None):
+    dsinks = torch.empty_like(sinks) if sinks is not None else query.new_empty(0, dtype=torch.float32)
+    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), dsinks
 
 
 def _setup_context(ctx, inputs, output):
-    query, key, value, attn_mask, is_causal, scale, key_starts = inputs
+    query, key, value, attn_mask, is_causal, scale, key_starts, softcap, alibi_slopes, sinks = inputs
     out, lse = output
     ctx.mark_non_differentiable(lse)  # a statistic of the forward, as argmax's index
-    ctx.save_for_backward(query, key, value, out, lse, attn_mask, key_starts)
-    ctx.is_causal, ctx.scale = is_causal, scale
+    ctx.save_for_backward(query, key, value, out, lse, attn_mask, key_starts, alibi_slopes, sinks)
+    ctx.is_causal, ctx.scale, ctx.softcap = is_causal, scale, softcap
 
 
 def _backward(ctx, grad_out, grad_lse):
-    query, key, value, out, lse, attn_mask, key_starts = ctx.saved_tensors
+    query, key, value, out, lse, attn_mask, key_starts, alibi_slopes, sinks = ctx.saved_tensors
     if attn_mask is not None and ctx.needs_input_grad[3]:
         raise NotImplementedError(
             "attn.torch: the gradient with respect to attn_mask is not implemented yet; "
             "pass attn_mask.detach() (a mask that needs no gradient)")
-    dq, dk, dv = _sdpa_backward(grad_out, query, key, value, out, lse, attn_mask,
-                                ctx.is_causal, ctx.scale, key_starts)
-    return dq, dk, dv, None, None, None, None
+    if alibi_slopes is not None and ctx.needs_input_grad[8]:
+        raise NotImplementedError(
+            "attn.torch: ALiBi's slopes are fixed: pass alibi_slopes.detach()")
+    dq, dk, dv, dsinks = _sdpa_backward(grad_out, query, key, value, out, lse, attn_mask,
+                                        ctx.is_causal, ctx.scale, key_starts, ctx.softcap,
+                                        alibi_slopes, sinks)
+    return (dq, dk, dv, None, None, None, None, None, None,
+            dsinks if sinks is not None else None)
 
 
 _sdpa.register_autograd(_backward, setup_context=_setup_context)
@@ -152,6 +190,13 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     if dropout_p != 0.0:
         raise ValueError(f"attn.torch: dropout_p must be 0.0 (attn has no attention dropout), "
                          f"got {dropout_p}")
+    _check_call(query, key, value, attn_mask, is_causal, enable_gqa)
+    return _attend(query, key, value, attn_mask, is_causal, scale)
+
+
+def _check_call(query, key, value, attn_mask, is_causal, enable_gqa) -> None:
+    """PyTorch's rules for the arguments: CPU tensors, a mask or is_causal, grouped heads only
+    with enable_gqa."""
     _check_devices(query, key, value, attn_mask)
     if is_causal and attn_mask is not None:
         raise ValueError("attn.torch: attn_mask and is_causal cannot both be set (as in PyTorch)")
@@ -159,18 +204,40 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
             and key.shape[-3] != query.shape[-3]):
         raise ValueError(f"attn.torch: query has {query.shape[-3]} heads and key "
                          f"{key.shape[-3]}: pass enable_gqa=True for grouped heads")
-    return _attend(query, key, value, attn_mask, is_causal, scale)
 
 
-def _attend(query, key, value, attn_mask, is_causal, scale, key_starts=None) -> torch.Tensor:
+def _attend(query, key, value, attn_mask, is_causal, scale, key_starts=None, softcap=0.0,
+            alibi_slopes=None, sinks=None) -> torch.Tensor:
     """The call after the argument checks: the kernel directly when nothing needs the operator,
     else the operator (autograd, torch.compile). key_starts (attn.hf's left padding): an int64
     tensor of the first real key of each batch entry, or None."""
-    if _plain_inference(query, key, value, attn_mask):  # no logsumexp: nothing will need it
+    if _plain_inference(query, key, value, attn_mask) and not (
+            sinks is not None and (sinks.requires_grad or type(sinks) is not torch.Tensor)):
         return _forward(query, key, value, attn_mask, is_causal, scale, with_lse=False,
-                        key_starts=key_starts)[0]
-    out, _ = _sdpa(query, key, value, attn_mask, is_causal, scale, key_starts)
+                        key_starts=key_starts, softcap=softcap, alibi_slopes=alibi_slopes,
+                        sinks=sinks)[0]
+    out, _ = _sdpa(query, key, value, attn_mask, is_causal, scale, key_starts, float(softcap),
+                   alibi_slopes, sinks)
     return out
+
+
+def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False,
+              scale: Optional[float] = None, enable_gqa: bool = False, *,
+              softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
+              sinks: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """`scaled_dot_product_attention` (the same arguments and meaning, no dropout) with the score
+    variants of today's models, forward and backward:
+
+    - softcap: c > 0 caps each scaled score to c·tanh(s / c) before the mask (Gemma 2);
+    - alibi_slopes: a float tensor (H,), one slope per query head; the score of query i and key
+      j gains -slope·|i - j| (top-left positions, as is_causal) (BLOOM, MPT); no gradient;
+    - sinks: a float tensor (H,), one logit per query head in every softmax denominator
+      (gpt-oss); differentiable: its gradient comes from attn's fused backward.
+    """
+    _check_call(query, key, value, attn_mask, is_causal, enable_gqa)
+    return _attend(query, key, value, attn_mask, is_causal, scale, None, softcap, alibi_slopes,
+                   sinks)
 
 
 def _check_devices(query, key, value, attn_mask) -> None:

@@ -27,11 +27,20 @@ Mask to_mask(const py::handle& mask) {
   return allows ? Mask::allow(std::move(values)) : Mask::additive(std::move(values));
 }
 
+// softcap, alibi_slopes and sinks (attn/sdpa.hpp), as the Python functions take them.
+struct Variants {
+  float softcap = 0.0f;
+  std::optional<std::vector<float>> alibi_slopes, sinks;
+};
+
 SdpaOptions options_of(bool causal, std::optional<int64_t> window, const py::handle& mask,
                        std::optional<float> scale, std::optional<std::vector<int64_t>> key_lengths,
                        std::optional<std::vector<int64_t>> key_starts,
-                       const std::string& causal_align) {
+                       const std::string& causal_align, const Variants& variants) {
   SdpaOptions o;
+  o.softcap = variants.softcap;
+  if (variants.alibi_slopes) o.alibi_slopes = *variants.alibi_slopes;
+  if (variants.sinks) o.sinks = *variants.sinks;
   o.causal = causal;
   o.window = window.value_or(0);
   o.mask = to_mask(mask);
@@ -46,10 +55,13 @@ py::object sdpa_py(const py::handle& q, const py::handle& k, const py::handle& v
                    std::optional<int64_t> window, const py::handle& mask,
                    std::optional<float> scale, std::optional<std::vector<int64_t>> key_lengths,
                    std::optional<std::vector<int64_t>> key_starts, const std::string& causal_align,
-                   bool return_weights, bool return_lse) {
+                   bool return_weights, bool return_lse, float softcap,
+                   std::optional<std::vector<float>> alibi_slopes,
+                   std::optional<std::vector<float>> sinks) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
-  SdpaOptions o = options_of(causal, window, mask, scale, std::move(key_lengths),
-                             std::move(key_starts), causal_align);
+  SdpaOptions o =
+      options_of(causal, window, mask, scale, std::move(key_lengths), std::move(key_starts),
+                 causal_align, {softcap, std::move(alibi_slopes), std::move(sinks)});
   o.return_weights = return_weights;
   SdpaResult r;
   {
@@ -70,16 +82,22 @@ py::tuple sdpa_backward_py(const py::handle& q, const py::handle& k, const py::h
                            std::optional<float> scale,
                            std::optional<std::vector<int64_t>> key_lengths,
                            std::optional<std::vector<int64_t>> key_starts,
-                           const std::string& causal_align) {
+                           const std::string& causal_align, float softcap,
+                           std::optional<std::vector<float>> alibi_slopes,
+                           std::optional<std::vector<float>> sinks) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v"),
                t_out = to_tensor(out, "out"), t_lse = to_tensor(lse, "lse"),
                t_d = to_tensor(d_out, "d_out");
-  const SdpaOptions o = options_of(causal, window, mask, scale, std::move(key_lengths),
-                                   std::move(key_starts), causal_align);
+  const SdpaOptions o =
+      options_of(causal, window, mask, scale, std::move(key_lengths), std::move(key_starts),
+                 causal_align, {softcap, std::move(alibi_slopes), std::move(sinks)});
   SdpaGradients g;
   {
     py::gil_scoped_release unlocked;
     g = sdpa_backward(tq, tk, tv, t_out, t_lse, t_d, o);
+  }
+  if (g.dsinks.defined()) {
+    return py::make_tuple(to_array(g.dq), to_array(g.dk), to_array(g.dv), to_array(g.dsinks));
   }
   return py::make_tuple(to_array(g.dq), to_array(g.dk), to_array(g.dv));
 }
@@ -143,10 +161,13 @@ py::tuple reference_sdpa(const py::handle& q, const py::handle& k, const py::han
                          std::optional<float> scale,
                          std::optional<std::vector<int64_t>> key_lengths,
                          std::optional<std::vector<int64_t>> key_starts,
-                         const std::string& causal_align) {
+                         const std::string& causal_align, float softcap,
+                         std::optional<std::vector<float>> alibi_slopes,
+                         std::optional<std::vector<float>> sinks) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
-  const SdpaOptions o = options_of(causal, window, mask, scale, std::move(key_lengths),
-                                   std::move(key_starts), causal_align);
+  const SdpaOptions o =
+      options_of(causal, window, mask, scale, std::move(key_lengths), std::move(key_starts),
+                 causal_align, {softcap, std::move(alibi_slopes), std::move(sinks)});
   SdpaResult r;
   {
     py::gil_scoped_release unlocked;
@@ -197,7 +218,7 @@ py::object mha_py(const py::handle& x, const py::handle& w_q, const py::handle& 
 void add_attention(py::module_& m, py::module_& reference) {
   const char* sdpa_doc = R"(sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
      key_lengths=None, key_starts=None, causal_align="bottom-right", return_weights=False,
-     return_lse=False)
+     return_lse=False, softcap=0.0, alibi_slopes=None, sinks=None)
 
 softmax(q·kᵀ·scale + mask)·v on the fused kernel (the T×T scores are never stored).
 
@@ -207,25 +228,30 @@ its position, bottom-right aligned when Tq != Tk (query i at Tk - Tq + i) unless
 is "top-left" (query i at i, PyTorch's is_causal). window: the last W positions only. mask:
 booleans or integers allow where non-zero, floats are added; broadcast to (…, Tq, Tk).
 key_lengths: per batch entry, keys j >= length are padding; key_starts: keys j < start are
-(left) padding. scale: default 1/sqrt(d).
+(left) padding. scale: default 1/sqrt(d). Variants: softcap c > 0 caps each scaled score to
+c·tanh(s/c) (Gemma 2); alibi_slopes (one per query head) adds -slope·|pos_i - j| (BLOOM);
+sinks (one logit per query head) joins every softmax denominator (gpt-oss).
 Returns the output (…, Tq, dv); with return_weights / return_lse a tuple that adds the
 weights (…, Tq, Tk) and / or the logsumexp (…, Tq). Raises ValueError naming the argument.)";
   m.def("sdpa", &sdpa_py, sdpa_doc, "q"_a, "k"_a, "v"_a, py::kw_only(), "causal"_a = false,
         "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
         "key_lengths"_a = py::none(), "key_starts"_a = py::none(),
-        "causal_align"_a = "bottom-right", "return_weights"_a = false, "return_lse"_a = false);
+        "causal_align"_a = "bottom-right", "return_weights"_a = false, "return_lse"_a = false,
+        "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(), "sinks"_a = py::none());
   m.def("sdpa_backward", &sdpa_backward_py,
         R"(sdpa_backward(q, k, v, out, lse, d_out, *, causal=False, window=None, mask=None,
-              scale=None, key_lengths=None, key_starts=None, causal_align="bottom-right")
-              -> (dq, dk, dv)
+              scale=None, key_lengths=None, key_starts=None, causal_align="bottom-right",
+              softcap=0.0, alibi_slopes=None, sinks=None)
+              -> (dq, dk, dv), or (dq, dk, dv, dsinks) with sinks
 
 The gradients of sdpa for dL/d(out) = d_out, on the fused kernel (the weights recomputed block
 by block from the forward's logsumexp lse, from sdpa(..., return_lse=True)). Options as the
-forward's.)",
+forward's; with sinks, also the sinks' gradient (H,).)",
         "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_out"_a, py::kw_only(), "causal"_a = false,
         "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
         "key_lengths"_a = py::none(), "key_starts"_a = py::none(),
-        "causal_align"_a = "bottom-right");
+        "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
+        "sinks"_a = py::none());
   m.def("scaled_dot_product_attention", &torch_sdpa,
         R"(scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                              is_causal=False, scale=None, enable_gqa=False)
@@ -239,14 +265,15 @@ where True, a float one is added; fewer K/V heads only with enable_gqa. dropout_
         "attn.torch's quick path (float32 CPU tensors, no mask); None when it does not apply.");
   reference.def("sdpa", &reference_sdpa,
                 R"(reference.sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
-               key_lengths=None, key_starts=None, causal_align="bottom-right")
-               -> (output, weights)
+               key_lengths=None, key_starts=None, causal_align="bottom-right", softcap=0.0,
+               alibi_slopes=None, sinks=None) -> (output, weights)
 
 The readable path: scores, mask, softmax, weighted sum, one step per line; always returns the
 weights. The oracle the fused kernel is tested against.)",
                 "q"_a, "k"_a, "v"_a, py::kw_only(), "causal"_a = false, "window"_a = py::none(),
                 "mask"_a = py::none(), "scale"_a = py::none(), "key_lengths"_a = py::none(),
-                "key_starts"_a = py::none(), "causal_align"_a = "bottom-right");
+                "key_starts"_a = py::none(), "causal_align"_a = "bottom-right", "softcap"_a = 0.0f,
+                "alibi_slopes"_a = py::none(), "sinks"_a = py::none());
   m.def("causal_mask", &causal_mask_py,
         R"(causal_mask(n, tk=None, align="bottom-right") -> bool array (n, tk)
 
