@@ -20,7 +20,8 @@ namespace attn::testing {
 struct DoubleProblem {
   int64_t batch, heads, kv_heads, tq, tk, d, dv;
   std::vector<double> q, k, v, g, sinks;
-  SdpaOptions options;  // every field but sinks (in `sinks`, so it can be varied)
+  std::vector<double> bias;  // (B, H, Tq, Tk) added to the scores like an additive mask, or empty
+  SdpaOptions options;       // every field but sinks and bias (here, so they can be varied)
 };
 
 inline std::vector<double> to_doubles(const Tensor& t) {
@@ -57,6 +58,8 @@ inline double attention_loss(const DoubleProblem& p) {
           if (!o.alibi_slopes.empty())
             score -= o.alibi_slopes[h] * static_cast<double>(std::llabs(position - j));
           if (m.kind == MaskKind::kAdditive) score += m.values.at({i, j});
+          if (!p.bias.empty())
+            score += p.bias[static_cast<size_t>(((b * p.heads + h) * p.tq + i) * p.tk + j)];
           s[static_cast<size_t>(j)] = score;
         }
         const bool sink = !p.sinks.empty();

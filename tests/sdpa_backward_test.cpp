@@ -76,8 +76,8 @@ void CheckAgainstFiniteDifferences(const FiniteDifferenceCase& c) {
   const Tensor g = rand_normal({c.batch, c.heads, c.tq, c.dv}, seed + 4);
   const SdpaOptions options = c.options(c.tq, c.tk);
 
-  DoubleProblem p{c.batch,       c.heads,       c.kv_heads,    c.tq,          c.tk, c.d,    c.dv,
-                  to_doubles(q), to_doubles(k), to_doubles(v), to_doubles(g), {},   options};
+  DoubleProblem p{c.batch,       c.heads,       c.kv_heads,    c.tq,          c.tk, c.d, c.dv,
+                  to_doubles(q), to_doubles(k), to_doubles(v), to_doubles(g), {},   {},  options};
   const Tensor dq = numerical_gradient(p, &DoubleProblem::q, q.shape(), attention_loss);
   const Tensor dk = numerical_gradient(p, &DoubleProblem::k, k.shape(), attention_loss);
   const Tensor dv = numerical_gradient(p, &DoubleProblem::v, v.shape(), attention_loss);

@@ -20,6 +20,8 @@
 #include "attn/threads.hpp"
 #include "gradient_checks.hpp"
 #include "simd_targets.hpp"
+#include "src/reference/checks.hpp"
+#include "src/reference/mask_gradient.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -89,10 +91,19 @@ TEST(SdpaVariants, EveryPathMatchesFiniteDifferencesOfTheDefinition) {
       const Tensor g = rand_normal({c.batch, c.heads, c.tq, c.d}, seed + 4);
       SdpaOptions options = c.base;
       add_variants(options, variants, c.heads, seed);
-      DoubleProblem p{c.batch,       c.heads,       c.kv_heads,
-                      c.tq,          c.tk,          c.d,
-                      c.d,           to_doubles(q), to_doubles(k),
-                      to_doubles(v), to_doubles(g), {options.sinks.begin(), options.sinks.end()},
+      DoubleProblem p{c.batch,
+                      c.heads,
+                      c.kv_heads,
+                      c.tq,
+                      c.tk,
+                      c.d,
+                      c.d,
+                      to_doubles(q),
+                      to_doubles(k),
+                      to_doubles(v),
+                      to_doubles(g),
+                      {options.sinks.begin(), options.sinks.end()},
+                      {},
                       options};
       const Tensor dq = numerical_gradient(p, &DoubleProblem::q, q.shape(), attention_loss);
       const Tensor dk = numerical_gradient(p, &DoubleProblem::k, k.shape(), attention_loss);
@@ -128,6 +139,70 @@ TEST(SdpaVariants, EveryPathMatchesFiniteDifferencesOfTheDefinition) {
       }
     }
   }
+}
+
+// The gradient of an additive mask (a learned bias): dS summed over the mask's broadcast dims,
+// against central differences of the loss with respect to every score's bias, summed the same
+// way; with and without the cap, causal, GQA, both loop orders.
+TEST(SdpaVariants, TheMaskGradientMatchesFiniteDifferences) {
+  const int64_t batch = 2, heads = 4, kv_heads = 2, tq = 5, tk = 6, d = 4;
+  const Tensor q = rand_normal({batch, heads, tq, d}, 1),
+               k = rand_normal({batch, kv_heads, tk, d}, 2),
+               v = rand_normal({batch, kv_heads, tk, d}, 3),
+               g = rand_normal({batch, heads, tq, d}, 4);
+  for (const Shape& mask_shape :
+       {Shape{tq, tk}, Shape{heads, 1, tk}, Shape{batch, 1, tq, tk}, Shape{batch, heads, tq, tk}}) {
+    for (bool capped : {false, true}) {
+      const std::string what = to_string(mask_shape) + (capped ? " softcap" : "");
+      SCOPED_TRACE(what);
+      SdpaOptions options = testing::causal();
+      options.causal_align = CausalAlign::kTopLeft;
+      if (capped) options.softcap = 1.5f;
+      options.mask = Mask::additive(rand_normal(mask_shape, 5));
+      options.return_mask_gradient = true;
+      // The mask expanded to every score, and the loss's gradient with respect to each.
+      const Tensor full =
+          detail::as_rank4(detail::broadcast_mask(options.mask, {batch, heads, tq, tk}))
+              .contiguous();
+      SdpaOptions without_mask = options;
+      without_mask.mask = Mask{};
+      DoubleProblem p{batch,
+                      heads,
+                      kv_heads,
+                      tq,
+                      tk,
+                      d,
+                      d,
+                      to_doubles(q),
+                      to_doubles(k),
+                      to_doubles(v),
+                      to_doubles(g),
+                      {},
+                      to_doubles(full),
+                      without_mask};
+      const Tensor per_score =
+          numerical_gradient(p, &DoubleProblem::bias, full.shape(), attention_loss);
+      const Tensor expected = detail::reduce_to_mask_shape(per_score, options.mask);
+
+      const SdpaResult forward = sdpa(q, k, v, options);
+      EXPECT_TRUE(RelativelyClose(reference::sdpa_backward(q, k, v, g, options).dmask, expected,
+                                  1e-4, "reference"));
+      for (auto order : {LoopOrder::kOneTaskPerHead, LoopOrder::kTwoPasses}) {
+        LoopOrder forced(order);
+        const SdpaGradients got =
+            sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options);
+        EXPECT_TRUE(RelativelyClose(got.dmask, expected, 1e-4, "fused"));
+        EXPECT_EQ(got.dmask.shape(), mask_shape);
+      }
+    }
+  }
+  // Asked for without an additive mask: a clear error.
+  SdpaOptions boolean;
+  boolean.mask = Mask::allow(Tensor::full({tq, tk}, 1.0f));
+  boolean.return_mask_gradient = true;
+  const SdpaResult f = sdpa(q, k, v, boolean);
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_backward(q, k, v, f.output, f.logsumexp, g, boolean); },
+                         "return_mask_gradient needs an additive (float) mask"));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -52,6 +52,10 @@ struct SdpaOptions {
   // attn::sdpa only: also materialise the (…, Tq, Tk) weights (through the reference path;
   // the fused kernel itself never builds them). reference::sdpa always returns them.
   bool return_weights = false;
+  // sdpa_backward only: also the gradient of an additive mask (a learned bias), dL/d(mask) =
+  // dS = P ∘ (dP − D), summed over the dims the mask is broadcast along, in the mask's shape
+  // (SdpaGradients::dmask). A boolean mask has none: asking is an attn::Error.
+  bool return_mask_gradient = false;
 };
 
 struct SdpaResult {

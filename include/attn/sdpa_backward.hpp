@@ -8,8 +8,9 @@
 // Grouped-query attention: a K/V head's gradients sum over the query heads that share it.
 // Masked scores have P = 0, so they pass no gradient; a query that sees no key gets dQ = 0.
 // Every SdpaOptions field is honoured as in the forward (causal, window, boolean or additive
-// mask, key_lengths, key_starts, scale, softcap, alibi_slopes, sinks); the gradient with
-// respect to an additive mask is not computed.
+// mask, key_lengths, key_starts, scale, softcap, alibi_slopes, sinks); with
+// options.return_mask_gradient, also the gradient of an additive mask: dS itself (the mask is
+// added to the scores after scaling and soft-capping), summed over its broadcast dims.
 // Variants: with soft-capping, dS is multiplied by 1 − tanh²(s/c) before dQ and dK; with
 // sinks, dS is unchanged (D already holds them: O is built from the weights that include the
 // sink) and the sink of head h gets dsink_h = −Σ_{b,i} e^{sink_h − logsumexp_bhi}·D_bhi.
@@ -25,6 +26,7 @@ struct SdpaGradients {
   Tensor dk;      // k's shape
   Tensor dv;      // v's shape
   Tensor dsinks;  // (H,) when options.sinks is given, else undefined
+  Tensor dmask;   // the mask's shape, with options.return_mask_gradient; else undefined
 };
 
 namespace reference {

@@ -17,6 +17,8 @@ gradient autograd gets from attn's fused backward).
 - bfloat16 and float16 are computed in float32 (converted in, the result converted back):
   attn's bfloat16 attention kernels are not in this build yet.
 - A query row that may attend to no key gives zeros, as PyTorch 2.13's CPU kernel does.
+- A float attn_mask that requires a gradient (a learned bias) gets one: dS, summed over the dims
+  it is broadcast along, from attn's fused backward.
 - The GIL is released while the kernels run.
 """
 from typing import Optional, Tuple
@@ -128,25 +130,34 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
                    attn_mask: Optional[torch.Tensor], is_causal: bool, scale: Optional[float],
                    key_starts: Optional[torch.Tensor] = None, softcap: float = 0.0,
                    alibi_slopes: Optional[torch.Tensor] = None,
-                   sinks: Optional[torch.Tensor] = None
-                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq, dk, dv and the sinks' gradient (an empty tensor without sinks)."""
-    grads = _attn.sdpa_backward(
+                   sinks: Optional[torch.Tensor] = None, mask_gradient: bool = False
+                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                              torch.Tensor]:
+    """dq, dk, dv, the sinks' gradient and, with mask_gradient, the float mask's (empty tensors
+    where not asked for)."""
+    grads = list(_attn.sdpa_backward(
         _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
         _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
         causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
-        key_starts=_starts_list(key_starts), **_variants(softcap, alibi_slopes, sinks))
-    dsinks = (_tensor(grads[3], sinks.dtype) if sinks is not None
-              else query.new_empty(0, dtype=torch.float32))
+        key_starts=_starts_list(key_starts), return_mask_gradient=mask_gradient,
+        **_variants(softcap, alibi_slopes, sinks)))
+    def none():  # a fresh empty tensor each: the outputs may not alias one another
+        return query.new_empty(0, dtype=torch.float32)
+    dmask = _tensor(grads.pop(), attn_mask.dtype) if mask_gradient else none()
+    dsinks = _tensor(grads.pop(), sinks.dtype) if sinks is not None else none()
     return (_tensor(grads[0], query.dtype), _tensor(grads[1], key.dtype),
-            _tensor(grads[2], value.dtype), dsinks)
+            _tensor(grads[2], value.dtype), dsinks, dmask)
 
 
 @_sdpa_backward.register_fake
 def _(grad_out, query, key, value, out, lse, attn_mask, is_causal, scale, key_starts=None,
-      softcap=0.0, alibi_slopes=None, sinks=None):
-    dsinks = torch.empty_like(sinks) if sinks is not None else query.new_empty(0, dtype=torch.float32)
-    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), dsinks
+      softcap=0.0, alibi_slopes=None, sinks=None, mask_gradient=False):
+    dsinks = (torch.empty_like(sinks) if sinks is not None
+              else query.new_empty(0, dtype=torch.float32))
+    dmask = (torch.empty_like(attn_mask) if mask_gradient
+             else query.new_empty(0, dtype=torch.float32))
+    return (torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), dsinks,
+            dmask)
 
 
 def _setup_context(ctx, inputs, output):
@@ -159,17 +170,14 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad_out, grad_lse):
     query, key, value, out, lse, attn_mask, key_starts, alibi_slopes, sinks = ctx.saved_tensors
-    if attn_mask is not None and ctx.needs_input_grad[3]:
-        raise NotImplementedError(
-            "attn.torch: the gradient with respect to attn_mask is not implemented yet; "
-            "pass attn_mask.detach() (a mask that needs no gradient)")
     if alibi_slopes is not None and ctx.needs_input_grad[8]:
         raise NotImplementedError(
             "attn.torch: ALiBi's slopes are fixed: pass alibi_slopes.detach()")
-    dq, dk, dv, dsinks = _sdpa_backward(grad_out, query, key, value, out, lse, attn_mask,
-                                        ctx.is_causal, ctx.scale, key_starts, ctx.softcap,
-                                        alibi_slopes, sinks)
-    return (dq, dk, dv, None, None, None, None, None, None,
+    mask_gradient = attn_mask is not None and ctx.needs_input_grad[3]  # a learned bias
+    dq, dk, dv, dsinks, dmask = _sdpa_backward(grad_out, query, key, value, out, lse, attn_mask,
+                                               ctx.is_causal, ctx.scale, key_starts, ctx.softcap,
+                                               alibi_slopes, sinks, mask_gradient)
+    return (dq, dk, dv, dmask if mask_gradient else None, None, None, None, None, None,
             dsinks if sinks is not None else None)
 
 

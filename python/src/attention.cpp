@@ -84,22 +84,24 @@ py::tuple sdpa_backward_py(const py::handle& q, const py::handle& k, const py::h
                            std::optional<std::vector<int64_t>> key_starts,
                            const std::string& causal_align, float softcap,
                            std::optional<std::vector<float>> alibi_slopes,
-                           std::optional<std::vector<float>> sinks) {
+                           std::optional<std::vector<float>> sinks, bool return_mask_gradient) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v"),
                t_out = to_tensor(out, "out"), t_lse = to_tensor(lse, "lse"),
                t_d = to_tensor(d_out, "d_out");
-  const SdpaOptions o =
+  SdpaOptions o =
       options_of(causal, window, mask, scale, std::move(key_lengths), std::move(key_starts),
                  causal_align, {softcap, std::move(alibi_slopes), std::move(sinks)});
+  o.return_mask_gradient = return_mask_gradient;
   SdpaGradients g;
   {
     py::gil_scoped_release unlocked;
     g = sdpa_backward(tq, tk, tv, t_out, t_lse, t_d, o);
   }
-  if (g.dsinks.defined()) {
-    return py::make_tuple(to_array(g.dq), to_array(g.dk), to_array(g.dv), to_array(g.dsinks));
+  py::list grads;
+  for (const Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dsinks, &g.dmask}) {
+    if (t->defined()) grads.append(to_array(*t));
   }
-  return py::make_tuple(to_array(g.dq), to_array(g.dk), to_array(g.dv));
+  return py::tuple(grads);
 }
 
 // PyTorch's torch.nn.functional.scaled_dot_product_attention: is_causal is top-left aligned
@@ -241,17 +243,18 @@ weights (…, Tq, Tk) and / or the logsumexp (…, Tq). Raises ValueError naming
   m.def("sdpa_backward", &sdpa_backward_py,
         R"(sdpa_backward(q, k, v, out, lse, d_out, *, causal=False, window=None, mask=None,
               scale=None, key_lengths=None, key_starts=None, causal_align="bottom-right",
-              softcap=0.0, alibi_slopes=None, sinks=None)
-              -> (dq, dk, dv), or (dq, dk, dv, dsinks) with sinks
+              softcap=0.0, alibi_slopes=None, sinks=None, return_mask_gradient=False)
+              -> (dq, dk, dv[, dsinks][, dmask])
 
 The gradients of sdpa for dL/d(out) = d_out, on the fused kernel (the weights recomputed block
 by block from the forward's logsumexp lse, from sdpa(..., return_lse=True)). Options as the
-forward's; with sinks, also the sinks' gradient (H,).)",
+forward's; with sinks, also the sinks' gradient (H,); with return_mask_gradient, the gradient
+of the additive (float) mask, in the mask's shape.)",
         "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_out"_a, py::kw_only(), "causal"_a = false,
         "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
         "key_lengths"_a = py::none(), "key_starts"_a = py::none(),
         "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
-        "sinks"_a = py::none());
+        "sinks"_a = py::none(), "return_mask_gradient"_a = false);
   m.def("scaled_dot_product_attention", &torch_sdpa,
         R"(scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                              is_causal=False, scale=None, enable_gqa=False)

@@ -234,12 +234,19 @@ def test_bad_calls_are_clear_errors(call, error, match):
         call(q)
 
 
-def test_a_mask_that_needs_a_gradient_says_it_has_none_yet():
+@pytest.mark.parametrize("shape", [(37, 37), (4, 1, 37), (2, 1, 37, 37), (2, 4, 37, 37)])
+def test_a_float_mask_that_needs_a_gradient_gets_pytorchs(shape):
+    """A learned bias: its gradient (dS summed over the dims it is broadcast along) against
+    PyTorch's own autograd of the same call."""
     q, k, v = qkv(grad=True)
-    mask = torch.randn(37, 37, requires_grad=True)
+    mask = torch.randn(*shape, generator=torch.Generator().manual_seed(3)).requires_grad_()
     out = at.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    with pytest.raises(NotImplementedError, match="attn_mask"):
-        out.sum().backward()
+    grad = torch.randn_like(out)
+    ours = torch.autograd.grad(out, (q, k, v, mask), grad)
+    theirs = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                                 (q, k, v, mask), grad)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, **TOL)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -34,11 +34,14 @@ int64_t backward_two_pass_below();
 // The fused backward into given gradient views (q's, k's and v's shapes, contiguous rows;
 // every element is written). out: the forward's output; logsumexp: (…, Tq) contiguous, from
 // the forward. dims: what check_attention(q, k, v, options) returned. non_finite_input: as
-// sdpa_into's, for q, k, v, out and d_out. Defined in sdpa_backward.cpp.
+// sdpa_into's, for q, k, v, out and d_out. score_gradient: with an additive mask's gradient
+// asked for, a zeroed contiguous (…, Tq, Tk) tensor that receives dS; else undefined. Defined in
+// sdpa_backward.cpp.
 void sdpa_backward_into(const AttentionDims& dims, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& out, const float* logsumexp,
                         const Tensor& d_out, const SdpaOptions& options, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv,
-                        std::atomic<bool>* non_finite_input = nullptr);
+                        std::atomic<bool>* non_finite_input = nullptr,
+                        const Tensor& score_gradient = Tensor{});
 
 }  // namespace attn::detail

@@ -15,10 +15,12 @@
 #include "attn/threads.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/kernels/prefetch.hpp"
 #include "src/reference/finite.hpp"
+#include "src/reference/mask_gradient.hpp"
 
 namespace attn {
 namespace {
@@ -97,7 +99,8 @@ int64_t backward_two_pass_below() {
 void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
                         const Tensor& v_in, const Tensor& out_in, const float* logsumexp,
                         const Tensor& d_out_in, const SdpaOptions& options, const Tensor& dq,
-                        const Tensor& dk, const Tensor& dv, std::atomic<bool>* non_finite_input) {
+                        const Tensor& dk, const Tensor& dv, std::atomic<bool>* non_finite_input,
+                        const Tensor& score_gradient) {
   const PhaseScope clock(Phase::kAttention);
   check_gradient_view(dq, q_in, "dq");
   check_gradient_view(dk, k_in, "dk");
@@ -119,6 +122,11 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   copy_strides(dk4, p.dk_stride);
   p.dv = const_cast<float*>(dv4.data());
   copy_strides(dv4, p.dv_stride);
+  if (score_gradient.defined()) {
+    const Tensor ds4 = as_rank4(score_gradient);
+    p.dscores = const_cast<float*>(ds4.data());
+    copy_strides(ds4, p.dscores_stride);
+  }
 
   // Every task owns the gradient rows it writes, so there are no races, and sums its
   // contributions in one fixed order: the result does not depend on the thread count.
@@ -194,16 +202,25 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   check_logsumexp(logsumexp, lse_shape);
   const Tensor lse = logsumexp.contiguous();
 
-  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape()), Tensor{}};
+  detail::check_mask_gradient_request(options, "sdpa_backward");
+  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape()), Tensor{}, Tensor{}};
+  Tensor score_gradient;  // dS of every score, zeroed: the kernels write the keys queries see
+  if (options.return_mask_gradient) {
+    const Shape scores = detail::with_last_dim(q, dims.tk);
+    detail::check_fits_in_memory(scores, "sdpa_backward: the mask's gradient");
+    score_gradient = Tensor(scores);
+  }
   std::atomic<bool> non_finite_input{false};
   detail::sdpa_backward_into(dims, q, k, v, out, lse.data(), d_out, options, grads.dq, grads.dk,
-                             grads.dv, &non_finite_input);
+                             grads.dv, &non_finite_input, score_gradient);
   if (non_finite_input.load()) {  // name the first non-finite input: each check throws
     detail::check_finite_qkv("sdpa_backward", q, k, v);
     detail::check_finite(out, "sdpa_backward", "out");
     detail::check_finite(d_out, "sdpa_backward", "d_out");
   }
   if (!options.sinks.empty()) grads.dsinks = sink_gradients(dims, out, lse, d_out, options.sinks);
+  if (score_gradient.defined())
+    grads.dmask = detail::reduce_to_mask_shape(score_gradient, options.mask);
   return grads;
 }
 

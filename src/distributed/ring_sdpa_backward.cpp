@@ -106,7 +106,7 @@ SdpaGradients ring_sdpa_backward(const Communicator& comm, const Tensor& q, cons
   const int n = comm.size(), me = comm.rank();
   const Tensor out_c = out.contiguous(), d_out_c = d_out.contiguous();
 
-  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape()), Tensor{}};
+  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape()), Tensor{}, Tensor{}};
   detail::KeysValuesRing ring(comm, layout, k, v);
   BlockScratch scratch(layout, me, q, k, v);
   // The accumulators this rank adds to and sends on — two, used in turn, so that a send may

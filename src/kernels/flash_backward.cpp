@@ -173,12 +173,26 @@ const float* ValueRows(const FlashProblem& p, int64_t b, int64_t h, int64_t j0) 
   return p.v + b * p.v_stride[0] + kv_h * p.v_stride[1] + j0 * p.v_stride[2];
 }
 
+// dS (the gradient of the scores after the cap: an additive mask's) into its rows for the
+// mask's gradient: query r's row, keys 0 .. cols − 1 of the pair, from s·dSᵀ. Keys past the
+// ones a query vector sees stay as the caller zeroed them (their dS is 0).
+void StoreScoreGradient(const DiagonalCut& cut, const PairShape& z, const float* dpt,
+                        float inverse_scale, float* dscores, int64_t ld_dscores) {
+  const size_t N = hn::Lanes(DF());
+  for (size_t r = 0; r < z.rows; ++r) {
+    const size_t cols = KeysForQueryVector(cut, r / N * N);
+    float* row = dscores + static_cast<int64_t>(r) * ld_dscores;
+    for (size_t c = 0; c < cols; ++c) row[c] = dpt[c * z.ldq + r] * inverse_scale;
+  }
+}
+
 // The element-wise heart of one pair, for the query block loaded in s and keys [j0, j0 + cols):
 // leaves Pᵀ in s.pt and s·dSᵀ in s.dpt, for the keys each vector of queries needs (cut).
 // Tiles of keys skip the query vectors none of which sees them (mask_block sets those scores
 // to -inf, so their P is 0).
 void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t j0,
-                const PairShape& z, const DiagonalCut& cut, const Buffers& s) {
+                const PairShape& z, const DiagonalCut& cut, const Buffers& s,
+                float* dscores = nullptr, int64_t ld_dscores = 0) {
   const size_t N = hn::Lanes(DF());
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt,
@@ -189,6 +203,7 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
   TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
                                s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ
   ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta);           // s·dSᵀ
+  if (dscores != nullptr) StoreScoreGradient(cut, z, s.dpt, 1.0f / p.scale, dscores, ld_dscores);
   if (p.softcap > 0.0f) ChainSoftcap(cut, s.softcap_slope, s.dpt, z.ldq);
 }
 
@@ -219,6 +234,14 @@ void AccumulateQueryGradient(const FlashProblem& p, int64_t b, int64_t h, int64_
                           z.ldd);
 }
 
+// dS of query q0 and key j0 of head h, for the mask's gradient; nullptr when not asked for.
+float* ScoreGradientRows(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
+                         int64_t j0) {
+  if (bp.dscores == nullptr) return nullptr;
+  return bp.dscores + b * bp.dscores_stride[0] + h * bp.dscores_stride[1] +
+         q0 * bp.dscores_stride[2] + j0;
+}
+
 // Query q0's row of dQ for head h; the rows after it are bp.dq_stride[2] apart.
 float* QueryGradientRows(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0) {
   return bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
@@ -244,7 +267,8 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
     const PairShape z =
         ShapeOf(p, rows, static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0)));
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, z.cols);
-    PairScores(p, b, h, q0, j0, z, cut, s);
+    PairScores(p, b, h, q0, j0, z, cut, s, ScoreGradientRows(bp, b, h, q0, j0),
+               bp.dscores_stride[2]);
     AccumulateQueryGradient(p, b, h, j0, z, cut, s);
   }
   StoreQueryGradient(bp, b, h, q0, ShapeOf(p, rows, 0), s);
@@ -296,7 +320,11 @@ void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j
         const PairShape z = ShapeOf(p, static_cast<size_t>(rows),
                                     static_cast<size_t>(std::min(kKeyBlock, last - j0)));
         const DiagonalCut cut = diagonal_cut(p, q0, z.rows, j0, z.cols);
-        PairScores(p, b, h, q0, j0, z, cut, s);
+        // The mask's gradient is written once: here in the one-pass order, by the dQ pass in
+        // the two-pass order.
+        PairScores(p, b, h, q0, j0, z, cut, s,
+                   query_gradients ? ScoreGradientRows(bp, b, h, q0, j0) : nullptr,
+                   bp.dscores_stride[2]);
         const auto at = static_cast<size_t>(j0 - j_begin);
         KeyGradient<true>(cut, z, s.pt, s.do_rows, z.ldv, s.dv_block + at * z.ldv);  // dV_j
         KeyGradient<true>(cut, z, s.dpt, s.q_rows, z.ldd, s.dk_block + at * z.ldd);  // dK_j

@@ -23,6 +23,11 @@ struct FlashBackwardProblem {
   int64_t dk_stride[3];
   float* dv;
   int64_t dv_stride[3];
+  // With an additive mask's gradient asked for: dS = P ∘ (dP − D) of every score, (B, H, Tq, Tk)
+  // with element strides for b, h and the query (keys contiguous), zeroed by the caller (the
+  // kernel writes only the keys some query of a block sees); else nullptr.
+  float* dscores;
+  int64_t dscores_stride[3];
 };
 
 // Where each piece of one task's scratch starts, in floats; total = the floats it needs.

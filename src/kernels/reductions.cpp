@@ -1,6 +1,8 @@
 // See reductions.hpp.
 #include "src/kernels/reductions.hpp"
 
+#include <limits>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/reductions.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -93,6 +95,26 @@ bool AnyNonFinite(const float* HWY_RESTRICT x, int64_t rows, int64_t width, int6
   return !hn::AllFalse(d, hn::IsNaN(all)) || tail != tail;
 }
 
+// As AnyNonFinite, over n contiguous floats, with -inf allowed (it hides a key in an additive
+// mask): -inf becomes 0 before the multiply by 0 that turns NaN and +inf into NaN.
+bool AnyNanOrPlusInf(const float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto zero = hn::Zero(d), minus_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  auto a0 = zero, a1 = zero;
+  auto step = [&](auto v, auto acc) {
+    return hn::MulAdd(hn::IfThenZeroElse(hn::Eq(v, minus_inf), v), zero, acc);
+  };
+  int64_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    a0 = step(hn::LoadU(d, x + i), a0);
+    a1 = step(hn::LoadU(d, x + i + lanes), a1);
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += (x[i] == -std::numeric_limits<float>::infinity() ? 0.0f : x[i]) * 0.0f;
+  return !hn::AllFalse(d, hn::IsNaN(hn::Add(a0, a1))) || tail != tail;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace attn::kernels
 HWY_AFTER_NAMESPACE();
@@ -103,6 +125,7 @@ namespace attn::kernels {
 HWY_EXPORT(SumOfSquares);
 HWY_EXPORT(AddColumnSums);
 HWY_EXPORT(AnyNonFinite);
+HWY_EXPORT(AnyNanOrPlusInf);
 
 double sum_of_squares(const float* x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n);
@@ -114,6 +137,10 @@ void add_column_sums(const float* m, int64_t rows, int64_t cols, int64_t ld, flo
 
 bool any_non_finite(const float* x, int64_t rows, int64_t width, int64_t stride) {
   return HWY_DYNAMIC_DISPATCH(AnyNonFinite)(x, rows, width, stride);
+}
+
+bool any_nan_or_plus_inf(const float* x, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(AnyNanOrPlusInf)(x, n);
 }
 
 }  // namespace attn::kernels

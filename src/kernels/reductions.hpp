@@ -19,4 +19,8 @@ void add_column_sums(const float* m, int64_t rows, int64_t cols, int64_t ld, flo
 // or ±inf: the scan of attn's policy for non-finite inputs (src/reference/finite.hpp).
 bool any_non_finite(const float* x, int64_t rows, int64_t width, int64_t stride);
 
+// True when one of n contiguous floats is NaN or +inf (-inf is allowed): the scan of an
+// additive mask, where -inf hides a key.
+bool any_nan_or_plus_inf(const float* x, int64_t n);
+
 }  // namespace attn::kernels

@@ -12,6 +12,7 @@
 #include "src/reference/checks.hpp"
 #include "src/reference/finite.hpp"
 #include "src/reference/head_scores.hpp"
+#include "src/reference/mask_gradient.hpp"
 
 namespace attn {
 namespace {
@@ -76,7 +77,12 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   detail::check_finite(d_out, "reference::sdpa_backward", "d_out");
   const SdpaResult forward = reference::sdpa(q, k, v, options);
 
-  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape()), Tensor{}};
+  detail::check_mask_gradient_request(options, "reference::sdpa_backward");
+  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape()), Tensor{}, Tensor{}};
+  // dS = P ∘ (dP − D) per score, when the mask's gradient is asked for.
+  const Tensor all_ds =
+      options.return_mask_gradient ? Tensor(detail::with_last_dim(q, dims.tk)) : Tensor{};
+  const Tensor ds4 = all_ds.defined() ? detail::as_rank4(all_ds) : Tensor{};
   const Tensor q4 = detail::as_rank4(q), k4 = detail::as_rank4(k), v4 = detail::as_rank4(v);
   const Tensor p4 = detail::as_rank4(forward.weights), o4 = detail::as_rank4(forward.output);
   const Tensor do4 = detail::as_rank4(d_out);
@@ -105,12 +111,14 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
       }
       const Tensor dp = reference::matmul(d_o, v_h.transpose(0, 1));  // dO·Vᵀ
       const Tensor ds = score_gradient(p, dp, dots, dims.scale, scores.softcap_slope);
+      if (ds4.defined()) ds4.select(b).select(h).copy_from(score_gradient(p, dp, dots, 1.0f, {}));
       dq4.select(b).select(h).copy_from(reference::matmul(ds, k_h));  // s·dS·K
       add_into(dk4.select(b).select(kv_h),
                reference::matmul(ds.transpose(0, 1), q4.select(b).select(h)));
       add_into(dv4.select(b).select(kv_h), reference::matmul(p.transpose(0, 1), d_o));  // Pᵀ·dO
     }
   });
+  if (all_ds.defined()) grads.dmask = detail::reduce_to_mask_shape(all_ds, options.mask);
   if (!options.sinks.empty()) {
     grads.dsinks = Tensor({dims.heads});
     for (int64_t h = 0; h < dims.heads; ++h) {

@@ -49,7 +49,7 @@ std::unique_ptr<BackwardProblem> make_problem(const AttentionBenchArgs& a, int64
                                               int64_t t_len) {
   auto p = std::make_unique<BackwardProblem>();
   p->options.causal = a.causal;
-  apply_bench_variant(a, p->options);
+  apply_bench_variant(a, t_len, p->options);
   if (a.block) {
     MhaConfig config;
     config.d_model = a.heads * a.head_dim;

@@ -55,7 +55,7 @@ void run_forward(const AttentionBenchArgs& a) {
     const Tensor v = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 3);
     SdpaOptions options;
     options.causal = a.causal;
-    apply_bench_variant(a, options);
+    apply_bench_variant(a, t_len, options);
     double square = 4.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
     double useful = a.causal
                         ? 2.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim

@@ -52,14 +52,19 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
   command.add_flag("--json", a.json, "one JSON object per line");
   command
       .add_option("--variant", a.variant,
-                  "a score variant on every call: softcap (c = 50), alibi (BLOOM's slopes) or "
-                  "sinks (one per head)")
+                  "a score variant on every call: softcap (c = 50), alibi (BLOOM's slopes), "
+                  "sinks (one per head), bias (an additive (H, T, T) mask) or bias-grad (the "
+                  "same, its gradient returned by the backward)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "softcap", "alibi", "sinks"}))
+      ->check(CLI::IsMember({"none", "softcap", "alibi", "sinks", "bias", "bias-grad"}))
       ->excludes("--block");
 }
 
-void apply_bench_variant(const AttentionBenchArgs& a, SdpaOptions& options) {
+void apply_bench_variant(const AttentionBenchArgs& a, int64_t t_len, SdpaOptions& options) {
+  if (a.variant == "bias" || a.variant == "bias-grad") {
+    options.mask = Mask::additive(rand_normal({a.heads, t_len, t_len}, 7));
+    options.return_mask_gradient = a.variant == "bias-grad";
+  }
   if (a.variant == "softcap") options.softcap = 50.0f;
   for (int64_t h = 0; a.variant == "alibi" && h < a.heads; ++h) {
     options.alibi_slopes.push_back(std::exp2(-8.0f * static_cast<float>(h + 1) / a.heads));
@@ -71,6 +76,8 @@ std::string bench_variant_words(const AttentionBenchArgs& a) {
   if (a.variant == "softcap") return ", soft-capped at 50";
   if (a.variant == "alibi") return ", ALiBi";
   if (a.variant == "sinks") return ", a sink per head";
+  if (a.variant == "bias") return ", an additive (H, T, T) bias";
+  if (a.variant == "bias-grad") return ", an additive (H, T, T) bias and its gradient";
   return "";
 }
 

@@ -25,12 +25,14 @@ struct AttentionBenchArgs {
   std::string impl = "fused";
   int runs = 5;
   int64_t reference_max_seq = 1024;
-  std::string variant = "none";  // none, softcap, alibi, sinks: see apply_bench_variant
+  std::string variant = "none";  // none, softcap, alibi, sinks, bias, bias-grad: see below
 };
 void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
-// --variant's SdpaOptions: softcap 50 (Gemma 2's attention cap), ALiBi with BLOOM's slopes
-// 2^(−8(h+1)/H), or one sink per head drawn from N(0, 1); "none" leaves options alone.
-void apply_bench_variant(const AttentionBenchArgs& args, SdpaOptions& options);
+// --variant's SdpaOptions for sequences of t_len: softcap 50 (Gemma 2's attention cap), ALiBi
+// with BLOOM's slopes 2^(−8(h+1)/H), one sink per head drawn from N(0, 1), or an additive
+// (H, T, T) bias (a learned relative-position bias, T5's shape), whose gradient the backward
+// also returns with "bias-grad"; "none" leaves options alone.
+void apply_bench_variant(const AttentionBenchArgs& args, int64_t t_len, SdpaOptions& options);
 // The header line's words for --variant ("" for none).
 std::string bench_variant_words(const AttentionBenchArgs& args);
 // --kv-heads, or --heads when it is not given; checked to divide --heads.

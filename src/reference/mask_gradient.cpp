@@ -1,0 +1,48 @@
+#include "src/reference/mask_gradient.hpp"
+
+#include <vector>
+
+#include "attn/error.hpp"
+
+namespace attn::detail {
+
+void check_mask_gradient_request(const SdpaOptions& options, const char* where) {
+  if (!options.return_mask_gradient) return;
+  ATTN_CHECK(!options.mask.empty() && options.mask.kind == MaskKind::kAdditive, where,
+             ": return_mask_gradient needs an additive (float) mask; a boolean mask, causal or "
+             "padding has no gradient");
+}
+
+Tensor reduce_to_mask_shape(const Tensor& score_gradient, const Mask& mask) {
+  const Tensor& m = mask.values;
+  // As many elements: nothing is broadcast (the shapes differ at most by leading 1s).
+  if (m.numel() == score_gradient.numel()) return score_gradient.reshape(m.shape());
+  // Each score's element index → the mask element it was added from: right-aligned dims,
+  // index 0 along the mask's size-1 (broadcast) dims.
+  const Shape& full = score_gradient.shape();
+  const int rank = static_cast<int>(full.size()), offset = rank - m.rank();
+  Shape mask_stride(full.size(), 0);
+  int64_t stride = 1;
+  for (int i = m.rank() - 1; i >= 0; --i) {
+    mask_stride[static_cast<size_t>(offset + i)] = m.dim(i) == 1 ? 0 : stride;
+    stride *= m.dim(i);
+  }
+  std::vector<double> sums(static_cast<size_t>(m.numel()), 0.0);
+  const float* g = score_gradient.data();
+  std::vector<int64_t> index(full.size(), 0);
+  for (int64_t flat = 0; flat < score_gradient.numel(); ++flat) {
+    int64_t target = 0;
+    for (int d = 0; d < rank; ++d)
+      target += index[static_cast<size_t>(d)] * mask_stride[static_cast<size_t>(d)];
+    sums[static_cast<size_t>(target)] += g[flat];
+    for (int d = rank - 1; d >= 0; --d) {  // the next index, last dim fastest
+      if (++index[static_cast<size_t>(d)] < full[static_cast<size_t>(d)]) break;
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
+  Tensor out(m.shape());
+  for (size_t i = 0; i < sums.size(); ++i) out.data()[i] = static_cast<float>(sums[i]);
+  return out;
+}
+
+}  // namespace attn::detail
