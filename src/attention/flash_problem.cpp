@@ -1,11 +1,18 @@
 #include "src/attention/flash_problem.hpp"
 
+#include "src/kernels/flash_forward.hpp"
 #include "src/kernels/reductions.hpp"
 
 namespace attn::detail {
 
 Tensor with_contiguous_rows(const Tensor& t) {
   return t.strides().back() == 1 ? t : t.contiguous();
+}
+
+Tensor with_consecutive_rows(const Tensor& t) {
+  const bool rows_apart = t.rank() >= 2 && t.dim(-2) > 1 && t.strides()[t.rank() - 2] != t.dim(-1);
+  if (rows_apart && t.dim(-2) >= kernels::kKeyBlock) return t.contiguous();
+  return with_contiguous_rows(t);
 }
 
 void copy_strides(const Tensor& t4, int64_t (&strides)[3]) {

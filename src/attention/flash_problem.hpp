@@ -13,6 +13,13 @@ namespace attn::detail {
 // The kernels read each row with unit stride; a view whose last dim is strided is copied.
 Tensor with_contiguous_rows(const Tensor& t);
 
+// K or V as the kernels read them best: a key block's rows one after another. A view whose
+// rows are apart — (B, T, H, d) storage viewed (B, H, T, d), rows H·d floats apart, 4 KiB at
+// H = 16, d = 64, all in a few L1 sets — is copied first when it has at least kKeyBlock rows
+// (a copy of T·d floats per head against the T²·d of attention): a causal forward at T = 4096,
+// H = 16, d = 64 on two Zen 2 threads took 367 ms from such views and 222 from contiguous ones.
+Tensor with_consecutive_rows(const Tensor& t);
+
 // The b, h, t element strides of a rank-4 view.
 void copy_strides(const Tensor& t4, int64_t (&strides)[3]);
 

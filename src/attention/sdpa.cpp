@@ -47,8 +47,8 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
   ATTN_CHECK(out.shape() == with_last_dim(q_in, dims.dv) && out.strides().back() == 1,
              "sdpa: the output view ", out.shape_string(), " must be ",
              to_string(with_last_dim(q_in, dims.dv)), " with contiguous rows");
-  const Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
-               v = with_contiguous_rows(v_in);
+  const Tensor q = with_contiguous_rows(q_in), k = with_consecutive_rows(k_in),
+               v = with_consecutive_rows(v_in);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   const kernels::FlashProblem p = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v),

@@ -105,8 +105,8 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   check_gradient_view(dq, q_in, "dq");
   check_gradient_view(dk, k_in, "dk");
   check_gradient_view(dv, v_in, "dv");
-  const Tensor q = with_contiguous_rows(q_in), k = with_contiguous_rows(k_in),
-               v = with_contiguous_rows(v_in), out = with_contiguous_rows(out_in),
+  const Tensor q = with_contiguous_rows(q_in), k = with_consecutive_rows(k_in),
+               v = with_consecutive_rows(v_in), out = with_contiguous_rows(out_in),
                d_out = with_contiguous_rows(d_out_in);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
