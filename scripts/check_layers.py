@@ -26,7 +26,7 @@ LAYER_OF_HEADER = {
     "random.hpp": "core", "simd.hpp": "core", "tensor.hpp": "core", "threads.hpp": "core",
     "version.hpp": "core", "gemm.hpp": "linalg", "reference_matmul.hpp": "reference",
     "walkthrough.hpp": "reference", "rope.hpp": "reference", "sdpa.hpp": "reference",
-    "sdpa_backward.hpp": "reference", "mha.hpp": "attention", "mha_reference.hpp": "reference", "mask.hpp": "core",
+    "sdpa_backward.hpp": "reference", "sdpa_varlen.hpp": "attention", "mha.hpp": "attention", "mha_reference.hpp": "reference", "mask.hpp": "core",
     "dtype.hpp": "core", "kv_cache.hpp": "attention", "embedding.hpp": "nn", "gpt.hpp": "nn", "gpt_flops.hpp": "nn",
     "tokenizer.hpp": "tokenizer", "gpt2_tokenizer.hpp": "tokenizer",
     "io.hpp": "io",

@@ -28,7 +28,7 @@ import torch
 
 from . import _attn
 
-__all__ = ["scaled_dot_product_attention", "attention"]
+__all__ = ["scaled_dot_product_attention", "attention", "varlen_attention"]
 
 _attn._set_torch_types(torch.Tensor, torch.float32)  # float32 CPU tensors: read in place
 
@@ -272,3 +272,112 @@ def _plain_inference(query, key, value, attn_mask) -> bool:
     return not torch.is_grad_enabled() or not (
         query.requires_grad or key.requires_grad or value.requires_grad
         or (attn_mask is not None and attn_mask.requires_grad))
+
+
+# ---------------------------------------------------------------------------------------------
+# Packed variable-length batches: PyTorch's torch.nn.attention.varlen.varlen_attn on the CPU.
+
+def _offsets(cu: torch.Tensor, name: str):
+    _check_cpu(cu, name)
+    if cu.dim() != 1 or cu.is_floating_point():
+        raise ValueError(f"attn.torch: {name} must be a 1-D integer tensor of offsets, got "
+                         f"{cu.dtype} of shape {tuple(cu.shape)}")
+    return cu.tolist()
+
+
+@torch.library.custom_op("attn::varlen", mutates_args=())
+def _varlen(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seq_q: torch.Tensor,
+            cu_seq_k: torch.Tensor, is_causal: bool, window: int, scale: Optional[float],
+            softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
+            sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    out, lse = _attn.sdpa_varlen(_as_input(query, "query"), _as_input(key, "key"),
+                                 _as_input(value, "value"), _offsets(cu_seq_q, "cu_seq_q"),
+                                 _offsets(cu_seq_k, "cu_seq_k"), causal=is_causal,
+                                 window=window or None, scale=scale,
+                                 **_variants(softcap, alibi_slopes, sinks))
+    return _tensor(out, query.dtype), torch.from_numpy(lse)
+
+
+@_varlen.register_fake
+def _(query, key, value, cu_seq_q, cu_seq_k, is_causal, window, scale, softcap=0.0,
+      alibi_slopes=None, sinks=None):
+    return (query.new_empty(query.shape[:-1] + value.shape[-1:]),
+            query.new_empty(query.shape[:-1], dtype=torch.float32))
+
+
+@torch.library.custom_op("attn::varlen_backward", mutates_args=())
+def _varlen_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                     value: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+                     cu_seq_q: torch.Tensor, cu_seq_k: torch.Tensor, is_causal: bool, window: int,
+                     scale: Optional[float], softcap: float = 0.0,
+                     alibi_slopes: Optional[torch.Tensor] = None,
+                     sinks: Optional[torch.Tensor] = None
+                     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    grads = _attn.sdpa_varlen_backward(
+        _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
+        _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
+        _offsets(cu_seq_q, "cu_seq_q"), _offsets(cu_seq_k, "cu_seq_k"), causal=is_causal,
+        window=window or None, scale=scale, **_variants(softcap, alibi_slopes, sinks))
+    dsinks = (_tensor(grads[3], sinks.dtype) if sinks is not None
+              else query.new_empty(0, dtype=torch.float32))
+    return (_tensor(grads[0], query.dtype), _tensor(grads[1], key.dtype),
+            _tensor(grads[2], value.dtype), dsinks)
+
+
+@_varlen_backward.register_fake
+def _(grad_out, query, key, value, out, lse, cu_seq_q, cu_seq_k, is_causal, window, scale,
+      softcap=0.0, alibi_slopes=None, sinks=None):
+    dsinks = (torch.empty_like(sinks) if sinks is not None
+              else query.new_empty(0, dtype=torch.float32))
+    return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), dsinks
+
+
+def _varlen_setup_context(ctx, inputs, output):
+    (query, key, value, cu_seq_q, cu_seq_k, is_causal, window, scale, softcap, alibi_slopes,
+     sinks) = inputs
+    out, lse = output
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(query, key, value, out, lse, cu_seq_q, cu_seq_k, alibi_slopes, sinks)
+    ctx.is_causal, ctx.window, ctx.scale, ctx.softcap = is_causal, window, scale, softcap
+
+
+def _varlen_backward_rule(ctx, grad_out, grad_lse):
+    query, key, value, out, lse, cu_seq_q, cu_seq_k, alibi_slopes, sinks = ctx.saved_tensors
+    dq, dk, dv, dsinks = _varlen_backward(grad_out, query, key, value, out, lse, cu_seq_q,
+                                          cu_seq_k, ctx.is_causal, ctx.window, ctx.scale,
+                                          ctx.softcap, alibi_slopes, sinks)
+    return (dq, dk, dv, None, None, None, None, None, None, None,
+            dsinks if sinks is not None else None)
+
+
+_varlen.register_autograd(_varlen_backward_rule, setup_context=_varlen_setup_context)
+
+
+def varlen_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     cu_seq_q: torch.Tensor, cu_seq_k: torch.Tensor, max_q: int, max_k: int, *,
+                     return_aux=None, scale: Optional[float] = None,
+                     window_size: Tuple[int, int] = (-1, -1), enable_gqa: bool = False,
+                     softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
+                     sinks: Optional[torch.Tensor] = None):
+    """PyTorch's `torch.nn.attention.varlen.varlen_attn` on attn's fused CPU kernels, forward and
+    backward: query (Tq, Hq, D), key and value (Tk, Hkv, D), sequences packed end to end with
+    cumulative offsets cu_seq_q and cu_seq_k (N + 1 each). window_size (left, right) as there:
+    (-1, -1) every key of the sequence, (-1, 0) causal, (W, 0) causal over the last W + 1 keys
+    (bottom-right aligned within each sequence, as FlashAttention's). max_q and max_k are
+    taken for the signature's sake (attn reads the offsets). With return_aux.lse, also the
+    logsumexp (Tq, Hq). softcap, alibi_slopes and sinks as in `attention` (attn's additions)."""
+    left, right = window_size
+    if right not in (-1, 0) or (right == -1 and left != -1):
+        raise ValueError(f"attn.torch: window_size {tuple(window_size)} is not supported: "
+                         "(-1, -1), (-1, 0) or (W, 0)")
+    is_causal = right == 0
+    window = left + 1 if is_causal and left >= 0 else 0
+    _check_devices(query, key, value, None)
+    if not enable_gqa and key.shape[1] != query.shape[1]:
+        raise ValueError(f"attn.torch: query has {query.shape[1]} heads and key {key.shape[1]}: "
+                         "pass enable_gqa=True for grouped heads")
+    out, lse = _varlen(query, key, value, cu_seq_q, cu_seq_k, is_causal, window, scale,
+                       float(softcap), alibi_slopes, sinks)
+    if return_aux is not None and getattr(return_aux, "lse", False):
+        return out, lse
+    return out

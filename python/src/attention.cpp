@@ -1,5 +1,5 @@
-// attn.sdpa, attn.sdpa_backward, attn.scaled_dot_product_attention (PyTorch's signature),
-// attn.reference.sdpa, attn.causal_mask, attn.split_heads / merge_heads,
+// attn.sdpa, attn.sdpa_backward, attn.sdpa_varlen(_backward), attn.scaled_dot_product_attention
+// (PyTorch's signature), attn.reference.sdpa, attn.causal_mask, attn.split_heads / merge_heads,
 // attn.multi_head_attention. Every kernel runs with the GIL released.
 #include <pybind11/stl.h>
 
@@ -12,6 +12,7 @@
 #include "attn/mha.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
+#include "attn/sdpa_varlen.hpp"
 #include "bindings.hpp"
 
 namespace attn::python {
@@ -215,6 +216,56 @@ py::object mha_py(const py::handle& x, const py::handle& w_q, const py::handle& 
   return py::make_tuple(to_array(r.output), to_array(r.weights));
 }
 
+// Packed variable-length batches (attn/sdpa_varlen.hpp).
+SdpaOptions varlen_options(bool causal, std::optional<int64_t> window, std::optional<float> scale,
+                           const std::string& causal_align, const Variants& variants) {
+  return options_of(causal, window, py::none(), scale, std::nullopt, std::nullopt, causal_align,
+                    variants);
+}
+
+py::tuple sdpa_varlen_py(const py::handle& q, const py::handle& k, const py::handle& v,
+                         const std::vector<int64_t>& cu_seqlens_q,
+                         const std::vector<int64_t>& cu_seqlens_k, bool causal,
+                         std::optional<int64_t> window, std::optional<float> scale,
+                         const std::string& causal_align, float softcap,
+                         std::optional<std::vector<float>> alibi_slopes,
+                         std::optional<std::vector<float>> sinks) {
+  const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
+  const SdpaOptions o = varlen_options(causal, window, scale, causal_align,
+                                       {softcap, std::move(alibi_slopes), std::move(sinks)});
+  SdpaResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = sdpa_varlen(tq, tk, tv, cu_seqlens_q, cu_seqlens_k, o);
+  }
+  return py::make_tuple(to_array(r.output), to_array(r.logsumexp));
+}
+
+py::tuple sdpa_varlen_backward_py(const py::handle& q, const py::handle& k, const py::handle& v,
+                                  const py::handle& out, const py::handle& lse,
+                                  const py::handle& d_out, const std::vector<int64_t>& cu_seqlens_q,
+                                  const std::vector<int64_t>& cu_seqlens_k, bool causal,
+                                  std::optional<int64_t> window, std::optional<float> scale,
+                                  const std::string& causal_align, float softcap,
+                                  std::optional<std::vector<float>> alibi_slopes,
+                                  std::optional<std::vector<float>> sinks) {
+  const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v"),
+               t_out = to_tensor(out, "out"), t_lse = to_tensor(lse, "lse"),
+               t_d = to_tensor(d_out, "d_out");
+  const SdpaOptions o = varlen_options(causal, window, scale, causal_align,
+                                       {softcap, std::move(alibi_slopes), std::move(sinks)});
+  SdpaGradients g;
+  {
+    py::gil_scoped_release unlocked;
+    g = sdpa_varlen_backward(tq, tk, tv, t_out, t_lse, t_d, cu_seqlens_q, cu_seqlens_k, o);
+  }
+  py::list grads;
+  for (const Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dsinks}) {
+    if (t->defined()) grads.append(to_array(*t));
+  }
+  return py::tuple(grads);
+}
+
 }  // namespace
 
 void add_attention(py::module_& m, py::module_& reference) {
@@ -255,6 +306,29 @@ of the additive (float) mask, in the mask's shape.)",
         "key_lengths"_a = py::none(), "key_starts"_a = py::none(),
         "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
         "sinks"_a = py::none(), "return_mask_gradient"_a = false);
+  m.def("sdpa_varlen", &sdpa_varlen_py,
+        R"(sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, window=None,
+            scale=None, causal_align="bottom-right", softcap=0.0, alibi_slopes=None,
+            sinks=None) -> (output, logsumexp)
+
+Packed variable-length attention: q (Tq_total, H, d), k (Tk_total, Hkv, d), v (Tk_total,
+Hkv, dv), sequences laid end to end; sequence s is q rows cu_seqlens_q[s] .. cu_seqlens_q[s+1]
+against k/v rows cu_seqlens_k[s] .. cu_seqlens_k[s+1] (N + 1 offsets from 0). Each sequence
+attends within itself (causal and window inside it), on the fused kernels, no padding.
+Returns the output (Tq_total, H, dv) and the logsumexp (Tq_total, H).)",
+        "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, py::kw_only(), "causal"_a = false,
+        "window"_a = py::none(), "scale"_a = py::none(), "causal_align"_a = "bottom-right",
+        "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(), "sinks"_a = py::none());
+  m.def("sdpa_varlen_backward", &sdpa_varlen_backward_py,
+        R"(sdpa_varlen_backward(q, k, v, out, lse, d_out, cu_seqlens_q, cu_seqlens_k, *,
+                     causal=False, window=None, scale=None, causal_align="bottom-right",
+                     softcap=0.0, alibi_slopes=None, sinks=None) -> (dq, dk, dv[, dsinks])
+
+The gradients of sdpa_varlen for dL/d(out) = d_out, from its output and logsumexp.)",
+        "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_out"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a,
+        py::kw_only(), "causal"_a = false, "window"_a = py::none(), "scale"_a = py::none(),
+        "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
+        "sinks"_a = py::none());
   m.def("scaled_dot_product_attention", &torch_sdpa,
         R"(scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                              is_causal=False, scale=None, enable_gqa=False)

@@ -14,6 +14,7 @@
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
+#include "attn/sdpa_varlen.hpp"
 #include "attn/simd.hpp"
 #include "attn/threads.hpp"
 #include "bench_util.hpp"
@@ -71,9 +72,29 @@ void run_forward(const AttentionBenchArgs& a) {
       square += projections;
       useful += projections;
     }
+    // --packed: the same rows as sequences of mixed lengths, (T, H, d) packed, each attending
+    // within itself; the FLOPs are the sequences' own.
+    std::vector<int64_t> cu{0};
+    Tensor q_packed, k_packed, v_packed;
+    if (a.packed > 1) {
+      ATTN_CHECK(a.batch == 1, "--packed needs --batch 1");
+      square = useful = 0.0;
+      for (int64_t length : packed_lengths(t_len, a.packed)) {
+        cu.push_back(cu.back() + length);
+        const double l = double(length);
+        square += 4.0 * a.heads * l * l * a.head_dim;
+        useful += a.causal ? 2.0 * a.heads * l * (l + 1) * a.head_dim
+                           : 4.0 * a.heads * l * l * a.head_dim;
+      }
+      q_packed = q.select(0).permute({1, 0, 2}).contiguous();
+      k_packed = k.select(0).permute({1, 0, 2}).contiguous();
+      v_packed = v.select(0).permute({1, 0, 2}).contiguous();
+    }
     auto run_once = [&](const std::string& impl) {
       if (a.block) {
         mha_with(impl, x, w, w, w, w, a.heads, options);
+      } else if (a.packed > 1) {
+        sdpa_varlen(q_packed, k_packed, v_packed, cu, cu, options);
       } else {
         sdpa_with(impl, q, k, v, options);
       }
@@ -82,7 +103,7 @@ void run_forward(const AttentionBenchArgs& a) {
       set_num_threads(threads);
       const double ms = median_ms(a.runs, [&] { run_once(a.impl); });
       double reference_ms = -1.0;  // not measured
-      if (a.impl == "fused" && t_len <= a.reference_max_seq) {
+      if (a.impl == "fused" && a.packed == 1 && t_len <= a.reference_max_seq) {
         reference_ms = median_ms(1, [&] { run_once("reference"); });
       }
       const double gflops = square / ms / 1e6, useful_gflops = useful / ms / 1e6;

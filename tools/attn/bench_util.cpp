@@ -51,6 +51,13 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
   command.add_flag("--compete", a.compete, "keep one core busy with another process meanwhile");
   command.add_flag("--json", a.json, "one JSON object per line");
   command
+      .add_option(
+          "--packed", a.packed,
+          "forward: each --seq as that many packed sequences of mixed lengths (sdpa_varlen; "
+          "GFLOP/s count each sequence's own square)")
+      ->check(in_range(1, 4096))
+      ->excludes("--block");
+  command
       .add_option("--variant", a.variant,
                   "a score variant on every call: softcap (c = 50), alibi (BLOOM's slopes), "
                   "sinks (one per head), bias (an additive (H, T, T) mask) or bias-grad (the "
@@ -58,6 +65,18 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "softcap", "alibi", "sinks", "bias", "bias-grad"}))
       ->excludes("--block");
+}
+
+std::vector<int64_t> packed_lengths(int64_t t_len, int64_t sequences) {
+  const int64_t weights = sequences * (sequences + 1) / 2;
+  std::vector<int64_t> lengths;
+  int64_t used = 0;
+  for (int64_t s = 1; s < sequences; ++s) {
+    lengths.push_back(t_len * s / weights);
+    used += lengths.back();
+  }
+  lengths.push_back(t_len - used);
+  return lengths;
 }
 
 void apply_bench_variant(const AttentionBenchArgs& a, int64_t t_len, SdpaOptions& options) {

@@ -26,6 +26,7 @@ struct AttentionBenchArgs {
   int runs = 5;
   int64_t reference_max_seq = 1024;
   std::string variant = "none";  // none, softcap, alibi, sinks, bias, bias-grad: see below
+  int64_t packed = 1;            // > 1: that many sequences of mixed lengths per --seq (varlen)
 };
 void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
 // --variant's SdpaOptions for sequences of t_len: softcap 50 (Gemma 2's attention cap), ALiBi
@@ -33,6 +34,10 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
 // (H, T, T) bias (a learned relative-position bias, T5's shape), whose gradient the backward
 // also returns with "bias-grad"; "none" leaves options alone.
 void apply_bench_variant(const AttentionBenchArgs& args, int64_t t_len, SdpaOptions& options);
+// --packed N's sequence lengths for a total of t_len: proportional to 1, 2, …, N (the last
+// takes what rounding leaves), e.g. 113, 227, …, 914 for N = 8 and 4096.
+std::vector<int64_t> packed_lengths(int64_t t_len, int64_t sequences);
+
 // The header line's words for --variant ("" for none).
 std::string bench_variant_words(const AttentionBenchArgs& args);
 // --kv-heads, or --heads when it is not given; checked to divide --heads.

@@ -1,0 +1,38 @@
+// Packed variable-length batches: sequences of different lengths laid end to end, no padding,
+// as FlashAttention's varlen functions and PyTorch's varlen_attn take them.
+//
+// Shapes: Q (Tq_total, H, d), K (Tk_total, Hkv, d), V (Tk_total, Hkv, dv), rows contiguous in
+// the last dim. cu_seqlens_q = {0, Lq_0, Lq_0 + Lq_1, …, Tq_total} (N + 1 offsets), cu_seqlens_k
+// likewise: sequence s is Q rows [cu_seqlens_q[s], cu_seqlens_q[s+1]) against K/V rows
+// [cu_seqlens_k[s], cu_seqlens_k[s+1]). Each sequence is an attention problem of its own: causal
+// and window within it (bottom-right aligned when its lengths differ, or as causal_align says),
+// scale, softcap, alibi_slopes and sinks as in attn/sdpa.hpp; masks, key_lengths, key_starts
+// and return_weights are not taken (an attn::Error). No work is spent on padding: there is none.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attn/sdpa.hpp"
+#include "attn/sdpa_backward.hpp"
+#include "attn/tensor.hpp"
+
+namespace attn {
+
+// Output (Tq_total, H, dv) and logsumexp (Tq_total, H). Each sequence runs the fused kernels on
+// strided views of its rows: its output is bitwise what attn::sdpa gives it alone (on its
+// (1, H, L, d) form) whenever sdpa takes the fused forward too (16 or more query rows, or a
+// mask-free case the decode kernel does not take).
+SdpaResult sdpa_varlen(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const std::vector<int64_t>& cu_seqlens_q,
+                       const std::vector<int64_t>& cu_seqlens_k, const SdpaOptions& options = {});
+
+// dQ, dK, dV in q's, k's and v's packed shapes (and dsinks with sinks), from the forward's
+// output and logsumexp (Tq_total, H).
+SdpaGradients sdpa_varlen_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& out, const Tensor& logsumexp, const Tensor& d_out,
+                                   const std::vector<int64_t>& cu_seqlens_q,
+                                   const std::vector<int64_t>& cu_seqlens_k,
+                                   const SdpaOptions& options = {});
+
+}  // namespace attn

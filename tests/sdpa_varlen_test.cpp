@@ -1,0 +1,145 @@
+// Packed variable-length batches (attn/sdpa_varlen.hpp): every sequence equal to attn::sdpa and
+// sdpa_backward on it alone — bitwise for the fused path's shapes — causal and not, GQA,
+// Tq ≠ Tk per sequence, empty sequences, the variants; 1 and 2 threads bitwise; the errors.
+#include "attn/sdpa_varlen.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "attn/random.hpp"
+#include "attn/threads.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::BitwiseEqual;
+using testing::ThrowsWith;
+
+// Rows [first, first + n) of a packed (total, H, w) tensor as one sequence's (1, H, n, w).
+Tensor alone(const Tensor& packed, int64_t first, int64_t n) {
+  return packed.slice(first, n).permute({1, 0, 2}).contiguous().reshape(
+      {1, packed.dim(1), n, packed.dim(2)});
+}
+
+// A (1, H, n, w) result back as (n, H, w).
+Tensor packed_form(const Tensor& t) {
+  return t.reshape({t.dim(1), t.dim(2), t.dim(3)}).permute({1, 0, 2}).contiguous();
+}
+
+struct Case {
+  const char* name;
+  std::vector<int64_t> lengths_q, lengths_k;
+  int64_t heads, kv_heads, d;
+  SdpaOptions options;
+};
+
+std::vector<int64_t> offsets(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> cu{0};
+  for (int64_t n : lengths) cu.push_back(cu.back() + n);
+  return cu;
+}
+
+void CheckEachSequenceAlone(const Case& c) {
+  SCOPED_TRACE(c.name);
+  const std::vector<int64_t> cu_q = offsets(c.lengths_q), cu_k = offsets(c.lengths_k);
+  const Tensor q = rand_normal({cu_q.back(), c.heads, c.d}, 1);
+  const Tensor k = rand_normal({cu_k.back(), c.kv_heads, c.d}, 2);
+  const Tensor v = rand_normal({cu_k.back(), c.kv_heads, c.d}, 3);
+  const Tensor g = rand_normal({cu_q.back(), c.heads, c.d}, 4);
+  const SdpaResult packed = sdpa_varlen(q, k, v, cu_q, cu_k, c.options);
+  const SdpaGradients grads =
+      sdpa_varlen_backward(q, k, v, packed.output, packed.logsumexp, g, cu_q, cu_k, c.options);
+  std::vector<double> dsinks(static_cast<size_t>(c.heads), 0.0);
+  for (size_t s = 0; s + 1 < cu_q.size(); ++s) {
+    const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s], lk = cu_k[s + 1] - k0;
+    if (lq == 0 || lk == 0) continue;
+    SCOPED_TRACE("sequence " + std::to_string(s));
+    const Tensor q_s = alone(q, q0, lq), k_s = alone(k, k0, lk), v_s = alone(v, k0, lk);
+    const SdpaResult one = sdpa(q_s, k_s, v_s, c.options);
+    const SdpaGradients one_grads =
+        sdpa_backward(q_s, k_s, v_s, one.output, one.logsumexp, alone(g, q0, lq), c.options);
+    // 16 rows or more: sdpa runs the fused forward too, and the bits agree (the backward's too,
+    // from the same output); fewer, it may take the decode kernel, which sums in another order.
+    const auto same = [lq](const Tensor& a, const Tensor& b) {
+      return lq >= 16 ? BitwiseEqual(a, b) : testing::AllClose(a, b, 1e-5);
+    };
+    EXPECT_TRUE(same(packed.output.slice(q0, lq), packed_form(one.output)));
+    EXPECT_TRUE(same(packed.logsumexp.slice(q0, lq),
+                     one.logsumexp.reshape({c.heads, lq}).permute({1, 0}).contiguous()));
+    EXPECT_TRUE(same(grads.dq.slice(q0, lq), packed_form(one_grads.dq)));
+    EXPECT_TRUE(same(grads.dk.slice(k0, lk), packed_form(one_grads.dk)));
+    EXPECT_TRUE(same(grads.dv.slice(k0, lk), packed_form(one_grads.dv)));
+    for (int64_t h = 0; one_grads.dsinks.defined() && h < c.heads; ++h)
+      dsinks[static_cast<size_t>(h)] += one_grads.dsinks.data()[h];
+  }
+  if (!c.options.sinks.empty()) {
+    for (int64_t h = 0; h < c.heads; ++h)
+      EXPECT_NEAR(grads.dsinks.data()[h], dsinks[static_cast<size_t>(h)], 1e-4) << "head " << h;
+  }
+}
+
+TEST(SdpaVarlen, EachSequenceIsTheSameAsAlone) {
+  SdpaOptions causal = testing::causal(), window, variants = testing::causal();
+  window.window = 20;
+  window.causal = true;
+  variants.softcap = 2.0f;
+  variants.alibi_slopes = {0.5f, 0.25f, 0.125f, 0.0625f};
+  variants.sinks = {0.5f, -1.0f, 0.0f, 2.0f};
+  const Case cases[] = {
+      {"causal, mixed lengths",
+       {300, 17, 130, 64, 1, 500},
+       {300, 17, 130, 64, 1, 500},
+       4,
+       4,
+       32,
+       causal},
+      {"not causal, Tq != Tk, GQA", {40, 70, 5}, {90, 70, 33}, 4, 2, 24, SdpaOptions{}},
+      {"empty sequences", {0, 50, 0, 20}, {10, 50, 0, 20}, 4, 1, 16, causal},
+      {"sliding window", {200, 33}, {200, 33}, 4, 2, 16, window},
+      {"softcap, ALiBi, sinks", {150, 20, 77}, {150, 20, 77}, 4, 2, 32, variants},
+  };
+  for (const Case& c : cases) CheckEachSequenceAlone(c);
+}
+
+TEST(SdpaVarlen, OneAndTwoThreadsGiveTheSameBits) {
+  const std::vector<int64_t> cu{0, 300, 317, 700};
+  const Tensor q = rand_normal({700, 4, 32}, 1), k = rand_normal({700, 2, 32}, 2),
+               v = rand_normal({700, 2, 32}, 3), g = rand_normal({700, 4, 32}, 4);
+  SdpaResult r[2];
+  SdpaGradients grads[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    r[threads - 1] = sdpa_varlen(q, k, v, cu, cu, testing::causal());
+    grads[threads - 1] = sdpa_varlen_backward(
+        q, k, v, r[threads - 1].output, r[threads - 1].logsumexp, g, cu, cu, testing::causal());
+  }
+  set_num_threads(0);
+  EXPECT_TRUE(BitwiseEqual(r[0].output, r[1].output));
+  EXPECT_TRUE(BitwiseEqual(grads[0].dq, grads[1].dq));
+  EXPECT_TRUE(BitwiseEqual(grads[0].dk, grads[1].dk));
+}
+
+TEST(SdpaVarlen, BadArgumentsAreClearErrors) {
+  const Tensor q = rand_normal({10, 2, 8}, 1), k = rand_normal({10, 2, 8}, 2);
+  auto call = [&](std::vector<int64_t> cu_q, std::vector<int64_t> cu_k, SdpaOptions o = {}) {
+    return [=] { sdpa_varlen(q, k, k, cu_q, cu_k, o); };
+  };
+  EXPECT_TRUE(ThrowsWith(call({0, 4, 9}, {0, 4, 10}), "cu_seqlens_q must run from 0 to 10"));
+  EXPECT_TRUE(ThrowsWith(call({0, 6, 4, 10}, {0, 6, 4, 10}), "must not decrease"));
+  EXPECT_TRUE(ThrowsWith(call({0, 10}, {0, 4, 10}), "one sequence each"));
+  EXPECT_TRUE(ThrowsWith(call({0}, {0}), "at least 2 offsets"));
+  SdpaOptions masked;
+  masked.key_lengths = {3};
+  EXPECT_TRUE(ThrowsWith(call({0, 10}, {0, 10}, masked), "masks, key_lengths"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sdpa_varlen(rand_normal({10, 8}, 1), k, k, {0, 10}, {0, 10});
+      },
+      "must be packed (total, heads, d)"));
+}
+
+}  // namespace
+}  // namespace attn
