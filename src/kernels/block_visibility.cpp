@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "src/kernels/explicit_mask.hpp"
+
 namespace attn::kernels {
 
 KeyRange visible_keys(const FlashProblem& p, int64_t b, int64_t q0, int64_t rows) {
@@ -36,47 +38,6 @@ size_t DiagonalCut::first_query_seeing(size_t c) const {
       std::clamp<int64_t>(static_cast<int64_t>(c) - offset, 0, static_cast<int64_t>(rows)));
 }
 
-namespace {
-
-constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
-
-// value·scale, finite where value is: a mask of float's lowest value (Hugging Face's) would
-// overflow to -inf in base 2, and a row masked so everywhere would see no key instead of all
-// keys equally, as it does in base e.
-float scaled_mask_value(float value, float scale) {
-  if (!std::isfinite(value)) return value;
-  return std::clamp(value * scale, std::numeric_limits<float>::lowest(),
-                    std::numeric_limits<float>::max());
-}
-
-// The explicit mask of the block, read a query's row at a time — along its keys, as it lies in
-// memory. (Down each key's column, every element was a row of the mask away from the last: with
-// a (H, T, T) mask at T = 4096, the causal forward ran 5x slower than without one.) Keys of
-// left padding (j < key_start) are -inf already and stay so.
-void apply_explicit_mask(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows,
-                         int64_t j0, size_t cols, int64_t key_start, float additive_scale,
-                         float* st, size_t ldq) {
-  const size_t first =
-      static_cast<size_t>(std::clamp<int64_t>(key_start - j0, 0, static_cast<int64_t>(cols)));
-  const float* base = p.mask + b * p.mask_stride[0] + h * p.mask_stride[1] + j0 * p.mask_stride[3];
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* m = base + (q0 + r) * p.mask_stride[2];
-    float* score = st + r;
-    if (p.mask_kind == MaskKind::kBoolean) {
-      for (size_t c = first; c < cols; ++c) {
-        if (m[static_cast<int64_t>(c) * p.mask_stride[3]] == 0.0f) score[c * ldq] = kMinusInfinity;
-      }
-    } else {
-      for (size_t c = first; c < cols; ++c) {
-        score[c * ldq] +=
-            scaled_mask_value(m[static_cast<int64_t>(c) * p.mask_stride[3]], additive_scale);
-      }
-    }
-  }
-}
-
-}  // namespace
-
 void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
                 size_t cols, float additive_scale, float* st, size_t ldq) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
@@ -107,8 +68,11 @@ void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t 
       }
     }
   }
-  if (p.mask != nullptr)
-    apply_explicit_mask(p, b, h, q0, n, j0, cols, key_start, additive_scale, st, ldq);
+  if (p.mask != nullptr) {  // keys of left padding are -inf already and stay so
+    const auto first =
+        static_cast<size_t>(std::clamp<int64_t>(key_start - j0, 0, static_cast<int64_t>(cols)));
+    apply_explicit_mask(p, b, h, q0, n, j0, first, cols, additive_scale, st, ldq);
+  }
 }
 
 }  // namespace attn::kernels
