@@ -33,6 +33,8 @@ from ._attn import (  # noqa: F401  (the public API)
     scaled_dot_product_attention,
     sdpa,
     sdpa_backward,
+    sdpa_varlen,
+    sdpa_varlen_backward,
     set_num_threads,
     simd_target,
     split_heads,
@@ -68,7 +70,8 @@ _arguments.wrap_module(reference, ["sdpa"])
 _arguments.wrap_module(__import__(__name__), [
     "add_positional", "causal_mask", "explorer_html", "heatmap", "heatmap_png", "heatmap_svg",
     "limit_simd", "merge_heads", "multi_head_attention", "scaled_dot_product_attention", "sdpa",
-    "sdpa_backward", "set_num_threads", "split_heads", "train", "train_bpe"])
+    "sdpa_backward", "sdpa_varlen", "sdpa_varlen_backward", "set_num_threads", "split_heads",
+    "train", "train_bpe"])
 for _cls in (BpeTokenizer, Gpt, Gpt2Tokenizer, KVCache, MultiHeadAttention, PositionalEncoding,
              TokenEmbedding):
     _arguments.wrap_class(_cls)

@@ -173,6 +173,40 @@ add("sdpa_backward-lse-nan", ValueError, "logsumexp|lse",
     lambda c: attn.sdpa_backward(c["q"], c["k"], c["v"], c["out"],
                                  with_value(c["lse"], math.nan), c["out"]))
 
+# --- the score variants, and packed variable-length batches ----------------------------------
+def packed(a):
+    """(1, H, T, d) -> (T, H, d): one sequence, packed."""
+    return np.ascontiguousarray(a[0].transpose(1, 0, 2))
+
+
+add("sdpa-sinks-count", ValueError, "1 sinks for 2 query heads",
+    lambda c: attn.sdpa(c["q"], c["k"], c["v"], sinks=[0.5]))
+add("sdpa-sinks-nan", ValueError, "sinks must be finite",
+    lambda c: attn.sdpa(c["q"], c["k"], c["v"], sinks=[0.5, math.nan]))
+add("sdpa-alibi-inf", ValueError, "alibi_slopes must be finite",
+    lambda c: attn.sdpa(c["q"], c["k"], c["v"], alibi_slopes=[math.inf, 1.0]))
+add("sdpa-softcap-negative", ValueError, "softcap must be finite and >= 0",
+    lambda c: attn.sdpa(c["q"], c["k"], c["v"], softcap=-2.0))
+add("sdpa_backward-mask-gradient-boolean", ValueError, "needs an additive",
+    lambda c: attn.sdpa_backward(c["q"], c["k"], c["v"], c["out"], c["lse"], c["out"],
+                                 mask=np.ones((6, 6), bool), return_mask_gradient=True))
+add("sdpa_varlen-one-offset", ValueError, "at least 2 offsets",
+    lambda c: attn.sdpa_varlen(packed(c["q"]), packed(c["k"]), packed(c["v"]), [0], [0]))
+add("sdpa_varlen-offsets-past-the-rows", ValueError, "must run from 0 to 6",
+    lambda c: attn.sdpa_varlen(packed(c["q"]), packed(c["k"]), packed(c["v"]), [0, 7], [0, 6]))
+add("sdpa_varlen-offsets-decreasing", ValueError, "must not decrease",
+    lambda c: attn.sdpa_varlen(packed(c["q"]), packed(c["k"]), packed(c["v"]), [0, 4, 2, 6],
+                               [0, 4, 2, 6]))
+add("sdpa_varlen-not-packed", ValueError, "must be packed",
+    lambda c: attn.sdpa_varlen(c["q"], c["k"], c["v"], [0, 6], [0, 6]))
+add("sdpa_varlen-q-nan", ValueError, "sdpa_varlen: q holds nan",
+    lambda c: attn.sdpa_varlen(packed(with_value(c["q"], math.nan)), packed(c["k"]),
+                               packed(c["v"]), [0, 6], [0, 6], causal=True))
+add("sdpa_varlen_backward-lse-shape", ValueError, "logsumexp must be",
+    lambda c: attn.sdpa_varlen_backward(packed(c["q"]), packed(c["k"]), packed(c["v"]),
+                                        packed(c["out"]), c["lse"], packed(c["out"]), [0, 6],
+                                        [0, 6]))
+
 # --- attn.scaled_dot_product_attention (PyTorch's signature) --------------------------------
 add("torch-sdpa-dropout", ValueError, "dropout_p must be 0.0",
     lambda c: attn.scaled_dot_product_attention(c["q"], c["k"], c["v"], dropout_p=0.1))
