@@ -41,7 +41,7 @@ struct Variants {
   bool softcap, alibi, sinks;
 };
 
-std::string describe(const Variants& v) {
+std::string describe_variants(const Variants& v) {
   std::string s;
   if (v.softcap) s += " softcap";
   if (v.alibi) s += " alibi";
@@ -82,7 +82,7 @@ TEST(SdpaVariants, EveryPathMatchesFiniteDifferencesOfTheDefinition) {
   };
   for (const SmallCase& c : cases) {
     for (const Variants& variants : kVariantSets) {
-      const std::string what = std::string(c.name) + describe(variants);
+      const std::string what = std::string(c.name) + describe_variants(variants);
       SCOPED_TRACE(what);
       const uint64_t seed = std::hash<std::string>{}(what) % 1000;
       const Tensor q = rand_normal({c.batch, c.heads, c.tq, c.d}, seed + 1);
@@ -236,8 +236,8 @@ TEST(SdpaVariants, TheMaskGradientMatchesTheReferenceOnLargerShapes) {
 // Fused against reference on shapes that cross the kernels' blocks (64 queries, 128 keys),
 // every mask kind, forward and both backward orders.
 
-::testing::AssertionResult FusedMatchesReference(const testing::SweepCase& c,
-                                                 const Variants& variants) {
+::testing::AssertionResult VariantsMatchReference(const testing::SweepCase& c,
+                                                  const Variants& variants) {
   std::mt19937_64 gen(c.seed);
   const Tensor q = testing::make_input(c.batch, c.heads, c.tq, c.d, c.bthd_layout, c.seed + 1);
   const Tensor k =
@@ -247,7 +247,7 @@ TEST(SdpaVariants, TheMaskGradientMatchesTheReferenceOnLargerShapes) {
   const Tensor g = testing::make_input(c.batch, c.heads, c.tq, c.dv, c.bthd_layout, c.seed + 4);
   SdpaOptions options = testing::make_options(c, gen);
   add_variants(options, variants, c.heads, c.seed + 5);
-  const std::string what = testing::describe(c) + describe(variants);
+  const std::string what = testing::describe(c) + describe_variants(variants);
 
   const SdpaResult ref = reference::sdpa(q, k, v, options);
   set_num_threads(c.threads);
@@ -294,7 +294,7 @@ TEST(SdpaVariants, FusedMatchesTheReferenceForEveryMaskKind) {
                                  1 + static_cast<int>(seed % 2),
                                  seed};
       ++seed;
-      EXPECT_TRUE(FusedMatchesReference(c, variants));
+      EXPECT_TRUE(VariantsMatchReference(c, variants));
     }
   }
 }
@@ -305,7 +305,7 @@ TEST(SdpaVariants, EverySimdTargetMatchesTheReference) {
       for (const testing::SweepCase& c :
            {testing::SweepCase{12, 4, 1, 64, 64, 32, 32, testing::MaskCase::kCausal, true, 2, 5},
             testing::SweepCase{1, 4, 2, 130, 200, 20, 20, testing::MaskCase::kNone, false, 1, 6}}) {
-        EXPECT_TRUE(FusedMatchesReference(c, variants)) << "on " << target;
+        EXPECT_TRUE(VariantsMatchReference(c, variants)) << "on " << target;
       }
     }
   });
@@ -399,7 +399,7 @@ Tensor rounded_to_bfloat16(const Tensor& x) {
 }
 
 // Rows [start, start + n) of (B, H, T, d): (B, H, n, d).
-Tensor rows_of(const Tensor& x, int64_t start, int64_t n) {
+Tensor cache_rows(const Tensor& x, int64_t start, int64_t n) {
   Tensor rows({x.dim(0), x.dim(1), n, x.dim(3)});
   for (int64_t b = 0; b < x.dim(0); ++b)
     for (int64_t h = 0; h < x.dim(1); ++h)
@@ -408,7 +408,7 @@ Tensor rows_of(const Tensor& x, int64_t start, int64_t n) {
   return rows;
 }
 
-Tensor last_query(const Tensor& q) { return rows_of(q, q.dim(2) - 1, 1); }
+Tensor last_query(const Tensor& q) { return cache_rows(q, q.dim(2) - 1, 1); }
 
 // Decoding: a few new queries against a KV cache (the decode kernel; the sinks folded in when
 // its chunks merge) and sdpa's route to the same kernel for one query row, against the
@@ -417,7 +417,7 @@ TEST(SdpaVariants, DecodingThroughTheCacheMatchesTheReference) {
   for (const Variants& variants : kVariantSets) {
     for (int64_t window : {0, 300}) {
       for (Dtype dtype : {Dtype::kFloat32, Dtype::kBFloat16}) {
-        const std::string what = describe(variants) + " window " + std::to_string(window) +
+        const std::string what = describe_variants(variants) + " window " + std::to_string(window) +
                                  (dtype == Dtype::kBFloat16 ? " bf16" : " f32");
         KVCacheConfig c;
         c.batch = 2;
@@ -429,7 +429,7 @@ TEST(SdpaVariants, DecodingThroughTheCacheMatchesTheReference) {
         KVCache cache(c);
         const Tensor k = rand_normal({2, 2, 1300, 32}, 6), v = rand_normal({2, 2, 1300, 32}, 7);
         for (int64_t start = 0; start < 1300; start += 100) {  // a ring holds 315 positions
-          cache.append(rows_of(k, start, 100), rows_of(v, start, 100));
+          cache.append(cache_rows(k, start, 100), cache_rows(v, start, 100));
         }
         const Tensor q = rand_normal({2, 4, 3, 32}, 8);
         SdpaOptions options = testing::causal();

@@ -19,32 +19,32 @@ using testing::BitwiseEqual;
 using testing::ThrowsWith;
 
 // Rows [first, first + n) of a packed (total, H, w) tensor as one sequence's (1, H, n, w).
-Tensor alone(const Tensor& packed, int64_t first, int64_t n) {
+Tensor sequence_alone(const Tensor& packed, int64_t first, int64_t n) {
   return packed.slice(first, n).permute({1, 0, 2}).contiguous().reshape(
       {1, packed.dim(1), n, packed.dim(2)});
 }
 
 // A (1, H, n, w) result back as (n, H, w).
-Tensor packed_form(const Tensor& t) {
+Tensor as_packed(const Tensor& t) {
   return t.reshape({t.dim(1), t.dim(2), t.dim(3)}).permute({1, 0, 2}).contiguous();
 }
 
-struct Case {
+struct VarlenCase {
   const char* name;
   std::vector<int64_t> lengths_q, lengths_k;
   int64_t heads, kv_heads, d;
   SdpaOptions options;
 };
 
-std::vector<int64_t> offsets(const std::vector<int64_t>& lengths) {
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& lengths) {
   std::vector<int64_t> cu{0};
   for (int64_t n : lengths) cu.push_back(cu.back() + n);
   return cu;
 }
 
-void CheckEachSequenceAlone(const Case& c) {
+void CheckEachSequenceAlone(const VarlenCase& c) {
   SCOPED_TRACE(c.name);
-  const std::vector<int64_t> cu_q = offsets(c.lengths_q), cu_k = offsets(c.lengths_k);
+  const std::vector<int64_t> cu_q = offsets_of(c.lengths_q), cu_k = offsets_of(c.lengths_k);
   const Tensor q = rand_normal({cu_q.back(), c.heads, c.d}, 1);
   const Tensor k = rand_normal({cu_k.back(), c.kv_heads, c.d}, 2);
   const Tensor v = rand_normal({cu_k.back(), c.kv_heads, c.d}, 3);
@@ -57,21 +57,22 @@ void CheckEachSequenceAlone(const Case& c) {
     const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s], lk = cu_k[s + 1] - k0;
     if (lq == 0 || lk == 0) continue;
     SCOPED_TRACE("sequence " + std::to_string(s));
-    const Tensor q_s = alone(q, q0, lq), k_s = alone(k, k0, lk), v_s = alone(v, k0, lk);
+    const Tensor q_s = sequence_alone(q, q0, lq), k_s = sequence_alone(k, k0, lk),
+                 v_s = sequence_alone(v, k0, lk);
     const SdpaResult one = sdpa(q_s, k_s, v_s, c.options);
-    const SdpaGradients one_grads =
-        sdpa_backward(q_s, k_s, v_s, one.output, one.logsumexp, alone(g, q0, lq), c.options);
+    const SdpaGradients one_grads = sdpa_backward(q_s, k_s, v_s, one.output, one.logsumexp,
+                                                  sequence_alone(g, q0, lq), c.options);
     // 16 rows or more: sdpa runs the fused forward too, and the bits agree (the backward's too,
     // from the same output); fewer, it may take the decode kernel, which sums in another order.
     const auto same = [lq](const Tensor& a, const Tensor& b) {
       return lq >= 16 ? BitwiseEqual(a, b) : testing::AllClose(a, b, 1e-5);
     };
-    EXPECT_TRUE(same(packed.output.slice(q0, lq), packed_form(one.output)));
+    EXPECT_TRUE(same(packed.output.slice(q0, lq), as_packed(one.output)));
     EXPECT_TRUE(same(packed.logsumexp.slice(q0, lq),
                      one.logsumexp.reshape({c.heads, lq}).permute({1, 0}).contiguous()));
-    EXPECT_TRUE(same(grads.dq.slice(q0, lq), packed_form(one_grads.dq)));
-    EXPECT_TRUE(same(grads.dk.slice(k0, lk), packed_form(one_grads.dk)));
-    EXPECT_TRUE(same(grads.dv.slice(k0, lk), packed_form(one_grads.dv)));
+    EXPECT_TRUE(same(grads.dq.slice(q0, lq), as_packed(one_grads.dq)));
+    EXPECT_TRUE(same(grads.dk.slice(k0, lk), as_packed(one_grads.dk)));
+    EXPECT_TRUE(same(grads.dv.slice(k0, lk), as_packed(one_grads.dv)));
     for (int64_t h = 0; one_grads.dsinks.defined() && h < c.heads; ++h)
       dsinks[static_cast<size_t>(h)] += one_grads.dsinks.data()[h];
   }
@@ -88,7 +89,7 @@ TEST(SdpaVarlen, EachSequenceIsTheSameAsAlone) {
   variants.softcap = 2.0f;
   variants.alibi_slopes = {0.5f, 0.25f, 0.125f, 0.0625f};
   variants.sinks = {0.5f, -1.0f, 0.0f, 2.0f};
-  const Case cases[] = {
+  const VarlenCase cases[] = {
       {"causal, mixed lengths",
        {300, 17, 130, 64, 1, 500},
        {300, 17, 130, 64, 1, 500},
@@ -101,7 +102,7 @@ TEST(SdpaVarlen, EachSequenceIsTheSameAsAlone) {
       {"sliding window", {200, 33}, {200, 33}, 4, 2, 16, window},
       {"softcap, ALiBi, sinks", {150, 20, 77}, {150, 20, 77}, 4, 2, 32, variants},
   };
-  for (const Case& c : cases) CheckEachSequenceAlone(c);
+  for (const VarlenCase& c : cases) CheckEachSequenceAlone(c);
 }
 
 TEST(SdpaVarlen, OneAndTwoThreadsGiveTheSameBits) {
