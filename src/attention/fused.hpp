@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
+#include "src/kernels/flash_problem.hpp"
 #include "src/reference/checks.hpp"
 
 namespace attn::detail {
@@ -22,6 +24,12 @@ namespace attn::detail {
 void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
                const SdpaOptions& options, const Tensor& out, float* logsumexp,
                std::atomic<bool>* non_finite_input = nullptr);
+
+// The fused forward's tasks over several problems as one list (sdpa_into's one problem, or the
+// sequences of a packed batch: sdpa_varlen.cpp), each problem's logsumexp where it points.
+// non_finite_input: as sdpa_into's. Defined in sdpa.cpp.
+void forward_tasks(const std::vector<kernels::FlashProblem>& problems,
+                   std::atomic<bool>* non_finite_input);
 
 // The fused backward's loop order (src/kernels/flash_backward.hpp): one task per (batch, K/V
 // head) when there are at least this many of them, else two passes over key and query blocks.

@@ -54,39 +54,55 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
   const kernels::FlashProblem p = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v),
                                                 as_rank4(out), mask4, options, logsumexp);
 
-  // Tasks: (batch, head, query block), the blocks of one head consecutive, so a thread keeps
-  // that head's K and V in cache (taking the blocks of every head in turn instead streamed
-  // all heads' K/V through L3). Heads sharing a K/V head are adjacent. With a causal mask
-  // later blocks see more keys, so each head's blocks run alternately from both ends (last,
-  // first, second-last, …): a thread's share that ends inside a head (one head, say) gets
-  // its fair part of the work.
-  const int64_t blocks = (dims.tq + kernels::kQueryBlock - 1) / kernels::kQueryBlock;
-  const int64_t heads_total = dims.batch * dims.heads;
-  const size_t scratch_floats = kernels::flash_forward_scratch_floats(p);
+  forward_tasks({p}, non_finite_input);
+}
+
+void forward_tasks(const std::vector<kernels::FlashProblem>& problems,
+                   std::atomic<bool>* non_finite_input) {
+  // Tasks: (problem, batch, head, query block), the blocks of one head consecutive, so a thread
+  // keeps that head's K and V in cache (taking the blocks of every head in turn instead
+  // streamed all heads' K/V through L3). Heads sharing a K/V head are adjacent. With a causal
+  // mask later blocks see more keys, so each head's blocks run alternately from both ends
+  // (last, first, second-last, …): a thread's share that ends inside a head (one head, say)
+  // gets its fair part of the work. Several problems (packed sequences) make one list, so no
+  // thread waits at the end of one for the next to begin.
+  std::vector<int64_t> first_task{0};  // problem i's tasks: [first_task[i], first_task[i + 1])
+  for (const kernels::FlashProblem& p : problems) {
+    const int64_t blocks = (p.tq + kernels::kQueryBlock - 1) / kernels::kQueryBlock;
+    first_task.push_back(first_task.back() + blocks * p.batch * p.heads);
+  }
+  size_t scratch_floats = 0;
+  for (const kernels::FlashProblem& p : problems)
+    scratch_floats = std::max(scratch_floats, kernels::flash_forward_scratch_floats(p));
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
   struct Block {
-    int64_t b, h, q0, rows;
+    const kernels::FlashProblem* p;
+    int64_t b, h, q0, rows, blocks;
   };
   auto block_of = [&](int64_t task) {
-    const int64_t bh = task / blocks;
+    const auto at = std::upper_bound(first_task.begin(), first_task.end(), task) - 1;
+    const kernels::FlashProblem& p = problems[static_cast<size_t>(at - first_task.begin())];
+    const int64_t local = task - *at;
+    const int64_t blocks = (p.tq + kernels::kQueryBlock - 1) / kernels::kQueryBlock;
+    const int64_t bh = local / blocks;
     const int64_t q0 =
-        (blocks - 1 - alternating_ends(task % blocks, blocks)) * kernels::kQueryBlock;
-    return Block{bh / dims.heads, bh % dims.heads, q0,
-                 std::min(kernels::kQueryBlock, dims.tq - q0)};
+        (blocks - 1 - alternating_ends(local % blocks, blocks)) * kernels::kQueryBlock;
+    return Block{&p,    bh / p.heads, bh % p.heads, q0, std::min(kernels::kQueryBlock, p.tq - q0),
+                 blocks};
   };
-  const int64_t tasks = blocks * heads_total;
+  const int64_t tasks = first_task.back();
   parallel_for_workers(tasks, [&](int64_t task, int worker) {
     auto& buffer = scratch[static_cast<size_t>(worker)];
     if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
     if (task + 1 < tasks) {  // most often this worker's next task (see kernels/prefetch.hpp)
       const Block next = block_of(task + 1);
-      kernels::prefetch_forward_block(p, next.b, next.h, next.q0, next.rows);
+      kernels::prefetch_forward_block(*next.p, next.b, next.h, next.q0, next.rows);
     }
     const Block x = block_of(task);
-    if (non_finite_input && task_inputs_non_finite(p, x.b, x.h, x.q0, x.rows, blocks)) {
+    if (non_finite_input && task_inputs_non_finite(*x.p, x.b, x.h, x.q0, x.rows, x.blocks)) {
       non_finite_input->store(true, std::memory_order_relaxed);
     }
-    kernels::flash_forward_block(p, x.b, x.h, x.q0, x.rows, buffer.get());
+    kernels::flash_forward_block(*x.p, x.b, x.h, x.q0, x.rows, buffer.get());
   });
 }
 

@@ -1,6 +1,6 @@
 // Packed variable-length attention (attn/sdpa_varlen.hpp): each sequence's rows, a (H, L, d)
-// view, run by the fused kernels as a problem of their own, one sequence after another (each
-// spreads its heads and query blocks over the threads). K and V are first copied into
+// view, are a fused-kernel problem of their own; the forward runs every sequence's tasks as
+// one list over the threads, the backward one sequence after another. K and V are first copied into
 // head-major (Hkv, T, d) order: the kernels read a key block's rows in place, and in the packed
 // layout they were H·d floats apart — 4 KiB at H = 16, d = 64, all in the same few L1 sets
 // (a (B, T, H, d) view of one 4096 sequence: 367 ms against 222 contiguous, two Zen 2
@@ -18,6 +18,8 @@
 #include "attn/threads.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/core/phase_scope.hpp"
+#include "src/kernels/flash_problem.hpp"
 #include "src/reference/checks.hpp"
 #include "src/reference/finite.hpp"
 
@@ -119,6 +121,7 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                     Tensor({dims.tq_total, dims.heads})};
   std::vector<float> lse_by_sequence(static_cast<size_t>(dims.tq_total * dims.heads));
   std::atomic<bool> non_finite{false};
+  std::vector<kernels::FlashProblem> problems;  // one per sequence that has queries and keys
   for (int64_t s = 0; s < dims.sequences; ++s) {
     const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s], lk = cu_k[s + 1] - k0;
     if (lq == 0) continue;
@@ -131,9 +134,14 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
     }
     const Tensor q_s = packed_view(q, q0, lq), k_s = sequence_view(k, k0, lk),
                  v_s = sequence_view(v, k0, lk);
-    detail::sdpa_into(sequence_dims(q_s, k_s, v_s, options), q_s, k_s, v_s, options,
-                      packed_view(result.output, q0, lq), lse_by_sequence.data() + q0 * dims.heads,
-                      &non_finite);
+    problems.push_back(detail::flash_problem(
+        sequence_dims(q_s, k_s, v_s, options), detail::as_rank4(q_s), detail::as_rank4(k_s),
+        detail::as_rank4(v_s), detail::as_rank4(packed_view(result.output, q0, lq)), Tensor{},
+        options, lse_by_sequence.data() + q0 * dims.heads));
+  }
+  {
+    const detail::PhaseScope clock(Phase::kAttention);
+    detail::forward_tasks(problems, &non_finite);  // every sequence's tasks in one list
   }
   if (non_finite.load()) detail::check_finite_qkv("sdpa_varlen", q, k, v);  // throws, naming it
   // (H, L) per sequence -> (Tq_total, H).
