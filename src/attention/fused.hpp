@@ -31,6 +31,12 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, cons
 void forward_tasks(const std::vector<kernels::FlashProblem>& problems,
                    std::atomic<bool>* non_finite_input);
 
+// The sinks' gradient (attn/sdpa_backward.hpp), (H,), from the forward's output, dL/dO (both
+// (B, H, Tq, dv) views with contiguous rows) and logsumexp (a (B, H, Tq) view): sdpa_backward's
+// and, on views of its packed tensors, sdpa_varlen_backward's. Defined in sdpa_backward.cpp.
+Tensor sink_gradients(const Tensor& out4, const Tensor& d_out4, const Tensor& lse3,
+                      const std::vector<float>& sinks);
+
 // The fused backward's loop order (src/kernels/flash_backward.hpp): one task per (batch, K/V
 // head) when there are at least this many of them, else two passes over key and query blocks.
 // Default: the machine's core count — not the thread count, because the two orders sum in

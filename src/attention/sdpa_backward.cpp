@@ -44,32 +44,6 @@ void check_logsumexp(const Tensor& logsumexp, const Shape& expected) {
   }
 }
 
-// dsink_h = −Σ_{b,i} e^{sink_h − L_bhi}·D_bhi with D_bhi = Σ_e dO·O (attn/sdpa_backward.hpp):
-// e^{sink − L} is the weight the sink took in the row. A few multiply-adds per output element,
-// summed in double in a fixed order (batch, then query).
-Tensor sink_gradients(const detail::AttentionDims& dims, const Tensor& out, const Tensor& lse,
-                      const Tensor& d_out, const std::vector<float>& sinks) {
-  const Tensor o4 = detail::as_rank4(out.contiguous()), do4 = detail::as_rank4(d_out.contiguous());
-  const float* o = o4.data();
-  const float* d_o = do4.data();
-  const float* l = lse.data();
-  Tensor gradients({dims.heads});
-  parallel_for(dims.heads, [&](int64_t h) {
-    double sum = 0.0;
-    for (int64_t b = 0; b < dims.batch; ++b) {
-      for (int64_t i = 0; i < dims.tq; ++i) {
-        const int64_t row = (b * dims.heads + h) * dims.tq + i;
-        double dot = 0.0;
-        for (int64_t e = 0; e < dims.dv; ++e)
-          dot += double{d_o[row * dims.dv + e]} * o[row * dims.dv + e];
-        sum -= std::exp(double{sinks[static_cast<size_t>(h)]} - l[row]) * dot;
-      }
-    }
-    gradients.data()[h] = static_cast<float>(sum);
-  });
-  return gradients;
-}
-
 }  // namespace
 
 namespace detail {
@@ -90,6 +64,33 @@ bool query_rows_non_finite(const kernels::FlashBackwardProblem& p, int64_t b, in
 }  // namespace
 
 void set_backward_two_pass_below(int64_t pairs) { two_pass_below = pairs; }
+
+// dsink_h = −Σ_{b,i} e^{sink_h − L_bhi}·D_bhi with D_bhi = Σ_e dO·O (attn/sdpa_backward.hpp):
+// e^{sink − L} is the weight the sink took in the row. A few multiply-adds per output element,
+// summed in double in a fixed order (batch, then query).
+Tensor sink_gradients(const Tensor& out4, const Tensor& d_out4, const Tensor& lse3,
+                      const std::vector<float>& sinks) {
+  const int64_t batch = out4.dim(0), heads = out4.dim(1), tq = out4.dim(2), dv = out4.dim(3);
+  Tensor gradients({heads});
+  parallel_for(heads, [&](int64_t h) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < tq; ++i) {
+        const float* o =
+            out4.data() + b * out4.strides()[0] + h * out4.strides()[1] + i * out4.strides()[2];
+        const float* g = d_out4.data() + b * d_out4.strides()[0] + h * d_out4.strides()[1] +
+                         i * d_out4.strides()[2];
+        const float l =
+            lse3.data()[b * lse3.strides()[0] + h * lse3.strides()[1] + i * lse3.strides()[2]];
+        double dot = 0.0;
+        for (int64_t e = 0; e < dv; ++e) dot += double{g[e]} * o[e];
+        sum -= std::exp(double{sinks[static_cast<size_t>(h)]} - l) * dot;
+      }
+    }
+    gradients.data()[h] = static_cast<float>(sum);
+  });
+  return gradients;
+}
 
 int64_t backward_two_pass_below() {
   const int64_t set = two_pass_below;
@@ -218,7 +219,13 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
     detail::check_finite(out, "sdpa_backward", "out");
     detail::check_finite(d_out, "sdpa_backward", "d_out");
   }
-  if (!options.sinks.empty()) grads.dsinks = sink_gradients(dims, out, lse, d_out, options.sinks);
+  if (!options.sinks.empty()) {
+    Shape lse3 = lse.shape();  // (…, Tq) as (B, H, Tq)
+    while (lse3.size() < 3) lse3.insert(lse3.begin(), 1);
+    grads.dsinks = detail::sink_gradients(detail::as_rank4(detail::with_contiguous_rows(out)),
+                                          detail::as_rank4(detail::with_contiguous_rows(d_out)),
+                                          lse.reshape(lse3), options.sinks);
+  }
   if (score_gradient.defined())
     grads.dmask = detail::reduce_to_mask_shape(score_gradient, options.mask);
   return grads;

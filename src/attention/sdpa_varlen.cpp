@@ -104,12 +104,6 @@ Tensor packed_view(const Tensor& packed, int64_t first, int64_t length) {
   return packed.slice(first, length).permute({1, 0, 2});
 }
 
-// Per sequence s, the dims sdpa_into takes for its (H, Lq, d) · (Hkv, Lk, d) problem.
-detail::AttentionDims sequence_dims(const Tensor& q_s, const Tensor& k_s, const Tensor& v_s,
-                                    const SdpaOptions& options) {
-  return detail::check_attention(q_s, k_s, v_s, options);
-}
-
 }  // namespace
 
 SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -134,10 +128,11 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
     }
     const Tensor q_s = packed_view(q, q0, lq), k_s = sequence_view(k, k0, lk),
                  v_s = sequence_view(v, k0, lk);
-    problems.push_back(detail::flash_problem(
-        sequence_dims(q_s, k_s, v_s, options), detail::as_rank4(q_s), detail::as_rank4(k_s),
-        detail::as_rank4(v_s), detail::as_rank4(packed_view(result.output, q0, lq)), Tensor{},
-        options, lse_by_sequence.data() + q0 * dims.heads));
+    problems.push_back(
+        detail::flash_problem(detail::check_attention(q_s, k_s, v_s, options),
+                              detail::as_rank4(q_s), detail::as_rank4(k_s), detail::as_rank4(v_s),
+                              detail::as_rank4(packed_view(result.output, q0, lq)), Tensor{},
+                              options, lse_by_sequence.data() + q0 * dims.heads));
   }
   {
     const detail::PhaseScope clock(Phase::kAttention);
@@ -196,7 +191,7 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
     if (lq == 0 || lk == 0) continue;  // nothing attends: the gradients stay 0
     const Tensor q_s = packed_view(q, q0, lq), k_s = sequence_view(k, k0, lk),
                  v_s = sequence_view(v, k0, lk);
-    detail::sdpa_backward_into(sequence_dims(q_s, k_s, v_s, options), q_s, k_s, v_s,
+    detail::sdpa_backward_into(detail::check_attention(q_s, k_s, v_s, options), q_s, k_s, v_s,
                                packed_view(out, q0, lq), lse_by_sequence.data() + q0 * dims.heads,
                                packed_view(d_out, q0, lq), options, packed_view(grads.dq, q0, lq),
                                packed_view(grads.dk, k0, lk), packed_view(grads.dv, k0, lk),
@@ -207,21 +202,10 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
     detail::check_finite(out, "sdpa_varlen_backward", "out");
     detail::check_finite(d_out, "sdpa_varlen_backward", "d_out");
   }
-  if (!options.sinks.empty()) {  // dsink_h = −Σ_rows e^{sink_h − L}·(dO·O), rows in order
-    grads.dsinks = Tensor({dims.heads});
-    for (int64_t h = 0; h < dims.heads; ++h) {
-      double sum = 0.0;
-      for (int64_t row = 0; row < dims.tq_total; ++row) {
-        const float* o = out.data() + (row * dims.heads + h) * dims.dv;
-        const float* g = d_out.data() + (row * dims.heads + h) * dims.dv;
-        double dot = 0.0;
-        for (int64_t e = 0; e < dims.dv; ++e) dot += double{g[e]} * o[e];
-        sum -= std::exp(double{options.sinks[static_cast<size_t>(h)]} -
-                        lse_in.data()[row * dims.heads + h]) *
-               dot;
-      }
-      grads.dsinks.data()[h] = static_cast<float>(sum);
-    }
+  if (!options.sinks.empty()) {  // the packed rows as (1, H, Tq_total, ·) views
+    grads.dsinks = detail::sink_gradients(
+        detail::as_rank4(out.permute({1, 0, 2})), detail::as_rank4(d_out.permute({1, 0, 2})),
+        detail::as_rank4(lse_in.permute({1, 0})).select(0), options.sinks);
   }
   return grads;
 }
