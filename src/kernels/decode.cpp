@@ -145,7 +145,7 @@ void ScoreVariantsOfRow(const ChunkState& t, size_t r, int64_t j0, size_t first,
   size_t c = first;
   for (; c + N <= last; c += N) {
     VF s = hn::LoadU(df, sr + c);
-    if (cap > 0.0f) s = hn::Mul(v_cap, hn::Tanh(df, hn::Mul(s, v_inverse)));
+    if (cap > 0.0f) s = hn::Mul(v_cap, TanhRational(df, hn::Mul(s, v_inverse)));
     const VF distance =
         hn::Sub(hn::Set(df, start - static_cast<float>(c - first)), lanes);  // ≥ 0: causal
     hn::StoreU(hn::MulAdd(v_slope, distance, s), df, sr + c);
