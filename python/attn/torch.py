@@ -65,6 +65,12 @@ def _mask_array(mask: Optional[torch.Tensor]) -> Optional[np.ndarray]:
     return _as_input(mask, "attn_mask").detach().numpy()
 
 
+def _no_gradient(query: torch.Tensor) -> torch.Tensor:
+    """The backward operators' output for a gradient not asked for: an empty tensor, a fresh one
+    each time (an operator's outputs may not alias one another)."""
+    return query.new_empty(0, dtype=torch.float32)
+
+
 def _tensor(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     """A result of the module as a tensor over the same memory, in dtype."""
     out = torch.from_numpy(array)
@@ -141,10 +147,8 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
         causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
         key_starts=_starts_list(key_starts), return_mask_gradient=mask_gradient,
         **_variants(softcap, alibi_slopes, sinks)))
-    def none():  # a fresh empty tensor each: the outputs may not alias one another
-        return query.new_empty(0, dtype=torch.float32)
-    dmask = _tensor(grads.pop(), attn_mask.dtype) if mask_gradient else none()
-    dsinks = _tensor(grads.pop(), sinks.dtype) if sinks is not None else none()
+    dmask = _tensor(grads.pop(), attn_mask.dtype) if mask_gradient else _no_gradient(query)
+    dsinks = _tensor(grads.pop(), sinks.dtype) if sinks is not None else _no_gradient(query)
     return (_tensor(grads[0], query.dtype), _tensor(grads[1], key.dtype),
             _tensor(grads[2], value.dtype), dsinks, dmask)
 
@@ -152,10 +156,8 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
 @_sdpa_backward.register_fake
 def _(grad_out, query, key, value, out, lse, attn_mask, is_causal, scale, key_starts=None,
       softcap=0.0, alibi_slopes=None, sinks=None, mask_gradient=False):
-    dsinks = (torch.empty_like(sinks) if sinks is not None
-              else query.new_empty(0, dtype=torch.float32))
-    dmask = (torch.empty_like(attn_mask) if mask_gradient
-             else query.new_empty(0, dtype=torch.float32))
+    dsinks = torch.empty_like(sinks) if sinks is not None else _no_gradient(query)
+    dmask = torch.empty_like(attn_mask) if mask_gradient else _no_gradient(query)
     return (torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), dsinks,
             dmask)
 
@@ -318,8 +320,7 @@ def _varlen_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Ten
         _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
         _offsets(cu_seq_q, "cu_seq_q"), _offsets(cu_seq_k, "cu_seq_k"), causal=is_causal,
         window=window or None, scale=scale, **_variants(softcap, alibi_slopes, sinks))
-    dsinks = (_tensor(grads[3], sinks.dtype) if sinks is not None
-              else query.new_empty(0, dtype=torch.float32))
+    dsinks = _tensor(grads[3], sinks.dtype) if sinks is not None else _no_gradient(query)
     return (_tensor(grads[0], query.dtype), _tensor(grads[1], key.dtype),
             _tensor(grads[2], value.dtype), dsinks)
 
@@ -327,8 +328,7 @@ def _varlen_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Ten
 @_varlen_backward.register_fake
 def _(grad_out, query, key, value, out, lse, cu_seq_q, cu_seq_k, is_causal, window, scale,
       softcap=0.0, alibi_slopes=None, sinks=None):
-    dsinks = (torch.empty_like(sinks) if sinks is not None
-              else query.new_empty(0, dtype=torch.float32))
+    dsinks = torch.empty_like(sinks) if sinks is not None else _no_gradient(query)
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), dsinks
 
 
