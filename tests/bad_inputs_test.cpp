@@ -400,6 +400,7 @@ std::vector<Case> numeric_cases() {
   numbers(c, kGenerate, "--top-p", {"0", "1.5", "nan"});
   numbers(c, kGenerate, "--seed", {"-1", "x"});
   numbers(c, kGenerate, "--threads", kNotThreads);
+  numbers(c, kGenerate, "--cache-dtype", {"q4", "int8"});
   numbers(c, kForward, "--seq", {"0", "64,-1", "x"});
   numbers(c, kForward, "--batch", {"0", "x"});
   numbers(c, kForward, "--heads", {"0", "x"});
@@ -410,6 +411,7 @@ std::vector<Case> numeric_cases() {
   numbers(c, kDecode, "--cache", {"0", "x"});
   numbers(c, kDecode, "--runs", {"0", "100001"});
   numbers(c, kDecode, "--head-dim", {"0"});
+  numbers(c, kDecode, "--cache-dtype", {"q4", "f32,int8"});
   numbers(c, kGenerateBench, "--prompt-tokens", kNotPositive);
   numbers(c, kGenerateBench, "--new-tokens", {"-1", "x"});
   numbers(c, kGenerateBench, "--runs", {"0", "1001"});

@@ -180,19 +180,22 @@ TEST(KVCache, BfloatConversionRoundsToNearestEven) {
 }
 
 TEST(KVCache, ResultsDoNotDependOnTheThreadCount) {
-  KVCacheConfig c;
-  c.n_kv_heads = 2;
-  c.head_dim = 64;
-  c.capacity = 5000;
-  KVCache cache(c);
-  cache.append(rand_normal({1, 2, 5000, 64}, 12), rand_normal({1, 2, 5000, 64}, 13));
-  const Tensor q = rand_normal({1, 4, 2, 64}, 14);
-  set_num_threads(1);
-  const Tensor one = attend_cached(q, cache).output;
-  set_num_threads(2);
-  const Tensor two = attend_cached(q, cache).output;
-  set_num_threads(0);
-  EXPECT_TRUE(testing::BitwiseEqual(one, two));
+  for (Dtype storage : {Dtype::kFloat32, Dtype::kBFloat16, Dtype::kQ8}) {
+    KVCacheConfig c;
+    c.n_kv_heads = 2;
+    c.head_dim = 64;
+    c.capacity = 5000;
+    c.dtype = storage;
+    KVCache cache(c);
+    cache.append(rand_normal({1, 2, 5000, 64}, 12), rand_normal({1, 2, 5000, 64}, 13));
+    const Tensor q = rand_normal({1, 4, 2, 64}, 14);
+    set_num_threads(1);
+    const Tensor one = attend_cached(q, cache).output;
+    set_num_threads(2);
+    const Tensor two = attend_cached(q, cache).output;
+    set_num_threads(0);
+    EXPECT_TRUE(testing::BitwiseEqual(one, two)) << to_string(storage);
+  }
 }
 
 TEST(Rope, ScoresDependOnlyOnTheDistance) {

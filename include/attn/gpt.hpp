@@ -157,7 +157,10 @@ class Gpt {
   // runs a slice of (data parallel), so that dropout draws the masks the whole batch would.
   float forward(std::span<const int64_t> ids, std::span<const int64_t> targets, int64_t batch,
                 uint64_t dropout_seed = 0, int64_t first_window = 0);
-  void set_training_precision(Dtype precision) { training_precision_ = precision; }
+  void set_training_precision(Dtype precision) {
+    check_float_dtype(precision, "Gpt::set_training_precision");
+    training_precision_ = precision;
+  }
   Dtype training_precision() const { return training_precision_; }
   // Second half: gradients() += loss_scale · dLoss/dθ for the last forward (loss_scale < 1
   // averages accumulated micro-batches). final_from(o), when given, is called each time the
@@ -251,6 +254,8 @@ struct GenerateOptions {
   // true: one token per step through the KV cache; false: the whole window is re-run for every
   // token (the slow path, kept to test the fast one).
   bool use_cache = true;
+  // The KV cache's storage (attn/kv_cache.hpp): f32, bf16, or q8 (a quarter of the bytes).
+  Dtype cache_dtype = Dtype::kFloat32;
 };
 
 // Generation one token at a time: next() samples the token after what came before, as

@@ -1,8 +1,10 @@
 // The key/value cache of one attention layer for token-by-token decoding.
 //
-// Storage is (B, H_kv, capacity, d) for K and for V, float32 or bfloat16 (half the bytes read
-// per decode step; values are rounded to nearest-even when stored and widened exactly when
-// read). Two modes:
+// Storage is (B, H_kv, capacity, d) for K and for V: float32; bfloat16 (half the bytes read per
+// decode step; values rounded to nearest-even when stored, widened exactly when read); or q8
+// (a quarter of float's bytes and one float per row: each row of d values stored as int8 with
+// the scale max|x| / 127, x ≈ scale · round(x / scale), so an element is off by at most
+// scale / 2 = max|row| / 254; widened in registers by the decode kernel). Two modes:
 //   - fixed (window = 0): positions 0 .. capacity−1; appending past capacity is an error;
 //   - sliding window (window = w > 0): a ring buffer; position p lives in slot p mod capacity,
 //     so memory stays bounded however long the generation runs. To serve n new tokens at
@@ -42,18 +44,28 @@ class KVCache {
   int64_t capacity() const { return config_.capacity; }
   const KVCacheConfig& config() const { return config_; }
 
-  // Raw storage for the decode kernel: element (b, h, slot, e) is at
-  // ((b·H_kv + h)·capacity + slot)·d + e, as float or as uint16_t bfloat16 bits.
+  // Raw storage for the decode kernel: row (b, h, slot) starts at byte
+  // ((b·H_kv + h)·capacity + slot)·row_bytes() and holds d floats, d uint16_t bfloat16 bits,
+  // or (q8) d int8 values followed by the row's float scale.
   const void* keys() const;
   const void* values() const;
+  int64_t row_bytes() const { return row_bytes(config_.dtype, config_.head_dim); }
+  static int64_t row_bytes(Dtype storage, int64_t head_dim);
+  // The value K or V holds at (b, h, position, e), widened to float (position must be held):
+  // for tests and tools, not for loops.
+  float key_at(int64_t b, int64_t h, int64_t position, int64_t e) const;
+  float value_at(int64_t b, int64_t h, int64_t position, int64_t e) const;
   // The slot that holds absolute position p (p must be held).
   int64_t slot_of(int64_t position) const { return position % config_.capacity; }
 
  private:
   KVCacheConfig config_;
   int64_t position_ = 0;
+  float stored_at(const void* storage, int64_t b, int64_t h, int64_t position, int64_t e) const;
+
   std::vector<float> k32_, v32_;
   std::vector<uint16_t> k16_, v16_;
+  std::vector<int8_t> k8_, v8_;  // q8: rows of d values and 4 bytes of scale
 };
 
 // Attention of new queries against the cache (their own keys and values appended first):

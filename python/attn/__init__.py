@@ -44,16 +44,18 @@ from ._attn import (  # noqa: F401  (the public API)
 
 
 def _generate(self, prompt="", max_new_tokens=200, temperature=0.8, top_k=200, top_p=1.0,
-              seed=0, use_cache=True):
-    """generate(prompt="", max_new_tokens=200, temperature=0.8, top_k=200, top_p=1.0, seed=0)
+              seed=0, use_cache=True, cache_dtype="f32"):
+    """generate(prompt="", max_new_tokens=200, temperature=0.8, top_k=200, top_p=1.0, seed=0,
+    use_cache=True, cache_dtype="f32")
 
     Yields the continuation of prompt as text, piece by piece (a piece may hold no character
     while a UTF-8 sequence is still incomplete, so pieces are joined as they come). The same
-    seed gives the same text as `attn generate` with the same flags.
+    seed gives the same text as `attn generate` with the same flags. cache_dtype is the KV
+    cache's storage: "f32", "bf16" or "q8" (int8 rows with a float scale each).
     """
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     for piece in self._generate_bytes(prompt, max_new_tokens, temperature, top_k, top_p, seed,
-                                      use_cache):
+                                      use_cache, cache_dtype):
         text = decoder.decode(piece)
         if text:
             yield text

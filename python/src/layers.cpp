@@ -86,8 +86,9 @@ SdpaOptions layer_options(bool causal, std::optional<int64_t> window) {
 
 void add_layers(py::module_& m) {
   py::class_<KVCache>(m, "KVCache", R"(The key/value cache of one attention layer for decoding:
-(batch, n_kv_heads, capacity, head_dim) for K and V, float32 or bfloat16 ("bf16", half the bytes
-read per step). window > 0 keeps the last `window` positions in a ring buffer.)")
+(batch, n_kv_heads, capacity, head_dim) for K and V, float32, bfloat16 ("bf16", half the bytes
+read per step) or "q8" (each row int8 with one float scale: about a quarter of the bytes, each
+value within max|row| / 254). window > 0 keeps the last `window` positions in a ring buffer.)")
       .def(py::init([](int64_t batch, std::optional<int64_t> n_kv_heads, int64_t head_dim,
                        int64_t capacity, int64_t window, const std::string& dtype,
                        std::optional<int64_t> kv_heads) {
@@ -122,6 +123,9 @@ read per step). window > 0 keeps the last `window` positions in a ring buffer.)"
           },
           "positions appended since reset")
       .def_property_readonly("capacity", &KVCache::capacity)
+      .def_property_readonly(
+          "dtype", [](const KVCache& c) { return to_string(c.config().dtype); },
+          "the storage: \"f32\", \"bf16\" or \"q8\"")
       .def("reset", [](KVCache& c) {
         const CacheInUse guard(c);
         c.reset();

@@ -132,13 +132,15 @@ piece (without a prompt, GPT-2 starts after <|endoftext|>).)")
       .def(
           "_generate_bytes",
           [](const PyGpt& g, const std::string& prompt, int64_t max_new_tokens, float temperature,
-             int64_t top_k, float top_p, uint64_t seed, bool use_cache) {
+             int64_t top_k, float top_p, uint64_t seed, bool use_cache,
+             const std::string& cache_dtype) {
             GenerateOptions o;
             o.sampling.temperature = temperature;
             o.sampling.top_k = top_k;
             o.sampling.top_p = top_p;
             o.seed = seed;
             o.use_cache = use_cache;
+            o.cache_dtype = dtype_from_string(cache_dtype, "cache_dtype");
             if (max_new_tokens < 0) {
               throw py::value_error("max_new_tokens must be >= 0, got " +
                                     std::to_string(max_new_tokens));
@@ -150,7 +152,7 @@ piece (without a prompt, GPT-2 starts after <|endoftext|>).)")
                               max_new_tokens};
           },
           "prompt"_a, "max_new_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a,
-          "use_cache"_a)
+          "use_cache"_a, "cache_dtype"_a)
       .def_property_readonly("vocab_size",
                              [](const PyGpt& g) { return g.loaded->model.config().vocab_size; })
       .def_property_readonly("block_size",

@@ -83,14 +83,22 @@ def test_embeddings_and_positions(rng):
         emb.forward([10])
 
 
-def test_caches_take_f32_or_bf16(rng):
+def test_caches_take_f32_bf16_or_q8(rng):
     layer = attn.MultiHeadAttention(16, 4, seed=1)
     x = rng.standard_normal((1, 3, 16), dtype=np.float32)
     exact = layer.decode(x, layer.make_cache(1, 8))
     rounded = layer.decode(x, attn.KVCache(1, 4, 4, 8, dtype="bf16"))
     np.testing.assert_allclose(rounded, exact, atol=2e-2)
-    with pytest.raises(ValueError, match='dtype must be "f32" or "bf16", got "f16"'):
+    cache = layer.make_cache(1, 8, dtype="q8")
+    assert cache.dtype == "q8"
+    quantized = layer.decode(x, cache)
+    # q8: each value within max|row| / 254; the output within 2e-2 · max|V| (docs/library.md).
+    np.testing.assert_allclose(quantized, exact, atol=2e-2 * np.abs(exact).max())
+    assert not np.array_equal(quantized, exact)  # it did round
+    with pytest.raises(ValueError, match='dtype must be "f32", "bf16" or "q8", got "f16"'):
         layer.make_cache(1, 8, dtype="f16")
+    with pytest.raises(ValueError, match='precision must be "f32" or "bf16", got "q8"'):
+        attn.MultiHeadAttention(16, 4, precision="q8")
 
 
 @pytest.mark.parametrize("batch,n_kv_heads,head_dim,capacity", [

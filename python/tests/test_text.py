@@ -95,6 +95,18 @@ def test_a_trained_checkpoint_generates_the_cli_tokens(tmp_path):
     assert "the " + half_text + "\n" == cli_half
     with pytest.raises(ValueError, match="weights must be"):
         attn.Gpt.load(tmp_path / "run", weights="f16")
+    # A q8 KV cache: the CLI's tokens with the same flag; greedy, the float cache's tokens on
+    # this small trained model.
+    q8_text = "".join(model.generate("the ", max_new_tokens=40, seed=5, cache_dtype="q8"))
+    cli_q8 = subprocess.run([cli, "generate", "--checkpoint", str(tmp_path / "run"), "--prompt",
+                             "the ", "--max-new-tokens", "40", "--seed", "5", "--cache-dtype", "q8"],
+                            check=True, capture_output=True, text=True).stdout
+    assert "the " + q8_text + "\n" == cli_q8
+    greedy = {dtype: "".join(model.generate("the ", max_new_tokens=40, top_k=1, cache_dtype=dtype))
+              for dtype in ("f32", "q8")}
+    assert greedy["q8"] == greedy["f32"]
+    with pytest.raises(ValueError, match='cache_dtype must be "f32", "bf16" or "q8"'):
+        next(model.generate("the", cache_dtype="int4"))
 
 
 def test_errors_say_their_kind_argument_and_file(tmp_path):

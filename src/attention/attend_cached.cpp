@@ -97,7 +97,7 @@ SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOpt
   for (int i = 0; i < 3; ++i) p.q_stride[i] = q.strides()[i];
   p.k = cache.keys();
   p.v = cache.values();
-  p.bf16 = c.dtype == Dtype::kBFloat16;
+  p.storage = c.dtype;
   p.batch = c.batch;
   p.heads = q.dim(1);
   p.kv_heads = c.n_kv_heads;

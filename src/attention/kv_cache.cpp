@@ -1,5 +1,6 @@
 #include "attn/kv_cache.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -11,7 +12,8 @@ namespace attn {
 namespace {
 
 // Extra zeroed elements after the storage, so that the kernel's full-vector loads of the last
-// row never leave the buffer (their lanes past d meet zero query lanes).
+// row never leave the buffer (their lanes past d meet zero query lanes; for q8 these are
+// bytes, and a vector of int8 spans at most kDecodeMaxVectorFloats of them).
 constexpr int64_t kTailPadding = 64;
 static_assert(kTailPadding >= kernels::kDecodeMaxVectorFloats);
 // 2^36 elements of K and as many of V: 512 GiB in float, beyond any machine it runs on.
@@ -34,28 +36,107 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
       detail::checked_size({config.batch, config.n_kv_heads, config_.capacity, config.head_dim},
                            kMaxElements, "KVCache: batch·n_kv_heads·capacity·head_dim");
   const auto n = static_cast<size_t>(elements + kTailPadding);
-  if (config.dtype == Dtype::kFloat32) {
-    k32_.assign(n, 0.0f);
-    v32_.assign(n, 0.0f);
-  } else {
-    k16_.assign(n, 0);
-    v16_.assign(n, 0);
+  switch (config.dtype) {
+    case Dtype::kFloat32:
+      k32_.assign(n, 0.0f);
+      v32_.assign(n, 0.0f);
+      break;
+    case Dtype::kBFloat16:
+      k16_.assign(n, 0);
+      v16_.assign(n, 0);
+      break;
+    case Dtype::kQ8: {
+      const auto bytes =
+          static_cast<size_t>(elements / config.head_dim * row_bytes() + kTailPadding);
+      k8_.assign(bytes, 0);
+      v8_.assign(bytes, 0);
+      break;
+    }
   }
+}
+
+int64_t KVCache::row_bytes(Dtype storage, int64_t head_dim) {
+  return kernels::kv_row_bytes(storage, head_dim);
 }
 
 int64_t KVCache::size() const {
   return config_.window > 0 ? std::min(position_, config_.capacity) : position_;
 }
 
-const void* KVCache::keys() const {
-  return config_.dtype == Dtype::kFloat32 ? static_cast<const void*>(k32_.data())
-                                          : static_cast<const void*>(k16_.data());
+namespace {
+
+// The buffer of the cache's storage type among its three (the other two are empty).
+const void* storage_of(Dtype dtype, const std::vector<float>& f32,
+                       const std::vector<uint16_t>& bf16, const std::vector<int8_t>& q8) {
+  switch (dtype) {
+    case Dtype::kBFloat16:
+      return bf16.data();
+    case Dtype::kQ8:
+      return q8.data();
+    case Dtype::kFloat32:
+      break;
+  }
+  return f32.data();
 }
 
-const void* KVCache::values() const {
-  return config_.dtype == Dtype::kFloat32 ? static_cast<const void*>(v32_.data())
-                                          : static_cast<const void*>(v16_.data());
+}  // namespace
+
+const void* KVCache::keys() const { return storage_of(config_.dtype, k32_, k16_, k8_); }
+
+const void* KVCache::values() const { return storage_of(config_.dtype, v32_, v16_, v8_); }
+
+float KVCache::stored_at(const void* storage, int64_t b, int64_t h, int64_t position,
+                         int64_t e) const {
+  ATTN_CHECK(b >= 0 && b < config_.batch && h >= 0 && h < config_.n_kv_heads && e >= 0 &&
+                 e < config_.head_dim && position >= position_ - size() && position < position_,
+             "KVCache: (", b, ", ", h, ", ", position, ", ", e, ") is not held");
+  const int64_t row = (b * config_.n_kv_heads + h) * config_.capacity + slot_of(position);
+  const auto* bytes = static_cast<const unsigned char*>(storage) + row * row_bytes();
+  switch (config_.dtype) {
+    case Dtype::kBFloat16: {
+      uint16_t bits;
+      std::memcpy(&bits, bytes + e * 2, sizeof bits);
+      return from_bfloat16(bits);
+    }
+    case Dtype::kQ8: {
+      float scale;
+      std::memcpy(&scale, bytes + config_.head_dim, sizeof scale);
+      return scale * static_cast<float>(static_cast<int8_t>(bytes[e]));
+    }
+    case Dtype::kFloat32:
+      break;
+  }
+  float x;
+  std::memcpy(&x, bytes + e * 4, sizeof x);
+  return x;
 }
+
+float KVCache::key_at(int64_t b, int64_t h, int64_t position, int64_t e) const {
+  return stored_at(keys(), b, h, position, e);
+}
+
+float KVCache::value_at(int64_t b, int64_t h, int64_t position, int64_t e) const {
+  return stored_at(values(), b, h, position, e);
+}
+
+namespace {
+
+// Row x[0], x[stride], … (d values) as q8 at `out`: d int8 values, then the float scale
+// max|x| / 127. x / scale is rounded to nearest-even, so every value is within scale / 2.
+void store_q8_row(const float* x, int64_t stride, int64_t d, int8_t* out) {
+  float largest = 0.0f;
+  for (int64_t e = 0; e < d; ++e) largest = std::max(largest, std::fabs(x[e * stride]));
+  const float scale = largest / 127.0f;
+  const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+  for (int64_t e = 0; e < d; ++e) {
+    // |x · 127 / largest| ≤ 127 up to a rounding of the product; the clamp keeps it so.
+    const float q = std::clamp(std::nearbyint(x[e * stride] * inverse), -127.0f, 127.0f);
+    out[e] = static_cast<int8_t>(q);
+  }
+  std::memcpy(out + d, &scale, sizeof scale);
+}
+
+}  // namespace
 
 void KVCache::append(const Tensor& k, const Tensor& v) {
   const Shape expected = {config_.batch, config_.n_kv_heads,
@@ -81,32 +162,44 @@ void KVCache::append(const Tensor& k, const Tensor& v) {
   const Shape& vs = v.strides();
   // Two passes: check every value, then write, so that a rejected append leaves the cache
   // as it was (a ring would otherwise have overwritten positions it still holds).
-  auto for_each_value = [&](auto&& fn) {
+  auto for_each_row = [&](auto&& fn) {
     for (int64_t b = 0; b < config_.batch; ++b) {
       for (int64_t h = 0; h < config_.n_kv_heads; ++h) {
         for (int64_t t = 0; t < t_new; ++t) {
-          const float* krow = kp + b * ks[0] + h * ks[1] + t * ks[2];
-          const float* vrow = vp + b * vs[0] + h * vs[1] + t * vs[2];
-          const int64_t base =
-              ((b * config_.n_kv_heads + h) * config_.capacity + slot_of(position_ + t)) * d;
-          for (int64_t e = 0; e < d; ++e)
-            fn(b, h, t, e, base + e, krow[e * ks[3]], vrow[e * vs[3]]);
+          const int64_t row =
+              (b * config_.n_kv_heads + h) * config_.capacity + slot_of(position_ + t);
+          fn(b, h, t, kp + b * ks[0] + h * ks[1] + t * ks[2],
+             vp + b * vs[0] + h * vs[1] + t * vs[2], row);
         }
       }
     }
   };
-  for_each_value([](int64_t b, int64_t h, int64_t t, int64_t e, int64_t, float kx, float vx) {
-    ATTN_CHECK(std::isfinite(kx) && std::isfinite(vx),
-               "KVCache::append: non-finite key or value at (", b, ", ", h, ", ", t, ", ", e, ")");
+  for_each_row([&](int64_t b, int64_t h, int64_t t, const float* krow, const float* vrow, int64_t) {
+    for (int64_t e = 0; e < d; ++e) {
+      ATTN_CHECK(std::isfinite(krow[e * ks[3]]) && std::isfinite(vrow[e * vs[3]]),
+                 "KVCache::append: non-finite key or value at (", b, ", ", h, ", ", t, ", ", e,
+                 ")");
+    }
   });
-  for_each_value([&](int64_t, int64_t, int64_t, int64_t, int64_t at, float kx, float vx) {
-    const auto i = static_cast<size_t>(at);
-    if (config_.dtype == Dtype::kFloat32) {
-      k32_[i] = kx;
-      v32_[i] = vx;
-    } else {
-      k16_[i] = to_bfloat16(kx);
-      v16_[i] = to_bfloat16(vx);
+  for_each_row([&](int64_t, int64_t, int64_t, const float* krow, const float* vrow, int64_t row) {
+    const auto at = static_cast<size_t>(row * d);
+    switch (config_.dtype) {
+      case Dtype::kFloat32:
+        for (int64_t e = 0; e < d; ++e) {
+          k32_[at + e] = krow[e * ks[3]];
+          v32_[at + e] = vrow[e * vs[3]];
+        }
+        break;
+      case Dtype::kBFloat16:
+        for (int64_t e = 0; e < d; ++e) {
+          k16_[at + e] = to_bfloat16(krow[e * ks[3]]);
+          v16_[at + e] = to_bfloat16(vrow[e * vs[3]]);
+        }
+        break;
+      case Dtype::kQ8:
+        store_q8_row(krow, ks[3], d, k8_.data() + row * row_bytes());
+        store_q8_row(vrow, vs[3], d, v8_.data() + row * row_bytes());
+        break;
     }
   });
   position_ += t_new;

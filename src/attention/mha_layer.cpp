@@ -16,6 +16,7 @@ MultiHeadAttention::MultiHeadAttention(const MhaConfig& config) : config_(config
   const int64_t d = config_.d_model, h = config_.n_heads, h_kv = config_.n_kv_heads;
   ATTN_CHECK(d >= 1 && h >= 1 && h_kv >= 1, "MultiHeadAttention: d_model (", d, "), n_heads (", h,
              ") and n_kv_heads (", h_kv, ") must be >= 1");
+  check_float_dtype(config_.precision, "MultiHeadAttention: precision");
   ATTN_CHECK(d % h == 0, "d_model (", d, ") must divide by n_heads (", h, ")");
   ATTN_CHECK(h % h_kv == 0, "MultiHeadAttention: n_kv_heads (", h_kv, ") must divide n_heads (", h,
              ")");

@@ -2,15 +2,17 @@
 // online softmax, and o += P·V, reading each cached key and value once for all the rows that
 // share it (the g query heads of a group and the Tq new tokens). Decoding is bound by the
 // bytes of K and V streamed from memory, so the loop is shaped around one pass over them:
-// for each key, its d values are loaded once (widened from bfloat16 in registers when the
-// cache stores bf16) and dotted with every row. No software prefetch: asking for a block's
-// value rows before scoring its keys (four prefetches per key) made the step slower on the
+// for each key, its d values are loaded once (widened in registers from bfloat16, or from int8
+// when the cache stores q8: then the row's scale multiplies the key's score, and folds into its
+// probability for the value row) and dotted with every row. No software prefetch: asking for a
+// block's value rows before scoring its keys (four prefetches per key) made the step slower on the
 // AVX-512 machine — L = 1k on two threads 62 µs with it, 55 without; the hardware follows
 // the two sequential streams by itself.
 #include "src/kernels/decode.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -25,29 +27,48 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-// Vector at `offset` of the cache storage, widened to float. The storage type is a template
-// argument: a run-time flag inside the inner loops was re-read after every store.
-template <bool kBf16>
+// Vector at `offset` of the cache storage (in elements: bytes for q8), widened to float. The
+// storage type is a template argument: a run-time flag inside the inner loops was re-read
+// after every store.
+template <Dtype kStorage>
 HWY_INLINE VF LoadRow(DF df, const void* base, size_t offset) {
-  if constexpr (kBf16) {
+  if constexpr (kStorage == Dtype::kBFloat16) {
     const hn::Rebind<hwy::bfloat16_t, DF> dbf;
     return hn::PromoteTo(df, hn::LoadU(dbf, static_cast<const hwy::bfloat16_t*>(base) + offset));
+  } else if constexpr (kStorage == Dtype::kQ8) {
+    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int32_t, DF> d32;
+    return hn::ConvertTo(
+        df, hn::PromoteTo(d32, hn::LoadU(d8, static_cast<const int8_t*>(base) + offset)));
   } else {
     return hn::LoadU(df, static_cast<const float*>(base) + offset);
   }
 }
 
+// The factor a row's widened values carry: a q8 row's scale, stored after its d values; 1
+// for the other storages (a constant the compiler folds away).
+template <Dtype kStorage>
+HWY_INLINE float RowScale(const void* base, size_t offset, size_t d) {
+  if constexpr (kStorage == Dtype::kQ8) {
+    float scale;
+    std::memcpy(&scale, static_cast<const int8_t*>(base) + offset + d, sizeof scale);
+    return scale;
+  } else {
+    return 1.0f;
+  }
+}
+
 // q · K[row c]: the NV vectors of the products, summed into one vector (two accumulators
 // halve the FMA dependency chain).
-template <bool kBf16, size_t NV>
+template <Dtype kStorage, size_t NV>
 HWY_INLINE VF KeyProducts(DF df, const VF* qv, const void* keys, size_t at) {
   const size_t N = hn::Lanes(df);
-  VF even = hn::Mul(qv[0], LoadRow<kBf16>(df, keys, at));
-  VF odd = NV > 1 ? hn::Mul(qv[NV > 1 ? 1 : 0], LoadRow<kBf16>(df, keys, at + N)) : hn::Zero(df);
+  VF even = hn::Mul(qv[0], LoadRow<kStorage>(df, keys, at));
+  VF odd = NV > 1 ? hn::Mul(qv[NV > 1 ? 1 : 0], LoadRow<kStorage>(df, keys, at + N)) : hn::Zero(df);
 #pragma GCC unroll 8
   for (size_t x = 2; x < NV; x += 2) {
-    even = hn::MulAdd(qv[x], LoadRow<kBf16>(df, keys, at + x * N), even);
-    odd = hn::MulAdd(qv[x + 1], LoadRow<kBf16>(df, keys, at + (x + 1) * N), odd);
+    even = hn::MulAdd(qv[x], LoadRow<kStorage>(df, keys, at + x * N), even);
+    odd = hn::MulAdd(qv[x + 1], LoadRow<kStorage>(df, keys, at + (x + 1) * N), odd);
   }
   return hn::Add(even, odd);
 }
@@ -56,56 +77,59 @@ HWY_INLINE VF KeyProducts(DF df, const VF* qv, const void* keys, size_t at) {
 // keys sharing one horizontal reduction — interleaves within 128-bit blocks, then the blocks
 // added through memory — was no faster for f32 and made the bf16 step 1.5× slower: 9.6
 // instead of 6.0 ms at L = 64k on two threads.)
-template <bool kBf16, size_t NV, class Rows>
-HWY_INLINE void ScoreKeys(const float* q, const void* keys, const Rows& offsets, int64_t first,
-                          int64_t last, float* sr) {
+template <Dtype kStorage, size_t NV, class Rows>
+HWY_INLINE void ScoreKeys(const float* q, const void* keys, const Rows& offsets, size_t d,
+                          int64_t first, int64_t last, float* sr) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF qv[NV];
 #pragma GCC unroll 8
   for (size_t x = 0; x < NV; ++x) qv[x] = hn::LoadU(df, q + x * N);
   for (int64_t c = first; c < last; ++c) {
-    sr[c] = hn::GetLane(hn::SumOfLanes(df, KeyProducts<kBf16, NV>(df, qv, keys, offsets[c])));
+    const float dot =
+        hn::GetLane(hn::SumOfLanes(df, KeyProducts<kStorage, NV>(df, qv, keys, offsets[c])));
+    sr[c] = RowScale<kStorage>(keys, offsets[c], d) * dot;
   }
 }
 
 // The same for any number of vectors (head dims that are not 1, 2, 4 or 8 vectors).
-template <bool kBf16, class Rows>
+template <Dtype kStorage, class Rows>
 HWY_INLINE void ScoreKeysAnyWidth(const float* q, size_t ld, const void* keys, const Rows& offsets,
-                                  int64_t first, int64_t last, float* sr) {
+                                  size_t d, int64_t first, int64_t last, float* sr) {
   const DF df;
   const size_t N = hn::Lanes(df);
   for (int64_t c = first; c < last; ++c) {
     VF acc = hn::Zero(df);
     for (size_t e = 0; e < ld; e += N) {
-      acc = hn::MulAdd(hn::LoadU(df, q + e), LoadRow<kBf16>(df, keys, offsets[c] + e), acc);
+      acc = hn::MulAdd(hn::LoadU(df, q + e), LoadRow<kStorage>(df, keys, offsets[c] + e), acc);
     }
-    sr[c] = hn::GetLane(hn::SumOfLanes(df, acc));
+    sr[c] = RowScale<kStorage>(keys, offsets[c], d) * hn::GetLane(hn::SumOfLanes(df, acc));
   }
 }
 
-// o[0 .. NV·N) += Σ_c pr[c] · V[row c][e .. e + NV·N), with o in registers throughout.
-template <bool kBf16, size_t NV, class Rows>
+// o[0 .. NV·N) += Σ_c pr[c] · V[row c][e .. e + NV·N), with o in registers throughout (a q8
+// row's scale folded into pr[c]).
+template <Dtype kStorage, size_t NV, class Rows>
 HWY_INLINE void AccumulateValues(const float* pr, size_t cols, const void* values,
-                                 const Rows& offsets, size_t e, float* o) {
+                                 const Rows& offsets, size_t d, size_t e, float* o) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[NV];
 #pragma GCC unroll 4
   for (size_t x = 0; x < NV; ++x) acc[x] = hn::LoadU(df, o + x * N);
   for (size_t c = 0; c < cols; ++c) {
-    const VF pc = hn::Set(df, pr[c]);
+    const VF pc = hn::Set(df, pr[c] * RowScale<kStorage>(values, offsets[c], d));
 #pragma GCC unroll 4
     for (size_t x = 0; x < NV; ++x) {
-      acc[x] = hn::MulAdd(pc, LoadRow<kBf16>(df, values, offsets[c] + e + x * N), acc[x]);
+      acc[x] = hn::MulAdd(pc, LoadRow<kStorage>(df, values, offsets[c] + e + x * N), acc[x]);
     }
   }
 #pragma GCC unroll 4
   for (size_t x = 0; x < NV; ++x) hn::StoreU(acc[x], df, o + x * N);
 }
 
-// Where the cached row of key c of a block starts in the storage, in elements. A block
-// inside the ring is consecutive slots: first + c·d, which the loops turn into a pointer
+// Where the cached row of key c of a block starts in the storage, in elements (bytes for q8). A
+// block inside the ring is consecutive slots: first + c·pitch, which the loops turn into a pointer
 // increment (a table of offsets cost a multiply and a load per key, about 6 % of the step);
 // only a block across the ring's end (sliding window) takes the table.
 struct ConsecutiveRows {
@@ -120,7 +144,7 @@ struct TabledRows {
 // One task's state: its rows (the g·Tq queries of a cached head), their scaled queries and
 // scores, and the partial softmax state m, l, o.
 struct ChunkState {
-  size_t rows, ld, ldo;
+  size_t rows, d, ld, ldo;
   const int64_t* row_position;  // absolute position of each row's query
   int64_t window;
   float softcap;           // 0 = off
@@ -158,7 +182,7 @@ void ScoreVariantsOfRow(const ChunkState& t, size_t r, int64_t j0, size_t first,
 }
 
 // Scores, online softmax and o += P·V for the keys j0 .. j0 + cols − 1 of one block.
-template <bool kBf16, class Rows>
+template <Dtype kStorage, class Rows>
 void DecodeBlock(const ChunkState& t, const void* keys, const void* values, const Rows& offsets,
                  int64_t j0, size_t cols) {
   const DF df;
@@ -178,19 +202,19 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
     const float* qr = t.qs + r * t.ld;
     switch (t.ld / N) {  // the query row stays in registers across the keys
       case 1:
-        ScoreKeys<kBf16, 1>(qr, keys, offsets, first, last, sr);
+        ScoreKeys<kStorage, 1>(qr, keys, offsets, t.d, first, last, sr);
         break;
       case 2:
-        ScoreKeys<kBf16, 2>(qr, keys, offsets, first, last, sr);
+        ScoreKeys<kStorage, 2>(qr, keys, offsets, t.d, first, last, sr);
         break;
       case 4:
-        ScoreKeys<kBf16, 4>(qr, keys, offsets, first, last, sr);
+        ScoreKeys<kStorage, 4>(qr, keys, offsets, t.d, first, last, sr);
         break;
       case 8:
-        ScoreKeys<kBf16, 8>(qr, keys, offsets, first, last, sr);
+        ScoreKeys<kStorage, 8>(qr, keys, offsets, t.d, first, last, sr);
         break;
       default:
-        ScoreKeysAnyWidth<kBf16>(qr, t.ld, keys, offsets, first, last, sr);
+        ScoreKeysAnyWidth<kStorage>(qr, t.ld, keys, offsets, t.d, first, last, sr);
         break;
     }
     if (t.softcap > 0.0f || t.row_slope != nullptr) {
@@ -241,23 +265,23 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
       // (with a run-time count they were spilled, ~6 ns per key).
       switch (std::min<size_t>(4, (t.ld - e) / N)) {
         case 4:
-          AccumulateValues<kBf16, 4>(pr, cols, values, offsets, e, orow + e);
+          AccumulateValues<kStorage, 4>(pr, cols, values, offsets, t.d, e, orow + e);
           break;
         case 3:
-          AccumulateValues<kBf16, 3>(pr, cols, values, offsets, e, orow + e);
+          AccumulateValues<kStorage, 3>(pr, cols, values, offsets, t.d, e, orow + e);
           break;
         case 2:
-          AccumulateValues<kBf16, 2>(pr, cols, values, offsets, e, orow + e);
+          AccumulateValues<kStorage, 2>(pr, cols, values, offsets, t.d, e, orow + e);
           break;
         default:
-          AccumulateValues<kBf16, 1>(pr, cols, values, offsets, e, orow + e);
+          AccumulateValues<kStorage, 1>(pr, cols, values, offsets, t.d, e, orow + e);
           break;
       }
     }
   }
 }
 
-template <bool kBf16>
+template <Dtype kStorage>
 void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
                    float* partial, float* scratch) {
   const size_t N = hn::Lanes(DF());
@@ -274,6 +298,7 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
   thread_local std::vector<float> row_slope;
   row_slope.resize(rows);
   const ChunkState t{rows,
+                     d,
                      ld,
                      ldo,
                      row_position.data(),
@@ -298,32 +323,41 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
     if (p.alibi_slopes != nullptr) row_slope[r] = p.alibi_slopes[h];
   }
   const int64_t head_base = (b * p.kv_heads + kv_h) * p.capacity;
+  // A row's pitch in the storage's elements: d, or for q8 the bytes of d values and a scale.
+  const int64_t pitch = kStorage == Dtype::kQ8 ? kv_row_bytes(kStorage, p.d) : p.d;
   thread_local std::vector<size_t> offsets;
   for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
     const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
     const int64_t slot0 = j0 % p.capacity;  // one division per block, not per key
     if (slot0 + static_cast<int64_t>(cols) <= p.capacity) {
-      DecodeBlock<kBf16>(t, p.k, p.v,
-                         ConsecutiveRows{static_cast<size_t>((head_base + slot0) * p.d), d}, j0,
-                         cols);
+      DecodeBlock<kStorage>(t, p.k, p.v,
+                            ConsecutiveRows{static_cast<size_t>((head_base + slot0) * pitch),
+                                            static_cast<size_t>(pitch)},
+                            j0, cols);
       continue;
     }
     offsets.resize(cols);
     int64_t slot = slot0;
     for (size_t c = 0; c < cols; ++c, ++slot) {
       if (slot == p.capacity) slot = 0;  // the ring wraps
-      offsets[c] = static_cast<size_t>((head_base + slot) * p.d);
+      offsets[c] = static_cast<size_t>((head_base + slot) * pitch);
     }
-    DecodeBlock<kBf16>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols);
+    DecodeBlock<kStorage>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols);
   }
 }
 
 void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
                  float* partial, float* scratch) {
-  if (p.bf16) {
-    DecodeChunkOf<true>(p, b, kv_h, p0, p1, partial, scratch);
-  } else {
-    DecodeChunkOf<false>(p, b, kv_h, p0, p1, partial, scratch);
+  switch (p.storage) {
+    case Dtype::kBFloat16:
+      DecodeChunkOf<Dtype::kBFloat16>(p, b, kv_h, p0, p1, partial, scratch);
+      break;
+    case Dtype::kQ8:
+      DecodeChunkOf<Dtype::kQ8>(p, b, kv_h, p0, p1, partial, scratch);
+      break;
+    case Dtype::kFloat32:
+      DecodeChunkOf<Dtype::kFloat32>(p, b, kv_h, p0, p1, partial, scratch);
+      break;
   }
 }
 

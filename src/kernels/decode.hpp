@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "attn/dtype.hpp"
+
 namespace attn::kernels {
 
 // Cached positions per task: fixed (not derived from the thread count), so the merge order and
@@ -25,9 +27,11 @@ constexpr int64_t kDecodeMaxVectorFloats = 16;
 struct DecodeProblem {
   const float* q;  // (B, H, Tq, d), element strides for b, h, t; rows contiguous
   int64_t q_stride[3];
-  const void* k;  // cache storage (B, Hkv, capacity, d): float, or bfloat16 bits
+  // Cache storage (B, Hkv, capacity, ·): rows of d floats, of d bfloat16 bits, or (q8) of d
+  // int8 values followed by the row's float scale (kv_row_bytes).
+  const void* k;
   const void* v;
-  bool bf16;
+  Dtype storage;
   int64_t batch, heads, kv_heads, tq, d, capacity;
   int64_t position;  // positions appended so far; query i sits at position − tq + i
   int64_t window;    // 0 = none; else keys p − window < j ≤ p
@@ -39,6 +43,12 @@ struct DecodeProblem {
   const float* alibi_slopes;
   const float* sinks;
 };
+
+// Bytes of one cached row of K or V in the storage: d values, and the scale of a q8 row.
+constexpr int64_t kv_row_bytes(Dtype storage, int64_t d) {
+  return storage == Dtype::kQ8 ? d + static_cast<int64_t>(sizeof(float))
+                               : d * (storage == Dtype::kBFloat16 ? 2 : 4);
+}
 
 // Floats of per-worker scratch, and of one task's partial state (m, l, o per row).
 size_t decode_scratch_floats(const DecodeProblem& p);

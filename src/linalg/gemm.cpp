@@ -149,6 +149,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           Dtype precision) {
   const detail::PhaseScope clock(Phase::kMatmul);
   detail::check_gemm_sizes("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  check_float_dtype(precision, "gemm: precision");
   if (m == 0 || n == 0) return;
   if (is_gemv(m, trans_a, trans_b, precision))
     return gemv_by_slabs(n, k, alpha, a, b, ldb, beta, c);
@@ -166,6 +167,7 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
                Dtype precision) {
   const detail::PhaseScope clock(Phase::kMatmul);
   detail::check_gemm_sizes("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  check_float_dtype(precision, "gemm: precision");
   if (m == 0 || n == 0) return;
   if (is_gemv(m, trans_a, trans_b, precision)) {
     std::copy(bias, bias + n, c);

@@ -149,7 +149,7 @@ Generator::Generator(const Gpt& model, std::vector<int64_t> prompt, const Genera
   ATTN_CHECK(!tokens_.empty(), "generate: the prompt needs at least one token");
   check_sampling(options_.sampling);  // at the start, not at the first token
   const auto block = static_cast<size_t>(model_.config().block_size);
-  if (options_.use_cache) cache_ = model_.make_cache(1);
+  if (options_.use_cache) cache_ = model_.make_cache(1, options_.cache_dtype);
   start_ = tokens_.size() > block ? tokens_.size() - block : 0;
 }
 

@@ -27,6 +27,7 @@ void Gpt::check_float_weights(const char* what) const {
 }
 
 void Gpt::set_weights_dtype(Dtype dtype) {
+  check_float_dtype(dtype, "Gpt::set_weights_dtype");
   if (dtype == weights_dtype()) return;
   ATTN_CHECK(dtype == Dtype::kBFloat16,
              "Gpt::set_weights_dtype: bf16 weights cannot become float again (their floats were "

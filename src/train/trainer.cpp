@@ -29,6 +29,7 @@ uint64_t detail::token_fingerprint(const std::vector<int64_t>& tokens) {
 }
 
 void detail::check_options(const TrainOptions& o) {
+  check_float_dtype(o.precision, "train: precision");
   ATTN_CHECK(o.batch_size >= 1, "train: batch_size must be >= 1, got ", o.batch_size);
   ATTN_CHECK(o.max_iters >= 0, "train: max_iters must be >= 0, got ", o.max_iters);
   ATTN_CHECK(o.warmup_iters >= 0 && o.lr_decay_iters >= 0,

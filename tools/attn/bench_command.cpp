@@ -128,69 +128,84 @@ void run_forward(const AttentionBenchArgs& a) {
 struct DecodeArgs {
   std::vector<int64_t> cache{1024, 4096, 16384, 65536, 262144};
   int64_t heads = 16, kv_heads = 0, head_dim = 64;
-  std::string dtype = "f32";
+  std::vector<std::string> dtypes{"f32"};
   std::vector<int> threads;
   int runs = 20;
   bool json = false, compete = false;
 };
 
 // One decode step: a single new query per head against a cache of L positions, the attention
-// alone (the new token's K/V already appended). Bytes read: K and V of every cached position.
+// alone (the new token's K/V already appended). Bytes read: K and V of every cached position,
+// as stored (a q8 row: d bytes and its 4-byte scale). Each storage in --cache-dtype runs in turn
+// on the same lengths, so their ratios come from one run.
 void run_decode(const DecodeArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads,
              ")");
+  std::vector<Dtype> storages;
+  for (const std::string& name : a.dtypes)
+    storages.push_back(dtype_from_string(name, "--cache-dtype"));
+  auto cache_bytes = [&](Dtype storage, int64_t length) {
+    return 2.0 * double(kv_heads) * double(length) *
+           double(KVCache::row_bytes(storage, a.head_dim));
+  };
   const int64_t longest = *std::max_element(a.cache.begin(), a.cache.end());
-  check_memory("--cache " + std::to_string(longest), 2.0 * double(kv_heads) * double(longest) *
-                                                         double(a.head_dim) *
-                                                         (a.dtype == "bf16" ? 2.0 : 4.0));
+  double largest = 0.0;  // one cache exists at a time
+  for (Dtype storage : storages) largest = std::max(largest, cache_bytes(storage, longest));
+  check_memory("--cache " + std::to_string(longest), largest);
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   std::map<int, double> bandwidth;
   for (int t : thread_counts) bandwidth[t] = measure_read_bandwidth_gbps(t);
-  const bool bf16 = a.dtype == "bf16";
   if (!a.json) {
-    std::printf("attn bench decode: one new query, H=%lld Hkv=%lld d=%lld, %s cache%s\n",
+    std::printf("attn bench decode: one new query, H=%lld Hkv=%lld d=%lld%s\n",
                 static_cast<long long>(a.heads), static_cast<long long>(kv_heads),
-                static_cast<long long>(a.head_dim), a.dtype.c_str(),
+                static_cast<long long>(a.head_dim),
                 a.compete ? ", another process keeping one core busy" : "");
     for (int t : thread_counts)
       std::printf("measured read bandwidth, %d thread(s): %.1f GB/s\n", t, bandwidth[t]);
-    std::printf("\n%8s %7s %10s %9s %10s\n", "cache", "threads", "us/step", "GB/s", "%bandwidth");
+    std::printf("\n%8s %6s %7s %10s %9s %10s %9s\n", "cache", "dtype", "threads", "us/step", "GB/s",
+                "%bandwidth", "speed-up");
   }
   for (int64_t length : a.cache) {
     ATTN_CHECK(length >= 1, "--cache must be >= 1, got ", length);
-    KVCacheConfig config;
-    config.n_kv_heads = kv_heads;
-    config.head_dim = a.head_dim;
-    config.capacity = length;
-    config.dtype = bf16 ? Dtype::kBFloat16 : Dtype::kFloat32;
-    KVCache cache(config);
-    const int64_t fill = 4096;  // append in pieces: the random K/V never exist whole
-    for (int64_t t0 = 0; t0 < length; t0 += fill) {
-      const int64_t n = std::min(fill, length - t0);
-      cache.append(rand_normal({1, kv_heads, n, a.head_dim}, 1 + t0),
-                   rand_normal({1, kv_heads, n, a.head_dim}, 2 + t0));
-    }
-    const Tensor q = rand_normal({1, a.heads, 1, a.head_dim}, 3);
-    const double bytes = 2.0 * kv_heads * double(length) * a.head_dim * (bf16 ? 2 : 4);
-    for (int threads : thread_counts) {
-      set_num_threads(threads);
-      const double us = 1e3 * median_ms(a.runs, [&] { attend_cached(q, cache); });
-      const double gbps = bytes / us / 1e3;
-      if (a.json) {
-        std::printf(
-            "{\"cache\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
-            "\"cache_dtype\": \"%s\", \"threads\": %d, \"us\": %.2f, \"gbps\": %.2f, "
-            "\"bandwidth_gbps\": %.2f, \"compete\": %s}\n",
-            static_cast<long long>(length), static_cast<long long>(a.heads),
-            static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim), a.dtype.c_str(),
-            threads, us, gbps, bandwidth[threads], a.compete ? "true" : "false");
-      } else {
-        std::printf("%8lld %7d %10.1f %9.1f %9.0f%%\n", static_cast<long long>(length), threads, us,
-                    gbps, 100.0 * gbps / bandwidth[threads]);
+    std::map<int, double> first_us;  // the first storage's time per thread count
+    for (Dtype storage : storages) {
+      KVCacheConfig config;
+      config.n_kv_heads = kv_heads;
+      config.head_dim = a.head_dim;
+      config.capacity = length;
+      config.dtype = storage;
+      KVCache cache(config);
+      const int64_t fill = 4096;  // append in pieces: the random K/V never exist whole
+      for (int64_t t0 = 0; t0 < length; t0 += fill) {
+        const int64_t n = std::min(fill, length - t0);
+        cache.append(rand_normal({1, kv_heads, n, a.head_dim}, 1 + t0),
+                     rand_normal({1, kv_heads, n, a.head_dim}, 2 + t0));
       }
-      std::fflush(stdout);
+      const Tensor q = rand_normal({1, a.heads, 1, a.head_dim}, 3);
+      const double bytes = cache_bytes(storage, length);
+      for (int threads : thread_counts) {
+        set_num_threads(threads);
+        const double us = 1e3 * median_ms(a.runs, [&] { attend_cached(q, cache); });
+        const double gbps = bytes / us / 1e3;
+        if (!first_us.count(threads)) first_us[threads] = us;
+        if (a.json) {
+          std::printf(
+              "{\"cache\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
+              "\"cache_dtype\": \"%s\", \"threads\": %d, \"us\": %.2f, \"gbps\": %.2f, "
+              "\"bandwidth_gbps\": %.2f, \"compete\": %s}\n",
+              static_cast<long long>(length), static_cast<long long>(a.heads),
+              static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim),
+              to_string(storage).c_str(), threads, us, gbps, bandwidth[threads],
+              a.compete ? "true" : "false");
+        } else {
+          std::printf("%8lld %6s %7d %10.1f %9.1f %9.0f%% %8.2fx\n", static_cast<long long>(length),
+                      to_string(storage).c_str(), threads, us, gbps,
+                      100.0 * gbps / bandwidth[threads], first_us[threads] / us);
+        }
+        std::fflush(stdout);
+      }
     }
   }
   set_num_threads(0);
@@ -242,8 +257,12 @@ void add_bench_command(CLI::App& app) {
   decode->add_option("--head-dim", dec->head_dim, "head width d")
       ->capture_default_str()
       ->check(positive());
-  decode->add_option("--cache-dtype", dec->dtype, "cache storage")
-      ->check(CLI::IsMember({"f32", "bf16"}))
+  decode
+      ->add_option("--cache-dtype", dec->dtypes,
+                   "cache storages, each timed in turn; speed-up is against the first, e.g.\n"
+                   "--cache-dtype bf16,q8")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "bf16", "q8"}))
       ->capture_default_str();
   decode
       ->add_option("--threads", dec->threads,
@@ -256,8 +275,8 @@ void add_bench_command(CLI::App& app) {
   decode->add_flag("--compete", dec->compete, "keep one core busy with another process meanwhile");
   decode->add_flag("--json", dec->json, "one JSON object per line");
   decode->footer(
-      "Example: attn bench decode --cache 1024,65536 --heads 16 --kv-heads 4 --cache-dtype bf16 "
-      "--threads 1,2");
+      "Example: attn bench decode --cache 1024,65536 --heads 16 --kv-heads 4 --cache-dtype "
+      "bf16,q8 --threads 1,2");
   decode->callback([dec] { run_decode(*dec); });
 }
 

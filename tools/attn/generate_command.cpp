@@ -18,7 +18,7 @@ namespace attn::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, model, prompt, prompt_file, weights = "f32";
+  std::string checkpoint, model, prompt, prompt_file, weights = "f32", cache_dtype = "f32";
   GenerateOptions options;
   int64_t num_samples = 1;
   bool no_cache = false, stats = false;
@@ -38,6 +38,7 @@ void generate_with(const Gpt& model, const Tokenizer& tokenizer, GenerateArgs& a
   const std::vector<int64_t> prompt =
       text.empty() ? tokenizer.default_prompt() : tokenizer.encode(text);
   args.options.use_cache = !args.no_cache;
+  args.options.cache_dtype = dtype_from_string(args.cache_dtype, "--cache-dtype");
   size_t total_tokens = 0;
   const auto start = std::chrono::steady_clock::now();
   // Sample i draws from seed + i: each is reproducible on its own, and they differ.
@@ -128,6 +129,11 @@ void add_generate_command(CLI::App& app) {
                   "f32, or bf16: the matrices kept in bfloat16 — half the memory and half the\n"
                   "bytes read per token, at bf16's 8-bit precision")
       ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--cache-dtype", a.cache_dtype,
+                  "the KV cache's storage: f32; bf16 (half the bytes read per token); or q8,\n"
+                  "int8 rows with one float scale each (about a quarter)")
+      ->check(CLI::IsMember({"f32", "bf16", "q8"}))
       ->capture_default_str();
   cmd->add_flag("--no-cache", a.no_cache,
                 "re-run the whole window for every token (slow; for comparison)");
