@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "attn/gpt.hpp"
@@ -100,6 +101,23 @@ TEST(KVCacheQ8, EachValueIsWithinHalfItsRowsScale) {
   EXPECT_EQ(cache.value_at(0, 0, 1, 8), 0.0f);           // 0.001 is below half a step of 1000/127
 }
 
+// The query as the kernel multiplies it with q8 keys: each scaled row rounded to int16 steps of
+// max|row| / 16383 (src/kernels/decode.cpp), then unscaled. HWY_SCALAR keeps it float.
+Tensor query_as_rounded(const Tensor& q, float scale, const std::string& target) {
+  if (target == "SCALAR") return q;
+  Tensor rounded = q.contiguous();
+  const int64_t d = q.dim(3);
+  for (int64_t row = 0; row < q.numel() / d; ++row) {
+    float* x = rounded.data() + row * d;
+    float largest = 0.0f;
+    for (int64_t e = 0; e < d; ++e) largest = std::max(largest, std::fabs(x[e] * scale));
+    for (int64_t e = 0; e < d; ++e) {
+      x[e] = std::nearbyint(x[e] * scale * (16383.0f / largest)) * (largest / 16383.0f) / scale;
+    }
+  }
+  return rounded;
+}
+
 // Head dims 8 … 128 cover the kernel's row widths (1, 2, 4, 8 vectors in registers on AVX2,
 // and the loop for any other) and rows whose scale is not 4-byte aligned; 3 new queries with
 // 2 query heads per cached head; a window whose ring wraps; soft-capping, ALiBi and sinks.
@@ -111,14 +129,16 @@ TEST(KVCacheQ8, AttendsAsAFloatCacheOfItsDequantizedValues) {
         q8.append(rand_normal({1, 2, 150, d}, 40 + step), rand_normal({1, 2, 150, d}, 50 + step));
       }
       const KVCache f32 = dequantized_copy(q8);
-      const Tensor q = rand_normal({1, 4, 3, d}, 60);
-      EXPECT_TRUE(AllClose(attend_cached(q, q8).output, attend_cached(q, f32).output, 1e-5))
+      const Tensor q_given = rand_normal({1, 4, 3, d}, 60);
+      const Tensor q = query_as_rounded(q_given, 1.0f / std::sqrt(static_cast<float>(d)), target);
+      EXPECT_TRUE(AllClose(attend_cached(q_given, q8).output, attend_cached(q, f32).output, 1e-5))
           << target << ", d = " << d;
       SdpaOptions variants;
       variants.softcap = 2.0f;
       variants.alibi_slopes = {0.5f, 0.25f, 0.125f, 0.0625f};
       variants.sinks = {0.3f, -1.0f, 2.0f, 0.0f};
-      const SdpaResult a = attend_cached(q, q8, variants), b = attend_cached(q, f32, variants);
+      const SdpaResult a = attend_cached(q_given, q8, variants),
+                       b = attend_cached(q, f32, variants);
       EXPECT_TRUE(AllClose(a.output, b.output, 1e-5)) << target << ", d = " << d << ", variants";
       EXPECT_TRUE(AllClose(a.logsumexp, b.logsumexp, 1e-5)) << target << ", d = " << d;
     }

@@ -13,9 +13,9 @@ namespace {
 
 // Extra zeroed elements after the storage, so that the kernel's full-vector loads of the last
 // row never leave the buffer (their lanes past d meet zero query lanes; for q8 these are
-// bytes, and a vector of int8 spans at most kDecodeMaxVectorFloats of them).
+// bytes, and the q8 keys are read as int8 widened to int16: up to 2 · kDecodeMaxVectorFloats).
 constexpr int64_t kTailPadding = 64;
-static_assert(kTailPadding >= kernels::kDecodeMaxVectorFloats);
+static_assert(kTailPadding >= 2 * kernels::kDecodeMaxVectorFloats);
 // 2^36 elements of K and as many of V: 512 GiB in float, beyond any machine it runs on.
 constexpr int64_t kMaxElements = int64_t{1} << 36;
 

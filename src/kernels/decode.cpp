@@ -4,10 +4,16 @@
 // bytes of K and V streamed from memory, so the loop is shaped around one pass over them:
 // for each key, its d values are loaded once (widened in registers from bfloat16, or from int8
 // when the cache stores q8: then the row's scale multiplies the key's score, and folds into its
-// probability for the value row) and dotted with every row. No software prefetch: asking for a
-// block's value rows before scoring its keys (four prefetches per key) made the step slower on the
-// AVX-512 machine — L = 1k on two threads 62 µs with it, 55 without; the hardware follows
-// the two sequential streams by itself.
+// probability for the value row) and dotted with every row.
+//
+// Prefetch: for float rows none — asking for a block's value rows before scoring its keys
+// (four lines a key) made the step slower on the AVX-512 machine (L = 1k on two threads 62 µs
+// with it, 55 without), and asking for the next block's rows made L = 64k slower on a Zen 2
+// (25–28 → 29–35 ms): the hardware follows the streams by itself. A bf16 or q8 row is one or
+// two lines, and there one core left memory idle while it computed (q8, Zen 2, L = 64k: 19 ms
+// on one thread against 10 for the same keys in cache), so those ask for the next block's rows
+// while the current block computes, a row a key: q8 10.5–10.6 → 8.7–8.9 ms on two threads,
+// bf16 17.7–18.4 → 15.9.
 #include "src/kernels/decode.hpp"
 
 #include <algorithm>
@@ -20,6 +26,7 @@
 #define HWY_TARGET_INCLUDE "src/kernels/decode.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "src/kernels/simd_common-inl.h"
 
@@ -58,6 +65,19 @@ HWY_INLINE float RowScale(const void* base, size_t offset, size_t d) {
   }
 }
 
+// The rows of the next block of keys (or values), asked for one row's lines per key of this
+// block, so that memory streams them in while this block computes; base = nullptr asks
+// nothing.
+struct PrefetchAhead {
+  const char* base;
+  size_t pitch;  // bytes
+  HWY_INLINE void row(size_t c) const {
+    if (base == nullptr) return;
+    for (size_t byte = c * pitch; byte < (c + 1) * pitch; byte += 64) hwy::Prefetch(base + byte);
+  }
+};
+constexpr PrefetchAhead kNoPrefetch{nullptr, 0};
+
 // q · K[row c]: the NV vectors of the products, summed into one vector (two accumulators
 // halve the FMA dependency chain).
 template <Dtype kStorage, size_t NV>
@@ -79,13 +99,14 @@ HWY_INLINE VF KeyProducts(DF df, const VF* qv, const void* keys, size_t at) {
 // instead of 6.0 ms at L = 64k on two threads.)
 template <Dtype kStorage, size_t NV, class Rows>
 HWY_INLINE void ScoreKeys(const float* q, const void* keys, const Rows& offsets, size_t d,
-                          int64_t first, int64_t last, float* sr) {
+                          int64_t first, int64_t last, float* sr, const PrefetchAhead& ahead) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF qv[NV];
 #pragma GCC unroll 8
   for (size_t x = 0; x < NV; ++x) qv[x] = hn::LoadU(df, q + x * N);
   for (int64_t c = first; c < last; ++c) {
+    ahead.row(static_cast<size_t>(c));
     const float dot =
         hn::GetLane(hn::SumOfLanes(df, KeyProducts<kStorage, NV>(df, qv, keys, offsets[c])));
     sr[c] = RowScale<kStorage>(keys, offsets[c], d) * dot;
@@ -95,10 +116,12 @@ HWY_INLINE void ScoreKeys(const float* q, const void* keys, const Rows& offsets,
 // The same for any number of vectors (head dims that are not 1, 2, 4 or 8 vectors).
 template <Dtype kStorage, class Rows>
 HWY_INLINE void ScoreKeysAnyWidth(const float* q, size_t ld, const void* keys, const Rows& offsets,
-                                  size_t d, int64_t first, int64_t last, float* sr) {
+                                  size_t d, int64_t first, int64_t last, float* sr,
+                                  const PrefetchAhead& ahead) {
   const DF df;
   const size_t N = hn::Lanes(df);
   for (int64_t c = first; c < last; ++c) {
+    ahead.row(static_cast<size_t>(c));
     VF acc = hn::Zero(df);
     for (size_t e = 0; e < ld; e += N) {
       acc = hn::MulAdd(hn::LoadU(df, q + e), LoadRow<kStorage>(df, keys, offsets[c] + e), acc);
@@ -107,25 +130,102 @@ HWY_INLINE void ScoreKeysAnyWidth(const float* q, size_t ld, const void* keys, c
   }
 }
 
+// q8 keys: q · K[row c] in integers. Widening every key value to float took a conversion per
+// value on the one port that converts (Zen 2): 16 of the step's ~34 cycles per key at d = 64.
+// Instead the scaled query row is rounded once per task to int16 (kQueryLevels steps per
+// max|q|, so each query value is within 2^-15 of the row's largest: ~100× finer than the key's
+// own int8 rounding), the keys are widened int8 → int16, and pairs of products are summed into
+// int32 lanes (vpmaddwd on x86); one conversion per key remains, at the end.
+// (Not on HWY_SCALAR, whose one-lane vectors cannot pair int16 products: there the keys are
+// widened to float like the other storages.)
+using DI16 = hn::Repartition<int16_t, DF>;
+using DI32 = hn::Repartition<int32_t, DF>;
+constexpr bool kIntegerKeyProducts = HWY_TARGET != HWY_SCALAR;
+
+// The int16 query's largest level: 2^14 − 1, or less when d·level·127 could pass INT32_MAX.
+inline int32_t QueryLevels(size_t padded_d) {
+  const int64_t fits = (int64_t{1} << 31) / (127 * static_cast<int64_t>(padded_d)) - 1;
+  return static_cast<int32_t>(std::min<int64_t>(16383, fits));
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// sr[c] = scale · (q16 · K[row c]), K's int8 widened to int16: NV16 vectors of int16 (0 for
+// any count, read from nv16).
+template <size_t NV16, class Rows>
+HWY_INLINE void ScoreKeysQ8(const int16_t* q16, size_t nv16, float query_scale, const void* keys,
+                            const Rows& offsets, size_t d, int64_t first, int64_t last, float* sr,
+                            const PrefetchAhead& ahead) {
+  const DI16 d16;
+  const DI32 d32;
+  const hn::Rebind<int8_t, DI16> d8;
+  const size_t N16 = hn::Lanes(d16);
+  const size_t count = NV16 > 0 ? NV16 : nv16;
+  const auto* base = static_cast<const int8_t*>(keys);
+  for (int64_t c = first; c < last; ++c) {
+    ahead.row(static_cast<size_t>(c));
+    const int8_t* row = base + offsets[c];
+    auto even = hn::Zero(d32), odd = hn::Zero(d32), unused = hn::Zero(d32);
+#pragma GCC unroll 8
+    for (size_t x = 0; x < count; x += 2) {
+      even = hn::ReorderWidenMulAccumulate(d32, hn::LoadU(d16, q16 + x * N16),
+                                           hn::PromoteTo(d16, hn::LoadU(d8, row + x * N16)), even,
+                                           unused);
+      if (x + 1 < count) {
+        odd = hn::ReorderWidenMulAccumulate(d32, hn::LoadU(d16, q16 + (x + 1) * N16),
+                                            hn::PromoteTo(d16, hn::LoadU(d8, row + (x + 1) * N16)),
+                                            odd, unused);
+      }
+    }
+    // (unused stays 0 on x86, whose int16 pairs add within a lane; elsewhere it holds half.)
+    const int32_t dot = hn::GetLane(hn::SumOfLanes(d32, hn::Add(hn::Add(even, odd), unused)));
+    sr[c] = query_scale * RowScale<Dtype::kQ8>(keys, offsets[c], d) * static_cast<float>(dot);
+  }
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
 // o[0 .. NV·N) += Σ_c pr[c] · V[row c][e .. e + NV·N), with o in registers throughout (a q8
-// row's scale folded into pr[c]).
+// row's scale folded into pr[c]). Each accumulator is a chain of dependent FMAs, one per key:
+// with only NV ≤ 4 of them the loop waited on the FMA latency (4–5 cycles a key), so then even
+// and odd keys go to two sets, summed at the end — eight chains keep both FMA pipes busy.
 template <Dtype kStorage, size_t NV, class Rows>
 HWY_INLINE void AccumulateValues(const float* pr, size_t cols, const void* values,
-                                 const Rows& offsets, size_t d, size_t e, float* o) {
+                                 const Rows& offsets, size_t d, size_t e, float* o,
+                                 const PrefetchAhead& ahead) {
   const DF df;
   const size_t N = hn::Lanes(df);
-  VF acc[NV];
-#pragma GCC unroll 4
-  for (size_t x = 0; x < NV; ++x) acc[x] = hn::LoadU(df, o + x * N);
-  for (size_t c = 0; c < cols; ++c) {
-    const VF pc = hn::Set(df, pr[c] * RowScale<kStorage>(values, offsets[c], d));
-#pragma GCC unroll 4
-    for (size_t x = 0; x < NV; ++x) {
-      acc[x] = hn::MulAdd(pc, LoadRow<kStorage>(df, values, offsets[c] + e + x * N), acc[x]);
+  constexpr size_t kSets = NV <= 4 ? 2 : 1;
+  VF acc[kSets][NV];
+#pragma GCC unroll 8
+  for (size_t x = 0; x < NV; ++x) {
+    acc[0][x] = hn::LoadU(df, o + x * N);
+    if constexpr (kSets == 2) acc[1][x] = hn::Zero(df);
+  }
+  size_t c = 0;
+  for (; c + kSets <= cols; c += kSets) {
+#pragma GCC unroll 2
+    for (size_t set = 0; set < kSets; ++set) {
+      ahead.row(c + set);
+      const size_t at = offsets[c + set];
+      const VF pc = hn::Set(df, pr[c + set] * RowScale<kStorage>(values, at, d));
+#pragma GCC unroll 8
+      for (size_t x = 0; x < NV; ++x) {
+        acc[set][x] = hn::MulAdd(pc, LoadRow<kStorage>(df, values, at + e + x * N), acc[set][x]);
+      }
     }
   }
-#pragma GCC unroll 4
-  for (size_t x = 0; x < NV; ++x) hn::StoreU(acc[x], df, o + x * N);
+  for (; c < cols; ++c) {  // an odd last key
+    ahead.row(c);
+    const VF pc = hn::Set(df, pr[c] * RowScale<kStorage>(values, offsets[c], d));
+#pragma GCC unroll 8
+    for (size_t x = 0; x < NV; ++x) {
+      acc[0][x] = hn::MulAdd(pc, LoadRow<kStorage>(df, values, offsets[c] + e + x * N), acc[0][x]);
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t x = 0; x < NV; ++x) {
+    if constexpr (kSets == 2) acc[0][x] = hn::Add(acc[0][x], acc[1][x]);
+    hn::StoreU(acc[0][x], df, o + x * N);
+  }
 }
 
 // Where the cached row of key c of a block starts in the storage, in elements (bytes for q8). A
@@ -150,7 +250,10 @@ struct ChunkState {
   float softcap;           // 0 = off
   const float* row_slope;  // ALiBi's slope of each row's head, or nullptr
   const float* qs;         // rows × ld, scaled, zero-padded
-  float* s;                // rows × kDecodeKeyBlock scores, then probabilities
+  const int16_t* q16;      // q8 keys: qs rounded, rows × ld16, and each row's step
+  const float* q16_scale;
+  size_t ld16;
+  float* s;  // rows × kDecodeKeyBlock scores, then probabilities
   float *m, *l, *o;
 };
 
@@ -184,12 +287,14 @@ void ScoreVariantsOfRow(const ChunkState& t, size_t r, int64_t j0, size_t first,
 // Scores, online softmax and o += P·V for the keys j0 .. j0 + cols − 1 of one block.
 template <Dtype kStorage, class Rows>
 void DecodeBlock(const ChunkState& t, const void* keys, const void* values, const Rows& offsets,
-                 int64_t j0, size_t cols) {
+                 int64_t j0, size_t cols, const PrefetchAhead& next_keys,
+                 const PrefetchAhead& next_values) {
   const DF df;
   const size_t N = hn::Lanes(df);
   // Scores, row by row: the keys a row may see in this block are a contiguous range
   // (causal and window by absolute position), the others get -inf.
   for (size_t r = 0; r < t.rows; ++r) {
+    const PrefetchAhead& key_ahead = r == 0 ? next_keys : kNoPrefetch;  // once per block
     const int64_t query_position = t.row_position[r];
     int64_t first = 0,
             last = std::min<int64_t>(static_cast<int64_t>(cols), query_position - j0 + 1);
@@ -200,22 +305,44 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
       sr[c] = kMinusInf;
     if (last <= first) continue;
     const float* qr = t.qs + r * t.ld;
-    switch (t.ld / N) {  // the query row stays in registers across the keys
-      case 1:
-        ScoreKeys<kStorage, 1>(qr, keys, offsets, t.d, first, last, sr);
-        break;
-      case 2:
-        ScoreKeys<kStorage, 2>(qr, keys, offsets, t.d, first, last, sr);
-        break;
-      case 4:
-        ScoreKeys<kStorage, 4>(qr, keys, offsets, t.d, first, last, sr);
-        break;
-      case 8:
-        ScoreKeys<kStorage, 8>(qr, keys, offsets, t.d, first, last, sr);
-        break;
-      default:
-        ScoreKeysAnyWidth<kStorage>(qr, t.ld, keys, offsets, t.d, first, last, sr);
-        break;
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (kStorage == Dtype::kQ8) {
+      const int16_t* q16 = t.q16 + r * t.ld16;
+      const size_t nv16 = t.ld16 / hn::Lanes(DI16());
+      switch (nv16) {
+        case 1:
+          ScoreKeysQ8<1>(q16, nv16, t.q16_scale[r], keys, offsets, t.d, first, last, sr, key_ahead);
+          break;
+        case 2:
+          ScoreKeysQ8<2>(q16, nv16, t.q16_scale[r], keys, offsets, t.d, first, last, sr, key_ahead);
+          break;
+        case 4:
+          ScoreKeysQ8<4>(q16, nv16, t.q16_scale[r], keys, offsets, t.d, first, last, sr, key_ahead);
+          break;
+        default:
+          ScoreKeysQ8<0>(q16, nv16, t.q16_scale[r], keys, offsets, t.d, first, last, sr, key_ahead);
+          break;
+      }
+    } else
+#endif
+    {
+      switch (t.ld / N) {  // the query row stays in registers across the keys
+        case 1:
+          ScoreKeys<kStorage, 1>(qr, keys, offsets, t.d, first, last, sr, key_ahead);
+          break;
+        case 2:
+          ScoreKeys<kStorage, 2>(qr, keys, offsets, t.d, first, last, sr, key_ahead);
+          break;
+        case 4:
+          ScoreKeys<kStorage, 4>(qr, keys, offsets, t.d, first, last, sr, key_ahead);
+          break;
+        case 8:
+          ScoreKeys<kStorage, 8>(qr, keys, offsets, t.d, first, last, sr, key_ahead);
+          break;
+        default:
+          ScoreKeysAnyWidth<kStorage>(qr, t.ld, keys, offsets, t.d, first, last, sr, key_ahead);
+          break;
+      }
     }
     if (t.softcap > 0.0f || t.row_slope != nullptr) {
       ScoreVariantsOfRow(t, r, j0, static_cast<size_t>(first), static_cast<size_t>(last), sr);
@@ -253,29 +380,35 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
     }
     t.m[r] = new_max;
   }
-  // o += P·V. Per row, up to four vectors of o stay in registers across the block's keys:
+  // o += P·V. Per row, up to eight vectors of o stay in registers across the block's keys:
   // updating o in memory key by key chained every FMA behind a store-to-load forward (that
-  // version took ~45 cycles per key on one cached head). Value rows come from L1 after the
-  // first query row.
+  // version took ~45 cycles per key on one cached head). Eight vectors cover d = 64 on AVX2 in
+  // one pass over the value rows (two passes of four read the block's 64 KiB of float rows
+  // twice, the second time from L2). Value rows come from cache after the first query row.
   for (size_t r = 0; r < t.rows; ++r) {
+    const PrefetchAhead& value_ahead = r == 0 ? next_values : kNoPrefetch;
     const float* pr = t.s + r * kDecodeKeyBlock;
     float* orow = t.o + r * t.ldo;
-    for (size_t e = 0; e < t.ld; e += 4 * N) {
+    for (size_t e = 0; e < t.ld;) {
       // The vector count is a template argument so the accumulators stay in registers
       // (with a run-time count they were spilled, ~6 ns per key).
-      switch (std::min<size_t>(4, (t.ld - e) / N)) {
-        case 4:
-          AccumulateValues<kStorage, 4>(pr, cols, values, offsets, t.d, e, orow + e);
-          break;
-        case 3:
-          AccumulateValues<kStorage, 3>(pr, cols, values, offsets, t.d, e, orow + e);
-          break;
-        case 2:
-          AccumulateValues<kStorage, 2>(pr, cols, values, offsets, t.d, e, orow + e);
-          break;
-        default:
-          AccumulateValues<kStorage, 1>(pr, cols, values, offsets, t.d, e, orow + e);
-          break;
+      const size_t left = (t.ld - e) / N;
+      const PrefetchAhead& ahead = e == 0 ? value_ahead : kNoPrefetch;
+      if (left >= 8) {
+        AccumulateValues<kStorage, 8>(pr, cols, values, offsets, t.d, e, orow + e, ahead);
+        e += 8 * N;
+      } else if (left >= 4) {
+        AccumulateValues<kStorage, 4>(pr, cols, values, offsets, t.d, e, orow + e, ahead);
+        e += 4 * N;
+      } else if (left == 3) {
+        AccumulateValues<kStorage, 3>(pr, cols, values, offsets, t.d, e, orow + e, ahead);
+        e += 3 * N;
+      } else if (left == 2) {
+        AccumulateValues<kStorage, 2>(pr, cols, values, offsets, t.d, e, orow + e, ahead);
+        e += 2 * N;
+      } else {
+        AccumulateValues<kStorage, 1>(pr, cols, values, offsets, t.d, e, orow + e, ahead);
+        e += N;
       }
     }
   }
@@ -297,6 +430,12 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
   row_position.resize(rows);
   thread_local std::vector<float> row_slope;
   row_slope.resize(rows);
+  const bool integer_keys = kStorage == Dtype::kQ8 && kIntegerKeyProducts;
+  const size_t ld16 = integer_keys ? round_up(d, hn::Lanes(DI16())) : 0;
+  thread_local std::vector<int16_t> q16;
+  thread_local std::vector<float> q16_scale;
+  q16.resize(rows * ld16);
+  q16_scale.resize(rows);
   const ChunkState t{rows,
                      d,
                      ld,
@@ -306,6 +445,9 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
                      p.softcap,
                      p.alibi_slopes != nullptr ? row_slope.data() : nullptr,
                      qs,
+                     q16.data(),
+                     q16_scale.data(),
+                     ld16,
                      qs + rows * ld,
                      partial,
                      partial + rows,
@@ -321,19 +463,42 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
     std::fill(t.o + r * ldo, t.o + r * ldo + ldo, 0.0f);
     row_position[r] = p.position - p.tq + i;
     if (p.alibi_slopes != nullptr) row_slope[r] = p.alibi_slopes[h];
+    if (integer_keys) {
+      const float* scaled = qs + r * ld;
+      float largest = 0.0f;
+      for (size_t e = 0; e < d; ++e) largest = std::max(largest, std::fabs(scaled[e]));
+      const auto levels = static_cast<float>(QueryLevels(ld16));
+      const float step = largest / levels, inverse = largest > 0.0f ? levels / largest : 0.0f;
+      for (size_t e = 0; e < ld16; ++e) {
+        q16[r * ld16 + e] =
+            e < d ? static_cast<int16_t>(std::nearbyint(scaled[e] * inverse)) : int16_t{0};
+      }
+      q16_scale[r] = step;
+    }
   }
   const int64_t head_base = (b * p.kv_heads + kv_h) * p.capacity;
   // A row's pitch in the storage's elements: d, or for q8 the bytes of d values and a scale.
   const int64_t pitch = kStorage == Dtype::kQ8 ? kv_row_bytes(kStorage, p.d) : p.d;
+  const int64_t row_bytes = kv_row_bytes(kStorage, p.d);
   thread_local std::vector<size_t> offsets;
   for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
     const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
     const int64_t slot0 = j0 % p.capacity;  // one division per block, not per key
     if (slot0 + static_cast<int64_t>(cols) <= p.capacity) {
+      // The next block's rows, while they are the next slots of this head and held: bf16 and
+      // q8 rows only (see the opening comment).
+      PrefetchAhead next_keys = kNoPrefetch, next_values = kNoPrefetch;
+      const int64_t next_slot = slot0 + static_cast<int64_t>(cols);
+      if (kStorage != Dtype::kFloat32 && j0 + static_cast<int64_t>(cols) < p.position &&
+          next_slot + static_cast<int64_t>(cols) <= p.capacity) {
+        const auto at = static_cast<size_t>((head_base + next_slot) * row_bytes);
+        next_keys = {static_cast<const char*>(p.k) + at, static_cast<size_t>(row_bytes)};
+        next_values = {static_cast<const char*>(p.v) + at, static_cast<size_t>(row_bytes)};
+      }
       DecodeBlock<kStorage>(t, p.k, p.v,
                             ConsecutiveRows{static_cast<size_t>((head_base + slot0) * pitch),
                                             static_cast<size_t>(pitch)},
-                            j0, cols);
+                            j0, cols, next_keys, next_values);
       continue;
     }
     offsets.resize(cols);
@@ -342,7 +507,8 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
       if (slot == p.capacity) slot = 0;  // the ring wraps
       offsets[c] = static_cast<size_t>((head_base + slot) * pitch);
     }
-    DecodeBlock<kStorage>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols);
+    DecodeBlock<kStorage>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols, kNoPrefetch,
+                          kNoPrefetch);
   }
 }
 
