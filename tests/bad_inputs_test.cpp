@@ -352,6 +352,7 @@ std::vector<Case> numeric_cases() {
   std::vector<Case> c;
   numbers(c, kSdpa, "--window", kNotPositive);
   numbers(c, kSdpa, "--scale", kNotAFloat);
+  numbers(c, kSdpa, "--precision", {"q8", "fp16"});
   numbers(c, kSdpa, "--threads", kNotThreads);
   numbers(c, kMha, "--heads", {"0", "-2", "x"});
   clash(c, kMha, "--heads", "3", "d_model (8) must divide by n_heads (3)");

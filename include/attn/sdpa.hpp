@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "attn/dtype.hpp"
 #include "attn/mask.hpp"
 #include "attn/tensor.hpp"
 
@@ -56,6 +57,11 @@ struct SdpaOptions {
   // dS = P ∘ (dP − D), summed over the dims the mask is broadcast along, in the mask's shape
   // (SdpaGradients::dmask). A boolean mask has none: asking is an attn::Error.
   bool return_mask_gradient = false;
+  // The products' operands (attn/dtype.hpp): kFloat32, or kBFloat16 — Q, K, V (and dO in the
+  // backward) rounded to bfloat16, and P (and dS) rounded before the products that take them;
+  // sums, the softmax and everything element-wise stay float32. The same roundings on every
+  // CPU (docs/design.md: the error bound). Not for a KV cache (its dtype is its storage).
+  Dtype precision = Dtype::kFloat32;
 };
 
 struct SdpaResult {

@@ -14,8 +14,9 @@ gradient autograd gets from attn's fused backward).
   even a numpy view: the module reads the tensor's pointer, sizes and strides) and the output
   is the memory attn wrote; other float dtypes, and tensors whose last dim is strided (an
   expanded gradient), are copied once.
-- bfloat16 and float16 are computed in float32 (converted in, the result converted back):
-  attn's bfloat16 attention kernels are not in this build yet.
+- bfloat16 tensors run attn's bf16 products (q, k, v and the weights rounded to bfloat16 for
+  the products, sums and softmax in float32: `attn.sdpa(..., precision="bf16")`), converted
+  in to float32 and the result converted back; float16 is computed in float32.
 - A query row that may attend to no key gives zeros, as PyTorch 2.13's CPU kernel does.
 - A float attn_mask that requires a gradient (a learned bias) gets one: dS, summed over the dims
   it is broadcast along, from attn's fused backward.
@@ -94,10 +95,12 @@ def _per_head(values: Optional[torch.Tensor], name: str):
     return values.detach().float().tolist()
 
 
-def _variants(softcap, alibi_slopes, sinks) -> dict:
-    """The score variants as keyword arguments of the module's functions."""
+def _variants(softcap, alibi_slopes, sinks, dtype=torch.float32) -> dict:
+    """The score variants, and the products' precision for tensors of dtype, as keyword
+    arguments of the module's functions."""
     return {"softcap": float(softcap or 0.0), "alibi_slopes": _per_head(alibi_slopes, "alibi_slopes"),
-            "sinks": _per_head(sinks, "sinks")}
+            "sinks": _per_head(sinks, "sinks"),
+            "precision": "bf16" if dtype is torch.bfloat16 else "f32"}
 
 
 def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_starts=None,
@@ -108,7 +111,7 @@ def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_
                         _as_input(value, "value"), causal=is_causal, causal_align="top-left",
                         mask=_mask_array(attn_mask), scale=scale, return_lse=with_lse,
                         key_starts=_starts_list(key_starts),
-                        **_variants(softcap, alibi_slopes, sinks))
+                        **_variants(softcap, alibi_slopes, sinks, query.dtype))
     out, lse = result if with_lse else (result, None)
     return _tensor(out, query.dtype), None if lse is None else torch.from_numpy(lse)
 
@@ -146,7 +149,7 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
         _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
         causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
         key_starts=_starts_list(key_starts), return_mask_gradient=mask_gradient,
-        **_variants(softcap, alibi_slopes, sinks)))
+        **_variants(softcap, alibi_slopes, sinks, query.dtype)))
     dmask = _tensor(grads.pop(), attn_mask.dtype) if mask_gradient else _no_gradient(query)
     dsinks = _tensor(grads.pop(), sinks.dtype) if sinks is not None else _no_gradient(query)
     return (_tensor(grads[0], query.dtype), _tensor(grads[1], key.dtype),
@@ -296,7 +299,7 @@ def _varlen(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seq_
                                  _as_input(value, "value"), _offsets(cu_seq_q, "cu_seq_q"),
                                  _offsets(cu_seq_k, "cu_seq_k"), causal=is_causal,
                                  window=window or None, scale=scale,
-                                 **_variants(softcap, alibi_slopes, sinks))
+                                 **_variants(softcap, alibi_slopes, sinks, query.dtype))
     return _tensor(out, query.dtype), torch.from_numpy(lse)
 
 
@@ -319,7 +322,7 @@ def _varlen_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Ten
         _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
         _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
         _offsets(cu_seq_q, "cu_seq_q"), _offsets(cu_seq_k, "cu_seq_k"), causal=is_causal,
-        window=window or None, scale=scale, **_variants(softcap, alibi_slopes, sinks))
+        window=window or None, scale=scale, **_variants(softcap, alibi_slopes, sinks, query.dtype))
     dsinks = _tensor(grads[3], sinks.dtype) if sinks is not None else _no_gradient(query)
     return (_tensor(grads[0], query.dtype), _tensor(grads[1], key.dtype),
             _tensor(grads[2], value.dtype), dsinks)

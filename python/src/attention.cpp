@@ -28,10 +28,12 @@ Mask to_mask(const py::handle& mask) {
   return allows ? Mask::allow(std::move(values)) : Mask::additive(std::move(values));
 }
 
-// softcap, alibi_slopes and sinks (attn/sdpa.hpp), as the Python functions take them.
+// softcap, alibi_slopes, sinks and the products' precision (attn/sdpa.hpp), as the Python
+// functions take them.
 struct Variants {
   float softcap = 0.0f;
   std::optional<std::vector<float>> alibi_slopes, sinks;
+  std::string precision = "f32";  // of the products: "f32" or "bf16"
 };
 
 SdpaOptions options_of(bool causal, std::optional<int64_t> window, const py::handle& mask,
@@ -42,6 +44,7 @@ SdpaOptions options_of(bool causal, std::optional<int64_t> window, const py::han
   o.softcap = variants.softcap;
   if (variants.alibi_slopes) o.alibi_slopes = *variants.alibi_slopes;
   if (variants.sinks) o.sinks = *variants.sinks;
+  o.precision = float_dtype_from_string(variants.precision, "precision");
   o.causal = causal;
   o.window = window.value_or(0);
   o.mask = to_mask(mask);
@@ -58,11 +61,11 @@ py::object sdpa_py(const py::handle& q, const py::handle& k, const py::handle& v
                    std::optional<std::vector<int64_t>> key_starts, const std::string& causal_align,
                    bool return_weights, bool return_lse, float softcap,
                    std::optional<std::vector<float>> alibi_slopes,
-                   std::optional<std::vector<float>> sinks) {
+                   std::optional<std::vector<float>> sinks, const std::string& precision) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
   SdpaOptions o =
       options_of(causal, window, mask, scale, std::move(key_lengths), std::move(key_starts),
-                 causal_align, {softcap, std::move(alibi_slopes), std::move(sinks)});
+                 causal_align, {softcap, std::move(alibi_slopes), std::move(sinks), precision});
   o.return_weights = return_weights;
   SdpaResult r;
   {
@@ -85,13 +88,14 @@ py::tuple sdpa_backward_py(const py::handle& q, const py::handle& k, const py::h
                            std::optional<std::vector<int64_t>> key_starts,
                            const std::string& causal_align, float softcap,
                            std::optional<std::vector<float>> alibi_slopes,
-                           std::optional<std::vector<float>> sinks, bool return_mask_gradient) {
+                           std::optional<std::vector<float>> sinks, const std::string& precision,
+                           bool return_mask_gradient) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v"),
                t_out = to_tensor(out, "out"), t_lse = to_tensor(lse, "lse"),
                t_d = to_tensor(d_out, "d_out");
   SdpaOptions o =
       options_of(causal, window, mask, scale, std::move(key_lengths), std::move(key_starts),
-                 causal_align, {softcap, std::move(alibi_slopes), std::move(sinks)});
+                 causal_align, {softcap, std::move(alibi_slopes), std::move(sinks), precision});
   o.return_mask_gradient = return_mask_gradient;
   SdpaGradients g;
   {
@@ -166,11 +170,11 @@ py::tuple reference_sdpa(const py::handle& q, const py::handle& k, const py::han
                          std::optional<std::vector<int64_t>> key_starts,
                          const std::string& causal_align, float softcap,
                          std::optional<std::vector<float>> alibi_slopes,
-                         std::optional<std::vector<float>> sinks) {
+                         std::optional<std::vector<float>> sinks, const std::string& precision) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
   const SdpaOptions o =
       options_of(causal, window, mask, scale, std::move(key_lengths), std::move(key_starts),
-                 causal_align, {softcap, std::move(alibi_slopes), std::move(sinks)});
+                 causal_align, {softcap, std::move(alibi_slopes), std::move(sinks), precision});
   SdpaResult r;
   {
     py::gil_scoped_release unlocked;
@@ -229,10 +233,11 @@ py::tuple sdpa_varlen_py(const py::handle& q, const py::handle& k, const py::han
                          std::optional<int64_t> window, std::optional<float> scale,
                          const std::string& causal_align, float softcap,
                          std::optional<std::vector<float>> alibi_slopes,
-                         std::optional<std::vector<float>> sinks) {
+                         std::optional<std::vector<float>> sinks, const std::string& precision) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
-  const SdpaOptions o = varlen_options(causal, window, scale, causal_align,
-                                       {softcap, std::move(alibi_slopes), std::move(sinks)});
+  const SdpaOptions o =
+      varlen_options(causal, window, scale, causal_align,
+                     {softcap, std::move(alibi_slopes), std::move(sinks), precision});
   SdpaResult r;
   {
     py::gil_scoped_release unlocked;
@@ -248,12 +253,14 @@ py::tuple sdpa_varlen_backward_py(const py::handle& q, const py::handle& k, cons
                                   std::optional<int64_t> window, std::optional<float> scale,
                                   const std::string& causal_align, float softcap,
                                   std::optional<std::vector<float>> alibi_slopes,
-                                  std::optional<std::vector<float>> sinks) {
+                                  std::optional<std::vector<float>> sinks,
+                                  const std::string& precision) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v"),
                t_out = to_tensor(out, "out"), t_lse = to_tensor(lse, "lse"),
                t_d = to_tensor(d_out, "d_out");
-  const SdpaOptions o = varlen_options(causal, window, scale, causal_align,
-                                       {softcap, std::move(alibi_slopes), std::move(sinks)});
+  const SdpaOptions o =
+      varlen_options(causal, window, scale, causal_align,
+                     {softcap, std::move(alibi_slopes), std::move(sinks), precision});
   SdpaGradients g;
   {
     py::gil_scoped_release unlocked;
@@ -271,7 +278,7 @@ py::tuple sdpa_varlen_backward_py(const py::handle& q, const py::handle& k, cons
 void add_attention(py::module_& m, py::module_& reference) {
   const char* sdpa_doc = R"(sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
      key_lengths=None, key_starts=None, causal_align="bottom-right", return_weights=False,
-     return_lse=False, softcap=0.0, alibi_slopes=None, sinks=None)
+     return_lse=False, softcap=0.0, alibi_slopes=None, sinks=None, precision="f32")
 
 softmax(q·kᵀ·scale + mask)·v on the fused kernel (the T×T scores are never stored).
 
@@ -283,18 +290,22 @@ booleans or integers allow where non-zero, floats are added; broadcast to (…, 
 key_lengths: per batch entry, keys j >= length are padding; key_starts: keys j < start are
 (left) padding. scale: default 1/sqrt(d). Variants: softcap c > 0 caps each scaled score to
 c·tanh(s/c) (Gemma 2); alibi_slopes (one per query head) adds -slope·|pos_i - j| (BLOOM);
-sinks (one logit per query head) joins every softmax denominator (gpt-oss).
+sinks (one logit per query head) joins every softmax denominator (gpt-oss). precision "bf16":
+the products take bfloat16 operands (q, k, v and the weights rounded; sums and softmax in
+float32), the same results on every CPU (docs/design.md gives the error bound).
 Returns the output (…, Tq, dv); with return_weights / return_lse a tuple that adds the
 weights (…, Tq, Tk) and / or the logsumexp (…, Tq). Raises ValueError naming the argument.)";
   m.def("sdpa", &sdpa_py, sdpa_doc, "q"_a, "k"_a, "v"_a, py::kw_only(), "causal"_a = false,
         "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
         "key_lengths"_a = py::none(), "key_starts"_a = py::none(),
         "causal_align"_a = "bottom-right", "return_weights"_a = false, "return_lse"_a = false,
-        "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(), "sinks"_a = py::none());
+        "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
+        "precision"_a = "f32");
   m.def("sdpa_backward", &sdpa_backward_py,
         R"(sdpa_backward(q, k, v, out, lse, d_out, *, causal=False, window=None, mask=None,
               scale=None, key_lengths=None, key_starts=None, causal_align="bottom-right",
-              softcap=0.0, alibi_slopes=None, sinks=None, return_mask_gradient=False)
+              softcap=0.0, alibi_slopes=None, sinks=None, precision="f32",
+              return_mask_gradient=False)
               -> (dq, dk, dv[, dsinks][, dmask])
 
 The gradients of sdpa for dL/d(out) = d_out, on the fused kernel (the weights recomputed block
@@ -305,11 +316,11 @@ of the additive (float) mask, in the mask's shape.)",
         "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
         "key_lengths"_a = py::none(), "key_starts"_a = py::none(),
         "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
-        "sinks"_a = py::none(), "return_mask_gradient"_a = false);
+        "sinks"_a = py::none(), "precision"_a = "f32", "return_mask_gradient"_a = false);
   m.def("sdpa_varlen", &sdpa_varlen_py,
         R"(sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, window=None,
             scale=None, causal_align="bottom-right", softcap=0.0, alibi_slopes=None,
-            sinks=None) -> (output, logsumexp)
+            sinks=None, precision="f32") -> (output, logsumexp)
 
 Packed variable-length attention: q (Tq_total, H, d), k (Tk_total, Hkv, d), v (Tk_total,
 Hkv, dv), sequences laid end to end; sequence s is q rows cu_seqlens_q[s] .. cu_seqlens_q[s+1]
@@ -318,17 +329,19 @@ attends within itself (causal and window inside it), on the fused kernels, no pa
 Returns the output (Tq_total, H, dv) and the logsumexp (Tq_total, H).)",
         "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, py::kw_only(), "causal"_a = false,
         "window"_a = py::none(), "scale"_a = py::none(), "causal_align"_a = "bottom-right",
-        "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(), "sinks"_a = py::none());
+        "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
+        "precision"_a = "f32");
   m.def("sdpa_varlen_backward", &sdpa_varlen_backward_py,
         R"(sdpa_varlen_backward(q, k, v, out, lse, d_out, cu_seqlens_q, cu_seqlens_k, *,
                      causal=False, window=None, scale=None, causal_align="bottom-right",
-                     softcap=0.0, alibi_slopes=None, sinks=None) -> (dq, dk, dv[, dsinks])
+                     softcap=0.0, alibi_slopes=None, sinks=None, precision="f32")
+                     -> (dq, dk, dv[, dsinks])
 
 The gradients of sdpa_varlen for dL/d(out) = d_out, from its output and logsumexp.)",
         "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_out"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a,
         py::kw_only(), "causal"_a = false, "window"_a = py::none(), "scale"_a = py::none(),
         "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
-        "sinks"_a = py::none());
+        "sinks"_a = py::none(), "precision"_a = "f32");
   m.def("scaled_dot_product_attention", &torch_sdpa,
         R"(scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                              is_causal=False, scale=None, enable_gqa=False)
@@ -343,14 +356,14 @@ where True, a float one is added; fewer K/V heads only with enable_gqa. dropout_
   reference.def("sdpa", &reference_sdpa,
                 R"(reference.sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
                key_lengths=None, key_starts=None, causal_align="bottom-right", softcap=0.0,
-               alibi_slopes=None, sinks=None) -> (output, weights)
+               alibi_slopes=None, sinks=None, precision="f32") -> (output, weights)
 
 The readable path: scores, mask, softmax, weighted sum, one step per line; always returns the
 weights. The oracle the fused kernel is tested against.)",
                 "q"_a, "k"_a, "v"_a, py::kw_only(), "causal"_a = false, "window"_a = py::none(),
                 "mask"_a = py::none(), "scale"_a = py::none(), "key_lengths"_a = py::none(),
                 "key_starts"_a = py::none(), "causal_align"_a = "bottom-right", "softcap"_a = 0.0f,
-                "alibi_slopes"_a = py::none(), "sinks"_a = py::none());
+                "alibi_slopes"_a = py::none(), "sinks"_a = py::none(), "precision"_a = "f32");
   m.def("causal_mask", &causal_mask_py,
         R"(causal_mask(n, tk=None, align="bottom-right") -> bool array (n, tk)
 

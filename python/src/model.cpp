@@ -152,7 +152,7 @@ piece (without a prompt, GPT-2 starts after <|endoftext|>).)")
                               max_new_tokens};
           },
           "prompt"_a, "max_new_tokens"_a, "temperature"_a, "top_k"_a, "top_p"_a, "seed"_a,
-          "use_cache"_a, "cache_dtype"_a)
+          "use_cache"_a, "cache_dtype"_a = "f32")
       .def_property_readonly("vocab_size",
                              [](const PyGpt& g) { return g.loaded->model.config().vocab_size; })
       .def_property_readonly("block_size",

@@ -101,6 +101,12 @@ add("sdpa-key-count-mismatch", ValueError, "key count",
     lambda c: attn.sdpa(c["q"], c["k"], c["v"][:, :, :3].copy()))
 add("sdpa-heads-not-dividing", ValueError, "must divide q heads",
     lambda c: attn.sdpa(np.zeros((1, 3, 6, 4), np.float32), c["k"], c["v"]))
+add("sdpa-precision-q8", ValueError, 'precision must be "f32" or "bf16", got "q8"',
+    lambda c: attn.sdpa(c["q"], c["k"], c["v"], precision="q8"))
+add("sdpa_backward-precision-name", ValueError, "precision must be",
+    lambda c: attn.sdpa_backward(c["q"], c["k"], c["v"], c["q"],
+                                 np.ascontiguousarray(c["q"][..., 0]), c["q"],
+                                 precision="float"))
 add("sdpa-batch-mismatch", ValueError, "leading dim 0",
     lambda c: attn.sdpa(np.zeros((2, 2, 6, 4), np.float32), c["k"], c["v"]))
 add("sdpa-window-negative", ValueError, "window must be >= 0",

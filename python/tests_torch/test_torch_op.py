@@ -86,12 +86,31 @@ def test_the_operator_passes_opcheck(name):
                            kwargs.get("scale")))
 
 
-def test_bfloat16_is_computed_in_float32_and_returned_in_bfloat16():
+def test_bfloat16_runs_the_bf16_products_and_returns_bfloat16():
     q, k, v = qkv(dtype=torch.bfloat16)
+    for t in (q, k, v):
+        t.requires_grad_(True)
     out = at.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert out.dtype == torch.bfloat16
-    reference = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
-    torch.testing.assert_close(out.float(), reference.bfloat16().float(), atol=1e-2, rtol=1e-2)
+    # Exactly attn's bf16 products on the same (bfloat16) values, rounded back to bfloat16.
+    products = attn.sdpa(q.detach().float().numpy(), k.detach().float().numpy(),
+                         v.detach().float().numpy(), causal=True, causal_align="top-left",
+                         precision="bf16")
+    assert torch.equal(out.detach(), torch.from_numpy(products).bfloat16())
+    # Near PyTorch's own bf16 attention and the float64 answer.
+    exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+    torch_bf16 = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out.double(), exact, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(out.float(), torch_bf16.float(), atol=2e-2, rtol=2e-2)
+    # The backward in bf16 too: near PyTorch's bf16 backward and the float64 gradients.
+    g = torch.randn_like(out)
+    mine = torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
+    theirs = torch.autograd.grad(torch_bf16, (q, k, v), g)
+    exact_grads = torch.autograd.grad(exact, (q, k, v), g.double())
+    for a, b, c in zip(mine, theirs, exact_grads):
+        assert a.dtype == torch.bfloat16
+        torch.testing.assert_close(a.float(), b.float(), atol=5e-2, rtol=5e-2)
+        torch.testing.assert_close(a.float(), c.float(), atol=5e-2, rtol=5e-2)
 
 
 class TinyAttention(torch.nn.Module):

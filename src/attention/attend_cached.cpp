@@ -38,6 +38,9 @@ void check_cached_attention(const Tensor& q, const KVCache& cache, const SdpaOpt
              "cache");
   ATTN_CHECK(options.window >= 0, "attend_cached: window must be >= 0, got ", options.window);
   detail::check_variants(options, q.dim(1), "attend_cached");
+  ATTN_CHECK(options.precision == Dtype::kFloat32,
+             "attend_cached: bf16 products do not apply to a cache (choose its storage with "
+             "KVCacheConfig::dtype)");
   ATTN_CHECK(options.causal_align == CausalAlign::kBottomRight,
              "attend_cached: top-left causal alignment does not apply to a cache (each new query "
              "sits at its own position, after the cached ones)");

@@ -1,5 +1,6 @@
 #include "src/attention/flash_problem.hpp"
 
+#include "src/kernels/bfloat16.hpp"
 #include "src/kernels/flash_forward.hpp"
 #include "src/kernels/reductions.hpp"
 
@@ -13,6 +14,13 @@ Tensor with_consecutive_rows(const Tensor& t) {
   const bool rows_apart = t.rank() >= 2 && t.dim(-2) > 1 && t.strides()[t.rank() - 2] != t.dim(-1);
   if (rows_apart && t.dim(-2) >= kernels::kKeyBlock) return t.contiguous();
   return with_contiguous_rows(t);
+}
+
+Tensor rounded_to_bfloat16(const Tensor& t) {
+  const Tensor source = t.contiguous();
+  Tensor rounded(t.shape());
+  kernels::round_floats_to_bfloat16(source.data(), source.numel(), rounded.data());
+  return rounded;
 }
 
 void copy_strides(const Tensor& t4, int64_t (&strides)[3]) {
@@ -53,6 +61,7 @@ kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4,
   p.softcap = options.softcap;
   p.alibi_slopes = options.alibi_slopes.empty() ? nullptr : options.alibi_slopes.data();
   p.sinks = options.sinks.empty() ? nullptr : options.sinks.data();
+  p.bf16_products = options.precision == Dtype::kBFloat16;
   return p;
 }
 

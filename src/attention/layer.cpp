@@ -116,11 +116,24 @@ Tensor qkv_heads(const AttentionLayerShape& s, const Tensor& qkv, QkvPart part) 
                         c.first);
 }
 
+namespace {
+
+// The layer's precision applies to attention's products too: bf16 rounds Q, K, V, P and dS for
+// them (SdpaOptions::precision), as it rounds the projections' operands.
+SdpaOptions with_products_in(const SdpaOptions& options, Dtype precision) {
+  SdpaOptions attention = options;
+  attention.precision = precision;
+  return attention;
+}
+
+}  // namespace
+
 void attention_layer_forward(const AttentionLayerShape& s, const AttentionLayerWeights& w,
                              const float* x, const SdpaOptions& options, Dtype precision,
                              AttentionLayerState& state, float* y) {
   const HeadViews h = project_heads(s, w, x, 0, precision, state.qkv);
-  sdpa_into(check_attention(h.q, h.k, h.v, options), h.q, h.k, h.v, options,
+  const SdpaOptions attention = with_products_in(options, precision);
+  sdpa_into(check_attention(h.q, h.k, h.v, attention), h.q, h.k, h.v, attention,
             state.attended.permute({0, 2, 1, 3}), state.logsumexp);
   if (w.wo) {
     const int64_t rows = state.qkv.dim(0) * state.qkv.dim(1);
@@ -152,9 +165,10 @@ void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayer
   // A = sdpa(Q, K, V): the gradients land in the columns of dQKV the forward read Q, K, V from.
   const HeadViews h = heads_of(s, state.qkv);
   HeadViews d = heads_of(s, scratch.d_qkv);
-  sdpa_backward_into(check_attention(h.q, h.k, h.v, options), h.q, h.k, h.v,
+  const SdpaOptions attention = with_products_in(options, precision);
+  sdpa_backward_into(check_attention(h.q, h.k, h.v, attention), h.q, h.k, h.v,
                      state.attended.permute({0, 2, 1, 3}), state.logsumexp,
-                     scratch.d_attended.permute({0, 2, 1, 3}), options, d.q, d.k, d.v);
+                     scratch.d_attended.permute({0, 2, 1, 3}), attention, d.q, d.k, d.v);
   // Q, K rotated: rotate their gradients back.
   if (s.rope) {
     apply_rope_inverse(d.q, 0, s.rope_base);

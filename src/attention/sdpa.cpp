@@ -47,8 +47,8 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
   ATTN_CHECK(out.shape() == with_last_dim(q_in, dims.dv) && out.strides().back() == 1,
              "sdpa: the output view ", out.shape_string(), " must be ",
              to_string(with_last_dim(q_in, dims.dv)), " with contiguous rows");
-  const Tensor q = with_contiguous_rows(q_in), k = with_consecutive_rows(k_in),
-               v = with_consecutive_rows(v_in);
+  const Tensor q = query_rows_for(q_in, options), k = key_rows_for(k_in, options),
+               v = key_rows_for(v_in, options);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   const kernels::FlashProblem p = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v),
@@ -143,7 +143,7 @@ void check_scores_fit(const detail::AttentionDims& dims, const SdpaOptions& opti
 bool decode_applies(const detail::AttentionDims& dims, const Tensor& q, const Tensor& k,
                     const Tensor& v, const SdpaOptions& options) {
   if (!options.mask.empty() || !options.key_lengths.empty() || !options.key_starts.empty() ||
-      options.return_weights)
+      options.return_weights || options.precision != Dtype::kFloat32)
     return false;
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0)) return false;
   if (!k.is_contiguous() || !v.is_contiguous() || q.strides().back() != 1 || dims.dv != dims.d)

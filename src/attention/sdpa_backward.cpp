@@ -106,9 +106,9 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   check_gradient_view(dq, q_in, "dq");
   check_gradient_view(dk, k_in, "dk");
   check_gradient_view(dv, v_in, "dv");
-  const Tensor q = with_contiguous_rows(q_in), k = with_consecutive_rows(k_in),
-               v = with_consecutive_rows(v_in), out = with_contiguous_rows(out_in),
-               d_out = with_contiguous_rows(d_out_in);
+  const Tensor q = query_rows_for(q_in, options), k = key_rows_for(k_in, options),
+               v = key_rows_for(v_in, options), out = with_contiguous_rows(out_in),
+               d_out = query_rows_for(d_out_in, options);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   kernels::FlashBackwardProblem p{};

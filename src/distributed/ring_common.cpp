@@ -48,6 +48,8 @@ std::string local_problem(const Tensor& q, const Tensor& k, const Tensor& v, con
     ATTN_CHECK(o.attention.softcap == 0.0f && o.attention.alibi_slopes.empty() &&
                    o.attention.sinks.empty(),
                "ring_sdpa: softcap, alibi_slopes and sinks are not supported across ranks yet");
+    ATTN_CHECK(o.attention.precision == Dtype::kFloat32,
+               "ring_sdpa: bf16 products are not supported across ranks yet");
     attn::detail::check_attention(q, k, v, o.attention);
     attn::detail::check_finite_qkv("ring_sdpa", q, k, v);
     ATTN_CHECK(q.dim(-2) == k.dim(-2), "ring_sdpa: q and k must hold the same rows of one ",

@@ -9,6 +9,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
+#include "src/kernels/simd_common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
@@ -41,6 +42,15 @@ void RoundToBfloat16(const float* HWY_RESTRICT src, int64_t rows, int64_t cols, 
   }
 }
 
+void RoundFloatsToBfloat16(const float* src, int64_t n, float* dst) {
+  const DF df;
+  const auto lanes = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(RoundedToBfloat16(df, hn::LoadU(df, src + i)), df, dst + i);
+  for (; i < n; ++i) dst[i] = from_bfloat16(to_bfloat16(src[i]));
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace attn::kernels
 HWY_AFTER_NAMESPACE();
@@ -51,6 +61,7 @@ HWY_AFTER_NAMESPACE();
 namespace attn::kernels {
 
 HWY_EXPORT(RoundToBfloat16);
+HWY_EXPORT(RoundFloatsToBfloat16);
 
 namespace {
 
@@ -80,6 +91,10 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) void RoundWithAvx512Bf16(
 void round_to_bfloat16_portable(const float* src, int64_t rows, int64_t cols, int64_t ld,
                                 uint16_t* dst) {
   HWY_DYNAMIC_DISPATCH(RoundToBfloat16)(src, rows, cols, ld, dst);
+}
+
+void round_floats_to_bfloat16(const float* src, int64_t n, float* dst) {
+  HWY_DYNAMIC_DISPATCH(RoundFloatsToBfloat16)(src, n, dst);
 }
 
 void round_to_bfloat16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst) {

@@ -13,6 +13,9 @@ namespace attn::kernels {
 // With AVX-512 BF16 one instruction per 16 floats, where subnormal inputs round to 0;
 // elsewhere the Highway kernel.
 void round_to_bfloat16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst);
+// dst[i] = src[i] rounded to the nearest bfloat16, kept as a float (n values; in place is
+// fine): the operands of attention's bf16 products, the same on every CPU.
+void round_floats_to_bfloat16(const float* src, int64_t n, float* dst);
 // The Highway kernel on any CPU (the tests compare the two).
 void round_to_bfloat16_portable(const float* src, int64_t rows, int64_t cols, int64_t ld,
                                 uint16_t* dst);

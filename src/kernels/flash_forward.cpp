@@ -17,6 +17,16 @@
 // forward 1.5–2× faster, with the same bits out (the skipped products were of zeros, or of
 // scores the mask then discards).
 //
+// bf16 products (FlashProblem::bf16_products, SdpaOptions::precision): the caller hands Q, K, V
+// already rounded to bfloat16, and P is rounded before o += P·V (l sums the unrounded P, so O is
+// Σ bf16(P)·V / Σ P). Every sum, the softmax and the rescaling stay float. On CPUs with
+// AVX-512 BF16 a vdpbf16ps tile would take these operands as they are; here the rounded values
+// run through the float tiles, so every CPU gives the same results. Error (u = 2^-9, bf16's
+// unit roundoff; A = scale·max Σ_e |q_e·k_e| over the pairs seen): rounding Q and K moves a
+// score by ≤ 2u·A, the weights by a factor within e^{±4u·A}; rounding V and P adds ≤ u·max|V|
+// each: |ΔO| ≤ max|V|·(2u + e^{4u·A} − 1). tests/sdpa_bf16_products_test.cpp checks it against
+// float64 and reports the worst element.
+//
 // SIMD through Highway with runtime dispatch (this file is compiled once per target).
 // The scores are computed transposed, Sᵀ = K·(scale·Q)ᵀ, one key per row and the block's
 // queries along the vector lanes, because then
@@ -69,8 +79,8 @@ namespace HWY_NAMESPACE {
 // scores and m are in base 2 (multiplied by log2 e: see FlashForwardBlock), so e^(s − m) is
 // 2^(s − m) here. Each vector of queries runs over the keys o += P·V will read for it
 // (KeysForQueryVector).
-void SoftmaxUpdate(const DiagonalCut& cut, float* st, size_t ldq, float* m, float* l,
-                   float* alpha) {
+void SoftmaxUpdate(const DiagonalCut& cut, bool bf16_products, float* st, size_t ldq, float* m,
+                   float* l, float* alpha) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const VF minus_inf = hn::Set(df, kMinusInf);
@@ -87,7 +97,9 @@ void SoftmaxUpdate(const DiagonalCut& cut, float* st, size_t ldq, float* m, floa
     VF sum = hn::Zero(df);
     for (size_t c = 0; c < cols; ++c) {
       const VF e = Exp2Flushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), shift));
-      hn::StoreU(e, df, st + c * ldq + r);
+      // bf16 products: P·V takes P rounded; l sums it unrounded, as a bf16 matmul kernel
+      // would (the rounding errors of the terms then average out in O, not in l).
+      hn::StoreU(bf16_products ? RoundedToBfloat16(df, e) : e, df, st + c * ldq + r);
       sum = hn::Add(sum, e);
     }
     const VF a = hn::IfThenElse(empty, hn::Set(df, 1.0f), Exp2Flushed(df, hn::Sub(m_old, shift)));
@@ -189,7 +201,7 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
                                  ldq);
     ScoreVariants(p, h, q0, j0, cut, st, ldq, nullptr);  // softcap, ALiBi (score_variants-inl.h)
     mask_block(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
-    SoftmaxUpdate(cut, st, ldq, m, l, alpha);
+    SoftmaxUpdate(cut, p.bf16_products, st, ldq, m, l, alpha);
     if (j0 != keys_seen.begin) RescaleOutput(alpha, rows, o, ldo);  // o is 0 before
     const float* vrows = v + j0 * p.v_stride[2];
     size_t ldv = static_cast<size_t>(p.v_stride[2]);

@@ -44,6 +44,10 @@ struct FlashProblem {
   float softcap;
   const float* alibi_slopes;
   const float* sinks;
+
+  // bf16 products (SdpaOptions::precision): the caller rounded Q, K, V (and dO) to bfloat16;
+  // the kernels round P before P·V and, in the backward, P and dS before their products.
+  bool bf16_products;
 };
 
 }  // namespace attn::kernels

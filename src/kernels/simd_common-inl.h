@@ -28,6 +28,17 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+// v rounded to the nearest bfloat16 (ties to even), as a float: the low 16 bits cleared after
+// adding 0x7FFF and the kept part's lowest bit. For finite values (the probabilities and score
+// gradients the bf16 products round); attn::to_bfloat16 is the scalar rule it matches.
+HWY_INLINE VF RoundedToBfloat16(DF df, VF v) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto bits = hn::BitCast(du, v);
+  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto up = hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), odd));
+  return hn::BitCast(df, hn::And(up, hn::Set(du, 0xFFFF0000u)));
+}
+
 // `rows` rows of `width` floats (src, stride apart) into dst rows ld apart, zero-padded: rows
 // the register tiles can read as whole vectors.
 inline void PackRows(const float* src, int64_t stride, size_t rows, size_t width, float* dst,

@@ -119,6 +119,7 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 }
 
 void check_variants(const SdpaOptions& options, int64_t heads, const char* where) {
+  check_float_dtype(options.precision, std::string(where) + ": precision");
   ATTN_CHECK(std::isfinite(options.softcap) && options.softcap >= 0.0f, where,
              ": softcap must be finite and >= 0 (0 = off), got ", options.softcap);
   check_per_head(options.alibi_slopes, "alibi_slopes", heads, where);

@@ -6,8 +6,9 @@
 //   weights = softmax(scores)         rows sum to 1 (or are all 0 when nothing is allowed); with
 //                                     a sink, e^{sink} joins every denominator
 //   output  = weights · V             (Tq, dv)
-// Every (batch, head) pair is one independent problem of 2-D matrices; the scores' steps are
-// in src/reference/head_scores.cpp.
+// With bf16 products (SdpaOptions::precision) Q, K, V and the weights entering weights · V are
+// rounded to bfloat16 first (src/reference/product_operand.hpp). Every (batch, head) pair is one
+// independent problem of 2-D matrices; the scores' steps are in src/reference/head_scores.cpp.
 #include "attn/sdpa.hpp"
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "attn/threads.hpp"
 #include "src/reference/checks.hpp"
 #include "src/reference/head_scores.hpp"
+#include "src/reference/product_operand.hpp"
 
 namespace attn {
 
@@ -31,7 +33,11 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
   const Tensor mask4 = detail::broadcast_mask(options.mask, weights_shape);
 
   SdpaResult result{Tensor(detail::with_last_dim(q, dims.dv)), Tensor(weights_shape), Tensor{}};
-  const Tensor q4 = detail::as_rank4(q), k4 = detail::as_rank4(k), v4 = detail::as_rank4(v);
+  // bf16 products: Q, K, V rounded, and the weights rounded for P·V (they are returned unrounded).
+  const Dtype precision = options.precision;
+  const Tensor q4 = detail::as_rank4(detail::product_operand(q, precision));
+  const Tensor k4 = detail::as_rank4(detail::product_operand(k, precision));
+  const Tensor v4 = detail::as_rank4(detail::product_operand(v, precision));
   const Tensor out4 = detail::as_rank4(result.output);
   const Tensor weights4 = detail::as_rank4(result.weights);
   const int64_t group = dims.heads / dims.kv_heads;  // query heads per K/V head
@@ -45,7 +51,8 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
     const Tensor weights = options.sinks.empty()
                                ? softmax(scores)
                                : detail::softmax_with_sink(scores, options.sinks[h]);
-    const Tensor output = reference::matmul(weights, v4.select(b).select(kv_h));
+    const Tensor output =
+        reference::matmul(detail::product_operand(weights, precision), v4.select(b).select(kv_h));
     weights4.select(b).select(h).copy_from(weights);
     out4.select(b).select(h).copy_from(output);
   });

@@ -13,6 +13,7 @@
 #include "src/reference/finite.hpp"
 #include "src/reference/head_scores.hpp"
 #include "src/reference/mask_gradient.hpp"
+#include "src/reference/product_operand.hpp"
 
 namespace attn {
 namespace {
@@ -83,9 +84,13 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   const Tensor all_ds =
       options.return_mask_gradient ? Tensor(detail::with_last_dim(q, dims.tk)) : Tensor{};
   const Tensor ds4 = all_ds.defined() ? detail::as_rank4(all_ds) : Tensor{};
-  const Tensor q4 = detail::as_rank4(q), k4 = detail::as_rank4(k), v4 = detail::as_rank4(v);
+  // bf16 products: Q, K, V, dO rounded, and P and dS rounded where they enter a product.
+  const Dtype precision = options.precision;
+  auto operand = [precision](const Tensor& t) { return detail::product_operand(t, precision); };
+  const Tensor q4 = detail::as_rank4(operand(q)), k4 = detail::as_rank4(operand(k)),
+               v4 = detail::as_rank4(operand(v));
   const Tensor p4 = detail::as_rank4(forward.weights), o4 = detail::as_rank4(forward.output);
-  const Tensor do4 = detail::as_rank4(d_out);
+  const Tensor do4 = detail::as_rank4(operand(d_out));
   const Tensor dq4 = detail::as_rank4(grads.dq), dk4 = detail::as_rank4(grads.dk),
                dv4 = detail::as_rank4(grads.dv);
   const int64_t group = dims.heads / dims.kv_heads;
@@ -110,12 +115,13 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
             sink_gradient(scores.scores, options.sinks[static_cast<size_t>(h)], dots);
       }
       const Tensor dp = reference::matmul(d_o, v_h.transpose(0, 1));  // dO·Vᵀ
-      const Tensor ds = score_gradient(p, dp, dots, dims.scale, scores.softcap_slope);
+      const Tensor ds = operand(score_gradient(p, dp, dots, dims.scale, scores.softcap_slope));
       if (ds4.defined()) ds4.select(b).select(h).copy_from(score_gradient(p, dp, dots, 1.0f, {}));
       dq4.select(b).select(h).copy_from(reference::matmul(ds, k_h));  // s·dS·K
       add_into(dk4.select(b).select(kv_h),
                reference::matmul(ds.transpose(0, 1), q4.select(b).select(h)));
-      add_into(dv4.select(b).select(kv_h), reference::matmul(p.transpose(0, 1), d_o));  // Pᵀ·dO
+      add_into(dv4.select(b).select(kv_h),
+               reference::matmul(operand(p).transpose(0, 1), d_o));  // Pᵀ·dO
     }
   });
   if (all_ds.defined()) grads.dmask = detail::reduce_to_mask_shape(all_ds, options.mask);

@@ -65,6 +65,13 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "softcap", "alibi", "sinks", "bias", "bias-grad"}))
       ->excludes("--block");
+  command
+      .add_option("--precision", a.precision,
+                  "the products' operands: f32, or bf16 (rounded to bfloat16 for them; run by "
+                  "the float kernels on a CPU without AVX-512 BF16)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->excludes("--block");
 }
 
 std::vector<int64_t> packed_lengths(int64_t t_len, int64_t sequences) {
@@ -89,15 +96,18 @@ void apply_bench_variant(const AttentionBenchArgs& a, int64_t t_len, SdpaOptions
     options.alibi_slopes.push_back(std::exp2(-8.0f * static_cast<float>(h + 1) / a.heads));
   }
   if (a.variant == "sinks") options.sinks = rand_normal({a.heads}, 6).to_vector();
+  options.precision = float_dtype_from_string(a.precision, "--precision");
 }
 
 std::string bench_variant_words(const AttentionBenchArgs& a) {
-  if (a.variant == "softcap") return ", soft-capped at 50";
-  if (a.variant == "alibi") return ", ALiBi";
-  if (a.variant == "sinks") return ", a sink per head";
-  if (a.variant == "bias") return ", an additive (H, T, T) bias";
-  if (a.variant == "bias-grad") return ", an additive (H, T, T) bias and its gradient";
-  return "";
+  std::string words;
+  if (a.variant == "softcap") words = ", soft-capped at 50";
+  if (a.variant == "alibi") words = ", ALiBi";
+  if (a.variant == "sinks") words = ", a sink per head";
+  if (a.variant == "bias") words = ", an additive (H, T, T) bias";
+  if (a.variant == "bias-grad") words = ", an additive (H, T, T) bias and its gradient";
+  if (a.precision == "bf16") words += ", bf16 products";
+  return words;
 }
 
 void check_bench_memory(const AttentionBenchArgs& a, int64_t kv_heads, double copies) {

@@ -25,8 +25,9 @@ struct AttentionBenchArgs {
   std::string impl = "fused";
   int runs = 5;
   int64_t reference_max_seq = 1024;
-  std::string variant = "none";  // none, softcap, alibi, sinks, bias, bias-grad: see below
-  int64_t packed = 1;            // > 1: that many sequences of mixed lengths per --seq (varlen)
+  std::string variant = "none";   // none, softcap, alibi, sinks, bias, bias-grad: see below
+  int64_t packed = 1;             // > 1: that many sequences of mixed lengths per --seq (varlen)
+  std::string precision = "f32";  // the products' operands: f32 or bf16
 };
 void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
 // --variant's SdpaOptions for sequences of t_len: softcap 50 (Gemma 2's attention cap), ALiBi

@@ -19,6 +19,7 @@ struct SdpaArgs {
   std::optional<float> scale;
   float softcap = 0.0f;
   std::vector<float> alibi_slopes, sinks;
+  std::string precision = "f32";
   int threads = 0;
 };
 
@@ -33,6 +34,7 @@ void run_sdpa(const SdpaArgs& args) {
   options.softcap = args.softcap;
   options.alibi_slopes = args.alibi_slopes;
   options.sinks = args.sinks;
+  options.precision = float_dtype_from_string(args.precision, "--precision");
   if (!args.mask.empty()) options.mask = load_mask(args.mask);
   const Tensor q = load_finite(args.q), k = load_finite(args.k), v = load_finite(args.v);
   // The weights are (…, Tq, Tk): one float per query row and key, sized before any work.
@@ -77,6 +79,11 @@ void add_sdpa_command(CLI::App& app) {
                   "every softmax denominator")
       ->delimiter(',')
       ->check(finite());
+  cmd->add_option("--precision", args->precision,
+                  "the products' operands: f32, or bf16 (Q, K, V and the weights rounded to "
+                  "bfloat16 for them; sums and softmax in float)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   cmd->add_option("--out", args->out,
                   "where to write the output O.npy (…, Tq, dv) ('-': standard output)")
       ->required();
