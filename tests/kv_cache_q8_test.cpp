@@ -145,6 +145,34 @@ TEST(KVCacheQ8, AttendsAsAFloatCacheOfItsDequantizedValues) {
   });
 }
 
+// A prompt (16 queries or more) through a fixed bf16 or q8 cache runs the fused forward on
+// the cache widened to float: bitwise what a float cache holding the same values gives.
+TEST(KVCacheQ8, APromptRunsTheFusedForwardOnTheWidenedCache) {
+  for (Dtype storage : {Dtype::kQ8, Dtype::kBFloat16}) {
+    KVCacheConfig c = q8_config(2, 64, 400);
+    c.dtype = storage;
+    KVCache cache(c);
+    cache.append(rand_normal({1, 2, 340, 64}, 70), rand_normal({1, 2, 340, 64}, 71));
+    KVCacheConfig f = c;
+    f.dtype = Dtype::kFloat32;
+    KVCache same_values(f);
+    Tensor k({1, 2, 340, 64}), v(k.shape());
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t t = 0; t < 340; ++t) {
+        for (int64_t e = 0; e < 64; ++e) {
+          k.data()[(h * 340 + t) * 64 + e] = cache.key_at(0, h, t, e);
+          v.data()[(h * 340 + t) * 64 + e] = cache.value_at(0, h, t, e);
+        }
+      }
+    }
+    same_values.append(k, v);
+    const Tensor q = rand_normal({1, 4, 40, 64}, 72);
+    EXPECT_TRUE(
+        testing::BitwiseEqual(attend_cached(q, cache).output, attend_cached(q, same_values).output))
+        << to_string(storage);
+  }
+}
+
 // The stated bound: the output within 2e-2 · max|V| of the float cache. Errors in K move the
 // weights (a score is off by up to |q|₁ · max|k| / 254), errors in V the average (by up to
 // max|V| / 254). Keys with a few large channels, as trained models' keys have, widen the
