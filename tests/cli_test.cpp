@@ -747,6 +747,17 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
             2.0 * (4 * 8 * 24 + 8 * 8 + 8 * 32 + 32 * 8) + 2.0 * 2 * 8 * 4 + 2.0 * 8 * 50257)
       << bench.out;
   EXPECT_GT(field("prompt_fraction_of_peak"), 0.0) << bench.out;
+  // With a q8 cache K/V count as stored: 2 heads of (4 int8 + a 4-byte scale) a position.
+  const CliResult q8 = run("bench generate --model " + dir.string() +
+                           " --prompt-tokens 4 --new-tokens 4 --threads 1 --runs 1 --json "
+                           "--weights bf16 --cache-dtype q8");
+  ASSERT_EQ(q8.status, 0) << q8.err;
+  EXPECT_NE(q8.out.find("\"cache_dtype\": \"q8\""), std::string::npos) << q8.out;
+  const size_t at = q8.out.find("\"bytes_per_token\": ");
+  ASSERT_NE(at, std::string::npos) << q8.out;
+  EXPECT_EQ(std::stod(q8.out.substr(at + 19)),
+            expected_bytes - 2.0 * 4.0 * 1 * 8 * 6.5 + 2.0 * (4 + 4) * 2 * 6.5)
+      << q8.out;
   expect_error("generate --model " + dir.string() + " --checkpoint x",
                "--checkpoint excludes --model");
   expect_error("generate --max-new-tokens 3", "give one of --checkpoint");

@@ -14,6 +14,7 @@
 #include "attn/gpt.hpp"
 #include "attn/gpt_flops.hpp"
 #include "attn/hf.hpp"
+#include "attn/kv_cache.hpp"
 #include "attn/threads.hpp"
 #include "bench_util.hpp"
 #include "commands.hpp"
@@ -25,7 +26,7 @@ namespace attn::cli {
 namespace {
 
 struct GenerateBenchArgs {
-  std::string model, shape = "gpt2", weights = "f32";
+  std::string model, shape = "gpt2", weights = "f32", cache_dtype = "f32";
   int64_t prompt_tokens = 512, new_tokens = 256;
   std::vector<int> threads;
   int runs = 3;
@@ -44,14 +45,16 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 
 // Bytes a token reads when `cached` positions are in the cache (a mean over tokens may be
 // fractional): every weight once, as held (wte twice: a row for the embedding, all of it for
-// the logits; wpe, always float, one row), and K and V of every cached position in every layer
-// (f32).
-double bytes_per_token(const Gpt& model, double cached) {
+// the logits; wpe, always float, one row), and K and V of every cached position in every layer,
+// as the cache stores them (a q8 row: its int8 values and a float scale).
+double bytes_per_token(const Gpt& model, double cached, Dtype cache_dtype) {
   const GptConfig& c = model.config();
   const double wpe = static_cast<double>(c.block_size * c.n_embd);
   const double weights =
       static_cast<double>(model.weight_bytes()) - 4.0 * wpe + 4.0 * static_cast<double>(c.n_embd);
-  return weights + 2.0 * 4.0 * static_cast<double>(c.n_layer * c.n_embd) * cached;
+  const int64_t kv_heads = c.n_kv_head > 0 ? c.n_kv_head : c.n_head;
+  const double row = static_cast<double>(KVCache::row_bytes(cache_dtype, c.n_embd / c.n_head));
+  return weights + 2.0 * row * static_cast<double>(c.n_layer * kv_heads) * cached;
 }
 
 struct Run {
@@ -65,8 +68,8 @@ struct Run {
 // neighbours of these VMs move it by tens of percent within seconds), in the same cache state
 // (each follows a stream of its own size that evicted the other's bytes).
 Run time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t new_tokens,
-              ReadBandwidthProbe* probe) {
-  GptCache cache = model.make_cache(1);
+              Dtype cache_dtype, ReadBandwidthProbe* probe) {
+  GptCache cache = model.make_cache(1, cache_dtype);
   const int64_t vocab = model.config().vocab_size;
   std::mt19937_64 rng(0);
   const SamplingOptions greedy{0.0f, 0, 1.0f};
@@ -85,7 +88,8 @@ Run time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t new_
     run.token_ms += ms / static_cast<double>(new_tokens);
     if (probe) {
       run.gbps.push_back(gbps);
-      const double bytes = bytes_per_token(model, static_cast<double>(cache.position()));
+      const double bytes =
+          bytes_per_token(model, static_cast<double>(cache.position()), cache_dtype);
       run.fraction.push_back(bytes / (gbps * 1e6) / ms);
     }
   }
@@ -110,9 +114,11 @@ void run_generate_bench(const GenerateBenchArgs& a) {
   std::vector<int64_t> prompt(static_cast<size_t>(a.prompt_tokens));
   for (int64_t& id : prompt) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.vocab_size));
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
+  const Dtype cache_dtype = dtype_from_string(a.cache_dtype, "--cache-dtype");
   // The mean over the generated tokens: token i sees prompt + i + 1 positions.
   const double bytes = bytes_per_token(
-      model, static_cast<double>(a.prompt_tokens) + (static_cast<double>(a.new_tokens) + 1) / 2);
+      model, static_cast<double>(a.prompt_tokens) + (static_cast<double>(a.new_tokens) + 1) / 2,
+      cache_dtype);
   const double flops = prompt_flops(c, static_cast<double>(a.prompt_tokens));
   if (!a.json) {
     std::printf("attn bench generate: %s, %lld parameters, prompt %lld tokens, then %lld\n",
@@ -122,25 +128,27 @@ void run_generate_bench(const GenerateBenchArgs& a) {
     std::printf(
         "the prompt is %.1f GFLOP (products and attention); %%peak is its rate over the FMA\n"
         "peak measured on as many threads. A generated token reads %.1f MB (%s weights +\n"
-        "f32 K/V). Before each token a probe reads as many bytes: GB/s is its median, %%limit\n"
+        "%s K/V). Before each token a probe reads as many bytes: GB/s is its median, %%limit\n"
         "the median over the tokens of (bytes / the probe's bandwidth) / the token's time;\n"
         "%%best sets the mean token against the best of four 512 MiB passes measured once (the\n"
         "older, more flattering figure)\n",
-        flops / 1e9, bytes / 1e6, a.weights.c_str());
+        flops / 1e9, bytes / 1e6, a.weights.c_str(), a.cache_dtype.c_str());
     std::printf("\n%7s %14s %7s %10s %10s %12s %8s %8s\n", "threads", "prompt tok/s", "%peak",
                 "ms/token", "GB/s", "limit ms/tok", "%limit", "%best");
   }
   for (int threads : thread_counts) {
     set_num_threads(threads);
     const auto warm_up = static_cast<std::ptrdiff_t>(std::min<int64_t>(8, a.prompt_tokens));
-    time_once(model, std::vector<int64_t>(prompt.begin(), prompt.begin() + warm_up), 8, nullptr);
+    time_once(model, std::vector<int64_t>(prompt.begin(), prompt.begin() + warm_up), 8, cache_dtype,
+              nullptr);
     const double best_gbps = a.new_tokens > 0 ? measure_read_bandwidth_gbps(threads) : 0.0;
     const double peak_gflops = measure_fma_peak_gflops(threads);
     ReadBandwidthProbe probe(a.new_tokens > 0 ? static_cast<int64_t>(bytes) : 0, threads);
     std::vector<double> prompt_ms, token_ms, gbps, fraction;
     for (int r = 0; r < a.runs; ++r) {
       set_num_threads(threads);
-      const Run run = time_once(model, prompt, a.new_tokens, a.new_tokens > 0 ? &probe : nullptr);
+      const Run run =
+          time_once(model, prompt, a.new_tokens, cache_dtype, a.new_tokens > 0 ? &probe : nullptr);
       prompt_ms.push_back(run.prompt_ms);
       token_ms.push_back(run.token_ms);
       gbps.insert(gbps.end(), run.gbps.begin(), run.gbps.end());
@@ -155,7 +163,8 @@ void run_generate_bench(const GenerateBenchArgs& a) {
     const double prompt_gflops = flops / (p_ms * 1e6), of_peak = prompt_gflops / peak_gflops;
     if (a.json) {
       std::printf(
-          "{\"model\": \"%s\", \"weights\": \"%s\", \"parameters\": %lld, \"prompt_tokens\": %lld, "
+          "{\"model\": \"%s\", \"weights\": \"%s\", \"cache_dtype\": \"%s\", \"parameters\": %lld, "
+          "\"prompt_tokens\": %lld, "
           "\"new_tokens\": %lld, \"threads\": %d, \"prompt_tokens_per_s\": %.1f, "
           "\"prompt_flop\": %.0f, \"prompt_gflops\": %.1f, \"fma_peak_gflops\": %.1f, "
           "\"prompt_fraction_of_peak\": %.4g, "
@@ -163,9 +172,10 @@ void run_generate_bench(const GenerateBenchArgs& a) {
           "\"limit_ms_per_token\": %.3f, \"fraction_of_limit\": %.3f, "
           "\"best_bandwidth_gbps\": %.2f, \"fraction_of_best\": %.3f}\n",
           a.model.empty() ? a.shape.c_str() : a.model.c_str(), a.weights.c_str(),
-          static_cast<long long>(model.num_parameters()), static_cast<long long>(a.prompt_tokens),
-          static_cast<long long>(a.new_tokens), threads, prompt_rate, flops, prompt_gflops,
-          peak_gflops, of_peak, t_ms, bytes, bandwidth, limit_ms, of_limit, best_gbps, of_best);
+          a.cache_dtype.c_str(), static_cast<long long>(model.num_parameters()),
+          static_cast<long long>(a.prompt_tokens), static_cast<long long>(a.new_tokens), threads,
+          prompt_rate, flops, prompt_gflops, peak_gflops, of_peak, t_ms, bytes, bandwidth, limit_ms,
+          of_limit, best_gbps, of_best);
     } else {
       std::printf("%7d %14.1f %6.0f%% %10.2f %10.1f %12.2f %7.0f%% %7.0f%%\n", threads, prompt_rate,
                   100.0 * of_peak, t_ms, bandwidth, limit_ms, 100.0 * of_limit, 100.0 * of_best);
@@ -200,6 +210,10 @@ void add_bench_generate_command(CLI::App& bench) {
   cmd->add_option("--weights", a->weights,
                   "f32, or bf16: the matrices kept in bfloat16 (half the bytes per token)")
       ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--cache-dtype", a->cache_dtype,
+                  "the KV cache's storage: f32, bf16 or q8 (int8 rows with a float scale each)")
+      ->check(CLI::IsMember({"f32", "bf16", "q8"}))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "thread counts, e.g. --threads 1,2 (default: 1 and all)")
       ->delimiter(',')
