@@ -97,6 +97,13 @@ TEST(KVCacheQ8, EachValueIsWithinHalfItsRowsScale) {
     }
   }
   EXPECT_EQ(cache.key_at(0, 0, 0, 3), 0.0f);
+  // Values too small for 127 / max|row| to be a float (subnormal ones too) are kept as zeros.
+  KVCache tiny(q8_config(1, 40, 4));
+  Tensor small = Tensor::full({1, 1, 2, 40}, 1e-40f);
+  small.data()[3] = -3e-39f;
+  tiny.append(small, small);
+  EXPECT_EQ(tiny.key_at(0, 0, 0, 3), 0.0f);
+  EXPECT_EQ(tiny.value_at(0, 0, 1, 5), 0.0f);
   EXPECT_FLOAT_EQ(cache.value_at(0, 0, 1, 7), 1000.0f);  // the row's largest maps to 127 exactly
   EXPECT_EQ(cache.value_at(0, 0, 1, 8), 0.0f);           // 0.001 is below half a step of 1000/127
 }

@@ -4,7 +4,8 @@
 // decode step; values rounded to nearest-even when stored, widened exactly when read); or q8
 // (a quarter of float's bytes and one float per row: each row of d values stored as int8 with
 // the scale max|x| / 127, x ≈ scale · round(x / scale), so an element is off by at most
-// scale / 2 = max|row| / 254; widened in registers by the decode kernel). Two modes:
+// scale / 2 = max|row| / 254 — a row whose largest value is below 1e-36 is kept as zeros;
+// widened in registers by the decode kernel). Two modes:
 //   - fixed (window = 0): positions 0 .. capacity−1; appending past capacity is an error;
 //   - sliding window (window = w > 0): a ring buffer; position p lives in slot p mod capacity,
 //     so memory stays bounded however long the generation runs. To serve n new tokens at

@@ -126,8 +126,10 @@ namespace {
 void store_q8_row(const float* x, int64_t stride, int64_t d, int8_t* out) {
   float largest = 0.0f;
   for (int64_t e = 0; e < d; ++e) largest = std::max(largest, std::fabs(x[e * stride]));
-  const float scale = largest / 127.0f;
-  const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+  // A row of zeros, or of values so small (below ~1e-36) that 127 / largest would overflow,
+  // is stored as zeros: x · inf would be NaN for a zero, and NaN has no int8.
+  const float inverse = largest >= 1e-36f ? 127.0f / largest : 0.0f;
+  const float scale = inverse > 0.0f ? largest / 127.0f : 0.0f;
   for (int64_t e = 0; e < d; ++e) {
     // |x · 127 / largest| ≤ 127 up to a rounding of the product; the clamp keeps it so.
     const float q = std::clamp(std::nearbyint(x[e * stride] * inverse), -127.0f, 127.0f);
