@@ -86,6 +86,15 @@ def test_the_operator_passes_opcheck(name):
                            kwargs.get("scale")))
 
 
+@pytest.mark.parametrize("name", ["causal", "float mask", "gqa"])
+def test_the_operator_passes_opcheck_in_bfloat16(name):
+    (q, k, v), kwargs = make_case(name, grad=True)
+    q, k, v = (t.detach().bfloat16().requires_grad_(True) for t in (q, k, v))
+    mask = kwargs.get("attn_mask")
+    torch.library.opcheck(torch.ops.attn.sdpa.default,
+                          (q, k, v, mask, kwargs.get("is_causal", False), kwargs.get("scale")))
+
+
 def test_bfloat16_runs_the_bf16_products_and_returns_bfloat16():
     q, k, v = qkv(dtype=torch.bfloat16)
     for t in (q, k, v):
