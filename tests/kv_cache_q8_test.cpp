@@ -152,6 +152,29 @@ TEST(KVCacheQ8, AttendsAsAFloatCacheOfItsDequantizedValues) {
   });
 }
 
+// held_keys / held_values: every held position, oldest first, as key_at / value_at read it —
+// through a ring that wrapped too.
+TEST(KVCacheQ8, HeldRowsAreTheStoredValuesOldestFirst) {
+  for (Dtype storage : {Dtype::kQ8, Dtype::kBFloat16, Dtype::kFloat32}) {
+    KVCacheConfig c = q8_config(2, 24, 40, 30);
+    c.dtype = storage;
+    KVCache ring(c);
+    for (int64_t step = 0; step < 3; ++step)
+      ring.append(rand_normal({1, 2, 25, 24}, 80 + step), rand_normal({1, 2, 25, 24}, 90 + step));
+    const Tensor k = ring.held_keys(), v = ring.held_values();
+    ASSERT_EQ(k.shape(), Shape({1, 2, 40, 24}));
+    const int64_t first = ring.position() - ring.size();
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t t = 0; t < 40; ++t) {
+        for (int64_t e = 0; e < 24; ++e) {
+          ASSERT_EQ(k.data()[(h * 40 + t) * 24 + e], ring.key_at(0, h, first + t, e));
+          ASSERT_EQ(v.data()[(h * 40 + t) * 24 + e], ring.value_at(0, h, first + t, e));
+        }
+      }
+    }
+  }
+}
+
 // A prompt (16 queries or more) through a fixed bf16 or q8 cache runs the fused forward on
 // the cache widened to float: bitwise what a float cache holding the same values gives.
 TEST(KVCacheQ8, APromptRunsTheFusedForwardOnTheWidenedCache) {

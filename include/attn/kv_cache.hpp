@@ -56,13 +56,18 @@ class KVCache {
   // for tests and tools, not for loops.
   float key_at(int64_t b, int64_t h, int64_t position, int64_t e) const;
   float value_at(int64_t b, int64_t h, int64_t position, int64_t e) const;
+  // Every held position, oldest first, widened to float: (B, H_kv, size(), d).
+  Tensor held_keys() const;
+  Tensor held_values() const;
   // The slot that holds absolute position p (p must be held).
   int64_t slot_of(int64_t position) const { return position % config_.capacity; }
 
  private:
   KVCacheConfig config_;
   int64_t position_ = 0;
+  const unsigned char* row_at(const void* storage, int64_t b, int64_t h, int64_t position) const;
   float stored_at(const void* storage, int64_t b, int64_t h, int64_t position, int64_t e) const;
+  Tensor widened(const void* storage) const;
 
   std::vector<float> k32_, v32_;
   std::vector<uint16_t> k16_, v16_;

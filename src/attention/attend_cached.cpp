@@ -3,9 +3,7 @@
 // many queries runs the fused forward on views of the cache.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
-#include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
 #include "attn/kv_cache.hpp"
 #include "attn/sdpa.hpp"
@@ -82,33 +80,6 @@ bool fused_prefill_applies(const KVCache& cache, int64_t tq, int64_t window) {
   return c.dtype == Dtype::kFloat32 || widened_bytes <= kMaxWidenedBytes;
 }
 
-// The held rows of a fixed bf16 or q8 cache's K or V storage as float: (B, Hkv, position, d).
-Tensor widened(const KVCache& cache, const void* storage) {
-  const KVCacheConfig& c = cache.config();
-  const int64_t held = cache.position(), d = c.head_dim, row_bytes = cache.row_bytes();
-  Tensor out({c.batch, c.n_kv_heads, held, d});
-  const auto* bytes = static_cast<const unsigned char*>(storage);
-  for (int64_t head = 0; head < c.batch * c.n_kv_heads; ++head) {
-    for (int64_t t = 0; t < held; ++t) {
-      const unsigned char* row = bytes + (head * c.capacity + t) * row_bytes;
-      float* x = out.data() + (head * held + t) * d;
-      if (c.dtype == Dtype::kQ8) {
-        float scale;
-        std::memcpy(&scale, row + d, sizeof scale);
-        for (int64_t e = 0; e < d; ++e)
-          x[e] = scale * static_cast<float>(static_cast<int8_t>(row[e]));
-      } else {
-        for (int64_t e = 0; e < d; ++e) {
-          uint16_t bits;
-          std::memcpy(&bits, row + 2 * e, sizeof bits);
-          x[e] = from_bfloat16(bits);
-        }
-      }
-    }
-  }
-  return out;
-}
-
 SdpaResult fused_prefill(const Tensor& q, const KVCache& cache, const SdpaOptions& options) {
   const KVCacheConfig& c = cache.config();
   const int64_t capacity = cache.capacity(), held = cache.position();
@@ -122,8 +93,7 @@ SdpaResult fused_prefill(const Tensor& q, const KVCache& cache, const SdpaOption
   SdpaOptions fused = options;
   fused.causal = true;           // bottom-right: new query i sits at position held − tq + i
   fused.return_weights = false;  // as the decode kernel: attend_cached returns no weights
-  if (c.dtype != Dtype::kFloat32)
-    return sdpa(q, widened(cache, cache.keys()), widened(cache, cache.values()), fused);
+  if (c.dtype != Dtype::kFloat32) return sdpa(q, cache.held_keys(), cache.held_values(), fused);
   return sdpa(q, view(cache.keys()), view(cache.values()), fused);
 }
 

@@ -85,31 +85,64 @@ const void* KVCache::keys() const { return storage_of(config_.dtype, k32_, k16_,
 
 const void* KVCache::values() const { return storage_of(config_.dtype, v32_, v16_, v8_); }
 
-float KVCache::stored_at(const void* storage, int64_t b, int64_t h, int64_t position,
-                         int64_t e) const {
-  ATTN_CHECK(b >= 0 && b < config_.batch && h >= 0 && h < config_.n_kv_heads && e >= 0 &&
-                 e < config_.head_dim && position >= position_ - size() && position < position_,
-             "KVCache: (", b, ", ", h, ", ", position, ", ", e, ") is not held");
-  const int64_t row = (b * config_.n_kv_heads + h) * config_.capacity + slot_of(position);
-  const auto* bytes = static_cast<const unsigned char*>(storage) + row * row_bytes();
-  switch (config_.dtype) {
+namespace {
+
+// Value e of a stored row of d values, widened to float: the one place that reads the three
+// storage formats outside the decode kernel.
+float value_in_row(Dtype dtype, const unsigned char* row, int64_t d, int64_t e) {
+  switch (dtype) {
     case Dtype::kBFloat16: {
       uint16_t bits;
-      std::memcpy(&bits, bytes + e * 2, sizeof bits);
+      std::memcpy(&bits, row + e * 2, sizeof bits);
       return from_bfloat16(bits);
     }
     case Dtype::kQ8: {
       float scale;
-      std::memcpy(&scale, bytes + config_.head_dim, sizeof scale);
-      return scale * static_cast<float>(static_cast<int8_t>(bytes[e]));
+      std::memcpy(&scale, row + d, sizeof scale);
+      return scale * static_cast<float>(static_cast<int8_t>(row[e]));
     }
     case Dtype::kFloat32:
       break;
   }
   float x;
-  std::memcpy(&x, bytes + e * 4, sizeof x);
+  std::memcpy(&x, row + e * 4, sizeof x);
   return x;
 }
+
+}  // namespace
+
+const unsigned char* KVCache::row_at(const void* storage, int64_t b, int64_t h,
+                                     int64_t position) const {
+  const int64_t row = (b * config_.n_kv_heads + h) * config_.capacity + slot_of(position);
+  return static_cast<const unsigned char*>(storage) + row * row_bytes();
+}
+
+float KVCache::stored_at(const void* storage, int64_t b, int64_t h, int64_t position,
+                         int64_t e) const {
+  ATTN_CHECK(b >= 0 && b < config_.batch && h >= 0 && h < config_.n_kv_heads && e >= 0 &&
+                 e < config_.head_dim && position >= position_ - size() && position < position_,
+             "KVCache: (", b, ", ", h, ", ", position, ", ", e, ") is not held");
+  return value_in_row(config_.dtype, row_at(storage, b, h, position), config_.head_dim, e);
+}
+
+Tensor KVCache::widened(const void* storage) const {
+  const int64_t held = size(), first = position_ - held, d = config_.head_dim;
+  Tensor out({config_.batch, config_.n_kv_heads, held, d});
+  float* x = out.data();
+  for (int64_t b = 0; b < config_.batch; ++b) {
+    for (int64_t h = 0; h < config_.n_kv_heads; ++h) {
+      for (int64_t t = 0; t < held; ++t) {
+        const unsigned char* row = row_at(storage, b, h, first + t);
+        for (int64_t e = 0; e < d; ++e) *x++ = value_in_row(config_.dtype, row, d, e);
+      }
+    }
+  }
+  return out;
+}
+
+Tensor KVCache::held_keys() const { return widened(keys()); }
+
+Tensor KVCache::held_values() const { return widened(values()); }
 
 float KVCache::key_at(int64_t b, int64_t h, int64_t position, int64_t e) const {
   return stored_at(keys(), b, h, position, e);
