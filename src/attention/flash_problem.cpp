@@ -16,7 +16,8 @@ Tensor with_consecutive_rows(const Tensor& t) {
   return with_contiguous_rows(t);
 }
 
-Tensor rounded_to_bfloat16(const Tensor& t) {
+Tensor as_product_operand(const Tensor& t, const SdpaOptions& options) {
+  if (options.precision != Dtype::kBFloat16) return t;
   const Tensor source = t.contiguous();
   Tensor rounded(t.shape());
   kernels::round_floats_to_bfloat16(source.data(), source.numel(), rounded.data());

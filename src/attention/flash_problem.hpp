@@ -20,17 +20,18 @@ Tensor with_contiguous_rows(const Tensor& t);
 // H = 16, d = 64 on two Zen 2 threads took 367 ms from such views and 222 from contiguous ones.
 Tensor with_consecutive_rows(const Tensor& t);
 
-// t as a contiguous copy with every value rounded to the nearest bfloat16 (kept as float): the
-// operands of SdpaOptions::precision = kBFloat16.
-Tensor rounded_to_bfloat16(const Tensor& t);
+// An operand of attention's products (Q, K, V, dO) as options.precision gives it: t itself, or
+// for kBFloat16 a contiguous copy with every value rounded to the nearest bfloat16 (kept as
+// float).
+Tensor as_product_operand(const Tensor& t, const SdpaOptions& options);
 
-// Q (or dO, out) and K, V as the kernels read them: rows contiguous (consecutive for K and V),
-// or rounded copies when the products are bf16.
+// Q (or dO) and K, V as the kernels read them: rows contiguous (consecutive for K and V), and
+// rounded when the products are bf16 (the rounded copy is contiguous already).
 inline Tensor query_rows_for(const Tensor& t, const SdpaOptions& options) {
-  return options.precision == Dtype::kBFloat16 ? rounded_to_bfloat16(t) : with_contiguous_rows(t);
+  return with_contiguous_rows(as_product_operand(t, options));
 }
 inline Tensor key_rows_for(const Tensor& t, const SdpaOptions& options) {
-  return options.precision == Dtype::kBFloat16 ? rounded_to_bfloat16(t) : with_consecutive_rows(t);
+  return with_consecutive_rows(as_product_operand(t, options));
 }
 
 // The b, h, t element strides of a rank-4 view.

@@ -91,11 +91,6 @@ Tensor swap_leading_dims(const Tensor& in) {
 // A packed (total, heads, width) tensor in head-major (heads, total, width) order, contiguous.
 Tensor head_major(const Tensor& packed) { return swap_leading_dims(packed); }
 
-// K or V rounded to bfloat16 when the products are (head_major copies it after).
-Tensor product_operand(const Tensor& t, const SdpaOptions& options) {
-  return options.precision == Dtype::kBFloat16 ? detail::rounded_to_bfloat16(t) : t;
-}
-
 // Rows [first, first + length) of a head-major (heads, total, width) tensor: (heads, length,
 // width), rows contiguous.
 Tensor sequence_view(const Tensor& heads_first, int64_t first, int64_t length) {
@@ -116,8 +111,8 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                        const SdpaOptions& options) {
   const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options);
   const Tensor q = detail::query_rows_for(q_in, options),
-               k = head_major(product_operand(k_in, options)),
-               v = head_major(product_operand(v_in, options));
+               k = head_major(detail::as_product_operand(k_in, options)),
+               v = head_major(detail::as_product_operand(v_in, options));
   SdpaResult result{Tensor({dims.tq_total, dims.heads, dims.dv}), Tensor{},
                     Tensor({dims.tq_total, dims.heads})};
   std::vector<float> lse_by_sequence(static_cast<size_t>(dims.tq_total * dims.heads));
@@ -174,8 +169,8 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
              "sdpa_varlen_backward: logsumexp must be (", dims.tq_total, ", ", dims.heads,
              "), what sdpa_varlen returned");
   const Tensor q = detail::query_rows_for(q_in, options),
-               k = head_major(product_operand(k_in, options)),
-               v = head_major(product_operand(v_in, options)), out = out_in.contiguous(),
+               k = head_major(detail::as_product_operand(k_in, options)),
+               v = head_major(detail::as_product_operand(v_in, options)), out = out_in.contiguous(),
                d_out = detail::query_rows_for(d_out_in, options).contiguous(),
                lse_in = logsumexp.contiguous();
   for (float x : lse_in.to_vector()) {
