@@ -758,6 +758,33 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
   EXPECT_EQ(std::stod(q8.out.substr(at + 19)),
             expected_bytes - 2.0 * 4.0 * 1 * 8 * 6.5 + 2.0 * (4 + 4) * 2 * 6.5)
       << q8.out;
+  // --profile: the prompt's time per phase, its products and attention apart in the FLOPs.
+  const std::string profiled = "bench generate --model " + dir.string() +
+                               " --prompt-tokens 4 --new-tokens 1 --threads 1 --runs 2 --profile";
+  const CliResult json_profile = run(profiled + " --json");
+  ASSERT_EQ(json_profile.status, 0) << json_profile.err;
+  const std::string& out = json_profile.out;
+  const size_t profile_at = out.find("{\"profile\": \"prompt\", \"threads\": 1");
+  ASSERT_NE(profile_at, std::string::npos) << out;
+  const auto profile_field = [&](const std::string& key) {
+    const size_t key_at = out.find("\"" + key + "\": ", profile_at);
+    return key_at == std::string::npos ? -1.0 : std::stod(out.substr(key_at + key.size() + 4));
+  };
+  EXPECT_EQ(profile_field("matmul_flop"),
+            2.0 * (4 * 8 * 24 + 8 * 8 + 8 * 32 + 32 * 8) + 2.0 * 8 * 50257);
+  EXPECT_EQ(profile_field("attention_flop"), 2.0 * 2 * 8 * 4);
+  EXPECT_GT(profile_field("matmul_ms"), 0.0) << out;
+  EXPECT_GT(profile_field("attention_ms"), 0.0) << out;
+  EXPECT_LE(profile_field("matmul_ms") + profile_field("attention_ms"), profile_field("prompt_ms"))
+      << out;
+  const CliResult table = run(profiled);
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("the prompt on 1 thread(s), mean of 2 runs:"), std::string::npos)
+      << table.out;
+  for (const char* phase : {"matmul", "attention", "layer_norm", "the rest", "prompt"}) {
+    EXPECT_NE(table.out.find(std::string("\n  ") + phase + " "), std::string::npos)
+        << phase << table.out;
+  }
   expect_error("generate --model " + dir.string() + " --checkpoint x",
                "--checkpoint excludes --model");
   expect_error("generate --max-new-tokens 3", "give one of --checkpoint");

@@ -692,6 +692,8 @@ TEST(Gpt, FlopsReadOffTheLayoutAreTheHandCount) {
   const double prompt =
       2.0 * (3.0 * t * qkv + 2.0 * t * rest + rest + head + 2.0 * t * (t + 1.0) * e + 2.0 * e * t);
   EXPECT_DOUBLE_EQ(prompt_flops(c, t), prompt);
+  EXPECT_DOUBLE_EQ(prompt_attention_flops(c, t), 2.0 * (2.0 * t * (t + 1.0) * e + 2.0 * e * t));
+  EXPECT_DOUBLE_EQ(prompt_matmul_flops(c, t) + prompt_attention_flops(c, t), prompt);
   // GPT-2's names come with the layout: every parameter has one, and they are distinct.
   const Gpt model(c);
   std::set<std::string> names;

@@ -19,5 +19,8 @@ double training_attention_flops(const GptConfig& c, double windows);
 // product on all t rows; causal attention, W_o and the MLP on all rows in every layer but the
 // last, on the last row there; the head on one row.
 double prompt_flops(const GptConfig& c, double t);
+// The two parts of prompt_flops: the linear layers and the head; attention.
+double prompt_matmul_flops(const GptConfig& c, double t);
+double prompt_attention_flops(const GptConfig& c, double t);
 
 }  // namespace attn

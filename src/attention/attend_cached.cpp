@@ -9,6 +9,7 @@
 #include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
 #include "src/attention/decode_run.hpp"
+#include "src/core/phase_scope.hpp"
 #include "src/kernels/decode.hpp"
 #include "src/reference/checks.hpp"
 #include "src/reference/finite.hpp"
@@ -100,6 +101,7 @@ SdpaResult fused_prefill(const Tensor& q, const KVCache& cache, const SdpaOption
 }  // namespace
 
 SdpaResult attend_cached(const Tensor& q_in, const KVCache& cache, const SdpaOptions& options) {
+  const detail::PhaseScope clock(Phase::kAttention);
   const int64_t window = effective_window(cache, options);
   check_cached_attention(q_in, cache, options, window);
   if (fused_prefill_applies(cache, q_in.dim(2), window)) return fused_prefill(q_in, cache, options);

@@ -6,6 +6,7 @@
 
 #include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
+#include "src/core/phase_scope.hpp"
 #include "src/kernels/gemv.hpp"
 #include "src/linalg/async_signals_held.hpp"
 #include "src/linalg/gemm_bf16.hpp"
@@ -65,6 +66,7 @@ void multiply_block(const Block& x, bool trans_b, int64_t k, float alpha, const 
 void gemm_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                        int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
                        int64_t ldc) {
+  const PhaseScope clock(Phase::kMatmul);
   check_gemm_sizes("gemm (bf16 weights)", false, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (m == 1 && !trans_b) return gemv_by_slabs(n, k, alpha, a, b, ldb, beta, c);
@@ -76,6 +78,7 @@ void gemm_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, float alph
 void gemm_bias_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                             int64_t lda, const uint16_t* b, int64_t ldb, const float* bias,
                             float* c, int64_t ldc) {
+  const PhaseScope clock(Phase::kMatmul);
   check_gemm_sizes("gemm (bf16 weights)", false, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (m == 1 && !trans_b) {

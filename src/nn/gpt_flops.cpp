@@ -56,13 +56,20 @@ double training_attention_flops(const GptConfig& c, double windows) {
   return 3.5 * forward * windows * static_cast<double>(c.n_layer);
 }
 
-double prompt_flops(const GptConfig& c, double t) {
+double prompt_matmul_flops(const GptConfig& c, double t) {
   const TokenMacs macs = token_macs(c);
-  const double layers = macs.layers, e = static_cast<double>(c.n_embd);
-  const double products = layers * t * macs.block.qkv + (layers - 1.0) * t * macs.block.rest +
-                          macs.block.rest + macs.head;
-  const double attention = (layers - 1.0) * causal_attention_macs(c, t) + 2.0 * e * t;
-  return 2.0 * (products + attention);
+  const double layers = macs.layers;
+  return 2.0 * (layers * t * macs.block.qkv + (layers - 1.0) * t * macs.block.rest +
+                macs.block.rest + macs.head);
+}
+
+double prompt_attention_flops(const GptConfig& c, double t) {
+  const double layers = static_cast<double>(c.n_layer), e = static_cast<double>(c.n_embd);
+  return 2.0 * ((layers - 1.0) * causal_attention_macs(c, t) + 2.0 * e * t);
+}
+
+double prompt_flops(const GptConfig& c, double t) {
+  return prompt_matmul_flops(c, t) + prompt_attention_flops(c, t);
 }
 
 }  // namespace attn

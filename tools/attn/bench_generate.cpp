@@ -15,12 +15,14 @@
 #include "attn/gpt_flops.hpp"
 #include "attn/hf.hpp"
 #include "attn/kv_cache.hpp"
+#include "attn/phase_clock.hpp"
 #include "attn/threads.hpp"
 #include "bench_util.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "hot/bandwidth.hpp"
 #include "hot/fma_peak.hpp"
+#include "phase_table.hpp"
 
 namespace attn::cli {
 namespace {
@@ -30,7 +32,7 @@ struct GenerateBenchArgs {
   int64_t prompt_tokens = 512, new_tokens = 256;
   std::vector<int> threads;
   int runs = 3;
-  bool json = false;
+  bool json = false, profile = false;
 };
 
 double median(std::vector<double> v) {
@@ -68,15 +70,17 @@ struct Run {
 // neighbours of these VMs move it by tens of percent within seconds), in the same cache state
 // (each follows a stream of its own size that evicted the other's bytes).
 Run time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t new_tokens,
-              Dtype cache_dtype, ReadBandwidthProbe* probe) {
+              Dtype cache_dtype, ReadBandwidthProbe* probe, bool profile_prompt) {
   GptCache cache = model.make_cache(1, cache_dtype);
   const int64_t vocab = model.config().vocab_size;
   std::mt19937_64 rng(0);
   const SamplingOptions greedy{0.0f, 0, 1.0f};
   Run run;
+  set_phase_clock(profile_prompt);
   auto start = std::chrono::steady_clock::now();
   Tensor logits = model.decode(prompt, 1, cache, LogitRows::kLast);
   run.prompt_ms = ms_since(start);
+  set_phase_clock(false);
   for (int64_t i = 0; i < new_tokens; ++i) {
     const double gbps = probe ? probe->pass_gbps() : 0.0;  // on this run's threads too
     start = std::chrono::steady_clock::now();
@@ -94,6 +98,36 @@ Run time_once(const Gpt& model, const std::vector<int64_t>& prompt, int64_t new_
     }
   }
   return run;
+}
+
+double mean(const std::vector<double>& v) {
+  double sum = 0.0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+// --profile: the prompt's time per phase, summed over the timed runs (the phase clock ran
+// around each run's prompt only), as a table or, with --json, one more object.
+void print_prompt_profile(const GptConfig& c, const GenerateBenchArgs& a, int threads,
+                          double prompt_ms, double peak_gflops) {
+  const PhaseTotals totals = phase_totals();
+  const auto t = static_cast<double>(a.prompt_tokens);
+  const PassFlops flops{prompt_matmul_flops(c, t), prompt_attention_flops(c, t)};
+  const double runs = static_cast<double>(a.runs);
+  if (a.json) {
+    std::printf("{\"profile\": \"prompt\", \"threads\": %d, \"prompt_ms\": %.3f", threads,
+                prompt_ms);
+    for (int i = 0; i < kPhaseCount; ++i) {
+      if (totals.calls[static_cast<size_t>(i)] == 0) continue;
+      std::printf(", \"%s_ms\": %.3f", phase_name(static_cast<Phase>(i)),
+                  1e3 * totals.seconds[static_cast<size_t>(i)] / runs);
+    }
+    std::printf(", \"matmul_flop\": %.0f, \"attention_flop\": %.0f}\n", flops.matmul,
+                flops.attention);
+    return;
+  }
+  std::printf("  the prompt on %d thread(s), mean of %d runs:\n", threads, a.runs);
+  print_phase_table(totals, runs, prompt_ms, flops, peak_gflops, "prompt");
 }
 
 void run_generate_bench(const GenerateBenchArgs& a) {
@@ -140,15 +174,16 @@ void run_generate_bench(const GenerateBenchArgs& a) {
     set_num_threads(threads);
     const auto warm_up = static_cast<std::ptrdiff_t>(std::min<int64_t>(8, a.prompt_tokens));
     time_once(model, std::vector<int64_t>(prompt.begin(), prompt.begin() + warm_up), 8, cache_dtype,
-              nullptr);
+              nullptr, false);
     const double best_gbps = a.new_tokens > 0 ? measure_read_bandwidth_gbps(threads) : 0.0;
     const double peak_gflops = measure_fma_peak_gflops(threads);
     ReadBandwidthProbe probe(a.new_tokens > 0 ? static_cast<int64_t>(bytes) : 0, threads);
     std::vector<double> prompt_ms, token_ms, gbps, fraction;
+    reset_phase_totals();
     for (int r = 0; r < a.runs; ++r) {
       set_num_threads(threads);
-      const Run run =
-          time_once(model, prompt, a.new_tokens, cache_dtype, a.new_tokens > 0 ? &probe : nullptr);
+      const Run run = time_once(model, prompt, a.new_tokens, cache_dtype,
+                                a.new_tokens > 0 ? &probe : nullptr, a.profile);
       prompt_ms.push_back(run.prompt_ms);
       token_ms.push_back(run.token_ms);
       gbps.insert(gbps.end(), run.gbps.begin(), run.gbps.end());
@@ -180,6 +215,7 @@ void run_generate_bench(const GenerateBenchArgs& a) {
       std::printf("%7d %14.1f %6.0f%% %10.2f %10.1f %12.2f %7.0f%% %7.0f%%\n", threads, prompt_rate,
                   100.0 * of_peak, t_ms, bandwidth, limit_ms, 100.0 * of_limit, 100.0 * of_best);
     }
+    if (a.profile) print_prompt_profile(c, a, threads, mean(prompt_ms), peak_gflops);
     std::fflush(stdout);
   }
   set_num_threads(0);
@@ -222,6 +258,9 @@ void add_bench_generate_command(CLI::App& bench) {
       ->check(in_range(1, 1000))
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "one JSON object per line");
+  cmd->add_flag("--profile", a->profile,
+                "after each thread count's row, the prompt's time per phase (matrix products, "
+                "attention, LayerNorm, GELU, …) with GFLOP/s and the share of the FMA peak");
   cmd->callback([a] { run_generate_bench(*a); });
 }
 
