@@ -6,6 +6,8 @@
 #   make test-asan  the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #                   (~6 minutes: a separate build; CI runs it after make test)
 #   make test-tsan  the whole suite again under ThreadSanitizer (a separate build; CI runs it)
+#   make test-pip   `pip install .` into a fresh venv, then the installed module against numpy
+#                   and the installed CLI (scripts/check_pip_install; ~5 minutes; CI runs it)
 #   make fuzz       build the libFuzzer harnesses (clang) and run each for FUZZ_SECONDS (default
 #                   60), FUZZ_JOBS at a time (default 2); a finding's input lands in
 #                   build/fuzz/findings/
@@ -27,7 +29,7 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 FUZZ_JOBS ?= 2
 
-.PHONY: run test build test-asan test-tsan fuzz bench compare fixtures bootstrap clean format lint
+.PHONY: run test build test-asan test-tsan test-pip fuzz bench compare fixtures bootstrap clean format lint
 
 # Every C++ source and header the repository tracks.
 CXX_FILES = $(shell git ls-files '*.cpp' '*.hpp' '*.h')
@@ -54,6 +56,9 @@ test-tsan: bootstrap
 	@cmake --preset tsan >/dev/null
 	@cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(JOBS)
+
+test-pip: bootstrap
+	scripts/check_pip_install
 
 fuzz:
 	@scripts/bootstrap --fuzz
