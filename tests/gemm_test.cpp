@@ -89,19 +89,19 @@ TEST(Gemm, WeightsWithALeadingDimensionOf512FloatsGiveTheReference) {
   }
 }
 
-// gemm_bias is gemm with beta = 1 over C pre-filled with the bias, bit for bit, for both
+// gemm_bias is gemm (beta = 0) with the bias then added to every row, bit for bit, for both
 // splits (rows and columns), transposes, a leading dimension wider than n, and 1 or 2 threads.
-TEST(Gemm, BiasVariantEqualsAProductIntoRowsOfTheBias) {
+TEST(Gemm, BiasVariantEqualsAProductWithTheBiasAddedAfter) {
   for_every_case(
       {{1, 9, 300}, {3, 5, 7}, {200, 70, 33}, {40, 300, 64}},
       [](Size s, bool ta, bool tb, const Tensor& a, const Tensor& b, const std::string& what) {
         const Tensor bias = rand_normal({s.n}, 3);
         const int64_t ldc = s.n + 3;
         Tensor expected({s.m, ldc}), got({s.m, ldc});
-        for (int64_t i = 0; i < s.m; ++i)
-          for (int64_t j = 0; j < s.n; ++j) expected.at({i, j}) = bias.at({j});
-        gemm(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), a.dim(1), b.data(), b.dim(1), 1.0f,
+        gemm(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), a.dim(1), b.data(), b.dim(1), 0.0f,
              expected.data(), ldc);
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j) expected.at({i, j}) += bias.at({j});
         gemm_bias(ta, tb, s.m, s.n, s.k, a.data(), a.dim(1), b.data(), b.dim(1), bias.data(),
                   got.data(), ldc);
         EXPECT_TRUE(testing::BitwiseEqual(got, expected)) << what;
