@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "test_util.hpp"
@@ -149,6 +150,21 @@ TEST(TensorStorage, LargeBuffersAreAlignedAndColouredApart) {
   EXPECT_EQ(a.at({rows - 1, cols - 1}), 3.0f);
   const Tensor small({3, 5});
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+}
+
+// A new tensor reads as zeros also where a freed one's memory is reused: the small blocks come
+// back from malloc's heap and are cleared, the mapped ones (32 MiB and more) are fresh pages
+// that nothing writes before the tensor's own writes.
+TEST(TensorStorage, NewTensorsReadAsZerosWhereFreedOnesWere) {
+  for (const Shape& shape : {Shape{3, 5}, Shape{1000, 300}, Shape{8 << 10, 1 << 10}}) {
+    for (int round = 0; round < 3; ++round) {
+      Tensor t(shape);
+      float* data = t.data();
+      const bool all_zero = std::all_of(data, data + t.numel(), [](float x) { return x == 0.0f; });
+      EXPECT_TRUE(all_zero) << to_string(shape) << " round " << round;
+      std::fill(data, data + t.numel(), 7.0f);  // what the next round's tensor must not see
+    }
+  }
 }
 
 }  // namespace

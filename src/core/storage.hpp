@@ -12,18 +12,11 @@ namespace attn::detail {
 // whose heap reuses them. A fresh 48 MiB buffer otherwise costs 12 288 page faults on first
 // touch: 140 ms on this VM, against 4 ms in huge pages (measurements in src/core/storage.cpp).
 void* allocate_storage(size_t bytes);
+// The same, reading as zeros: malloc's blocks are cleared, the mapped ones are zero already
+// (each page zeroed by the system when first written, on the thread that writes it), so a
+// 1 GiB zero tensor costs no pass of its own.
+void* allocate_zeroed_storage(size_t bytes);
 void free_storage(void* p) noexcept;
-
-template <class T>
-struct StorageAllocator {
-  using value_type = T;
-  StorageAllocator() = default;
-  template <class U>
-  StorageAllocator(const StorageAllocator<U>&) {}  // NOLINT: allocators convert implicitly
-  T* allocate(size_t n) { return static_cast<T*>(allocate_storage(n * sizeof(T))); }
-  void deallocate(T* p, size_t) noexcept { free_storage(p); }
-  friend bool operator==(const StorageAllocator&, const StorageAllocator&) { return true; }
-};
 
 // A tensor's memory: `size` floats at `data`, kept alive by `owner` — the tensor's own
 // allocation, or memory that belongs to someone else (a numpy array) for as long as any view

@@ -51,9 +51,9 @@ Tensor::Tensor(Shape shape) {
   detail::check_fits_in_memory(shape, "a tensor");
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
-  auto memory = std::make_shared<std::vector<float, detail::StorageAllocator<float>>>(
-      static_cast<size_t>(total), 0.0f);
-  float* data = memory->data();
+  auto* data = static_cast<float*>(detail::allocate_zeroed_storage(
+      static_cast<size_t>(std::max<int64_t>(total, 1)) * sizeof(float)));
+  std::shared_ptr<void> memory(data, [](void* p) { detail::free_storage(p); });
   storage_ =
       std::make_shared<detail::Storage>(detail::Storage{data, total, std::move(memory), false});
   strides_ = contiguous_strides(shape);
