@@ -41,11 +41,27 @@ constexpr size_t kLine = 64;
 constexpr size_t kColourStep = 4096 + kLine;  // a new page and a new line within it
 constexpr unsigned kColours = 31;
 
+// Under AddressSanitizer every block comes from malloc, sized to the tensor, so that a write
+// past a tensor's end meets ASan's red zone rather than the slack of a mapping rounded up to
+// huge pages.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 std::atomic<unsigned> next_colour{0};
 
 size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-}  // namespace
+// Whether a block of this size is mapped (and so reads as zeros) rather than malloc's.
+bool mapped_block(size_t bytes) { return !kAddressSanitizer && bytes >= kHugePageThreshold; }
 
 // Before each block, two words: the start of its allocation, and the length mapped (0 for
 // malloc's blocks).
@@ -54,12 +70,15 @@ struct BlockHeader {
   size_t mapped;
 };
 
+}  // namespace
+
 void* allocate_storage(size_t bytes) {
-  const bool huge = bytes >= kHugePageThreshold;
   // The block starts `offset` bytes past a 64-byte (or 2 MiB) boundary; the header sits just
   // before it.
-  const size_t offset = huge ? kLine + next_colour.fetch_add(1) % kColours * kColourStep : kLine;
-  if (!huge) {
+  const size_t offset = bytes >= kHugePageThreshold
+                            ? kLine + next_colour.fetch_add(1) % kColours * kColourStep
+                            : kLine;
+  if (!mapped_block(bytes)) {
     char* base = static_cast<char*>(std::aligned_alloc(kLine, round_up(bytes + offset, kLine)));
     if (base == nullptr) throw std::bad_alloc();
     const BlockHeader header{base, 0};
@@ -85,7 +104,7 @@ void* allocate_zeroed_storage(size_t bytes) {
   void* block = allocate_storage(bytes);
   // A fresh mapping reads as zeros: its pages are zeroed by the system when first written,
   // by whichever thread writes them first. malloc's blocks may be reused and are cleared.
-  if (bytes < kHugePageThreshold) std::memset(block, 0, bytes);
+  if (!mapped_block(bytes)) std::memset(block, 0, bytes);
   return block;
 }
 
