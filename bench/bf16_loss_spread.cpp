@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "attn/error.hpp"
 #include "attn/files.hpp"
 #include "attn/gpt.hpp"
 #include "attn/tokenizer.hpp"
@@ -40,14 +41,23 @@ std::vector<float> val_curve(const attn::GptConfig& config, attn::TrainOptions o
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s CORPUS [ITERS=2000] [SEEDS=5] [EVAL_INTERVAL=250]\n", argv[0]);
-    return 2;
-  }
-  const std::string corpus = attn::read_whole_file(argv[1], uint64_t{1} << 30);
   const int64_t iters = argc > 2 ? std::atoll(argv[2]) : 2000;
   const int seeds = argc > 3 ? std::atoi(argv[3]) : 5;
   const int64_t eval_interval = argc > 4 ? std::atoll(argv[4]) : 250;
+  if (argc < 2 || argc > 5 || iters < 1 || seeds < 1 || eval_interval < 1) {
+    std::fprintf(stderr,
+                 "usage: %s CORPUS [ITERS=2000] [SEEDS=5] [EVAL_INTERVAL=250] (each a whole "
+                 "number >= 1)\n",
+                 argv[0]);
+    return 2;
+  }
+  std::string corpus;
+  try {
+    corpus = attn::read_whole_file(argv[1], uint64_t{1} << 30);
+  } catch (const attn::Error& e) {
+    std::fprintf(stderr, "bf16_loss_spread: %s\n", e.what());
+    return 1;
+  }
   const attn::CharTokenizer tokenizer = attn::CharTokenizer::train(corpus);
   const std::vector<int64_t> tokens = tokenizer.encode(corpus);
   attn::GptConfig config;
