@@ -96,30 +96,19 @@ void ScoreGradient(const DiagonalCut& cut, const float* pt, float* dpt, size_t l
 // the slope Softcap stored.
 void ChainSoftcap(const DiagonalCut& cut, const float* slope, float* dpt, size_t ldq) {
   const DF df;
-  const size_t N = hn::Lanes(df);
-  for (size_t r = 0; r < ldq; r += N) {
-    const size_t cols = KeysForQueryVector(cut, r);
-    for (size_t c = 0; c < cols; ++c) {
-      float* ds = dpt + c * ldq + r;
-      hn::StoreU(hn::Mul(hn::LoadU(df, ds), hn::LoadU(df, slope + c * ldq + r)), df, ds);
-    }
-  }
+  ForEachNeededVector(cut, ldq, [&](size_t at) {
+    hn::StoreU(hn::Mul(hn::LoadU(df, dpt + at), hn::LoadU(df, slope + at)), df, dpt + at);
+  });
 }
 
 // bf16 products: Pᵀ and s·dSᵀ rounded to bfloat16 in place, for the products that take them
 // (dV from P; dK and dQ from dS), after every element-wise step has used them in float.
 void RoundForProducts(const DiagonalCut& cut, float* pt, float* dpt, size_t ldq) {
   const DF df;
-  const size_t N = hn::Lanes(df);
-  for (size_t r = 0; r < ldq; r += N) {
-    const size_t cols = KeysForQueryVector(cut, r);
-    for (size_t c = 0; c < cols; ++c) {
-      float* a = pt + c * ldq + r;
-      float* b = dpt + c * ldq + r;
-      hn::StoreU(RoundedToBfloat16(df, hn::LoadU(df, a)), df, a);
-      hn::StoreU(RoundedToBfloat16(df, hn::LoadU(df, b)), df, b);
-    }
-  }
+  ForEachNeededVector(cut, ldq, [&](size_t at) {
+    hn::StoreU(RoundedToBfloat16(df, hn::LoadU(df, pt + at)), df, pt + at);
+    hn::StoreU(RoundedToBfloat16(df, hn::LoadU(df, dpt + at)), df, dpt + at);
+  });
 }
 
 // The pointers of one task's scratch.

@@ -29,18 +29,13 @@ namespace HWY_NAMESPACE {
 // (the backward), also stores d(capped)/d(raw) = 1 − tanh² there, at the same offsets.
 inline void Softcap(const DiagonalCut& cut, float* st, size_t ldq, float cap2, float* slope) {
   const DF df;
-  const size_t N = hn::Lanes(df);
   const VF cap = hn::Set(df, cap2), inverse = hn::Set(df, 1.0f / cap2);
   const VF one = hn::Set(df, 1.0f);
-  for (size_t r = 0; r < ldq; r += N) {
-    const size_t cols = KeysForQueryVector(cut, r);
-    for (size_t c = 0; c < cols; ++c) {
-      float* s = st + c * ldq + r;
-      const VF t = TanhRational(df, hn::Mul(hn::LoadU(df, s), inverse));
-      hn::StoreU(hn::Mul(cap, t), df, s);
-      if (slope != nullptr) hn::StoreU(hn::NegMulAdd(t, t, one), df, slope + c * ldq + r);
-    }
-  }
+  ForEachNeededVector(cut, ldq, [&](size_t at) {
+    const VF t = TanhRational(df, hn::Mul(hn::LoadU(df, st + at), inverse));
+    hn::StoreU(hn::Mul(cap, t), df, st + at);
+    if (slope != nullptr) hn::StoreU(hn::NegMulAdd(t, t, one), df, slope + at);
+  });
 }
 
 // ALiBi: adds −slope·|pos_r − j| to the score of query lane r (position first_position + r)

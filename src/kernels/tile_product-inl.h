@@ -205,6 +205,18 @@ HWY_INLINE size_t KeysForQueryVector(const Cut& cut, size_t r) {
   return cut.keys_seen_by(r + hn::Lanes(DF()) + kTileRows);
 }
 
+// Calls at(offset) for every vector of an Sᵀ-shaped block (keys × ldq query lanes) that the
+// products read: offset = c·ldq + r for each query vector r and its keys c < KeysForQueryVector.
+// For the element-wise passes that need nothing per query vector.
+template <class Cut, class At>
+HWY_INLINE void ForEachNeededVector(const Cut& cut, size_t ldq, const At& at) {
+  const size_t N = hn::Lanes(DF());
+  for (size_t r = 0; r < ldq; r += N) {
+    const size_t cols = KeysForQueryVector(cut, r);
+    for (size_t c = 0; c < cols; ++c) at(c * ldq + r);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace attn::kernels
 HWY_AFTER_NAMESPACE();
