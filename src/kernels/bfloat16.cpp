@@ -23,18 +23,16 @@ void RoundToBfloat16(const float* HWY_RESTRICT src, int64_t rows, int64_t cols, 
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<uint16_t, decltype(df)> d16;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  const auto quiet = hn::Set(du, 0x40u), one = hn::Set(du, 1u), half = hn::Set(du, 0x7FFFu);
+  const auto quiet = hn::Set(du, 0x40u);
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = src + r * ld;
     uint16_t* out = dst + r * cols;
     int64_t c = 0;
     for (; c + lanes <= cols; c += lanes) {
       const auto v = hn::LoadU(df, in + c);
-      const auto bits = hn::BitCast(du, v);
-      // + 0x7FFF, + 1 more when the kept part is odd: to nearest, ties to even.
-      const auto rounded =
-          hn::ShiftRight<16>(hn::Add(bits, hn::Add(half, hn::And(hn::ShiftRight<16>(bits), one))));
-      const auto nan = hn::Or(hn::ShiftRight<16>(bits), quiet);
+      // To nearest, ties to even (RoundedToBfloat16); a NaN keeps its top bits, made quiet.
+      const auto rounded = hn::ShiftRight<16>(hn::BitCast(du, RoundedToBfloat16(df, v)));
+      const auto nan = hn::Or(hn::ShiftRight<16>(hn::BitCast(du, v)), quiet);
       const auto top = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
       hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, top)), d16, out + c);
     }
