@@ -11,6 +11,7 @@
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/attention/amx_operands.hpp"
 #include "src/attention/decode_run.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
@@ -57,8 +58,13 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
   forward_tasks({p}, non_finite_input);
 }
 
-void forward_tasks(const std::vector<kernels::FlashProblem>& problems,
+void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
                    std::atomic<bool>* non_finite_input) {
+  // bf16 products on a CPU with AMX: K and V packed for its tiles first (amx_operands.hpp).
+  std::vector<kernels::FlashProblem> problems = problems_in;
+  std::vector<AmxOperands> amx_operands(problems.size());
+  for (size_t i = 0; i < problems.size(); ++i) attach_amx_operands(problems[i], amx_operands[i]);
+
   // Tasks: (problem, batch, head, query block), the blocks of one head consecutive, so a thread
   // keeps that head's K and V in cache (taking the blocks of every head in turn instead
   // streamed all heads' K/V through L3). Heads sharing a K/V head are adjacent. With a causal

@@ -10,6 +10,12 @@
 #include "hwy/targets.h"
 #include "src/core/simd_cap.hpp"
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace attn {
 namespace {
 
@@ -131,6 +137,37 @@ bool simd_has_bf16_products() {
 }
 
 namespace detail {
+
+namespace {
+
+// AMX-TILE and AMX-BF16 in CPUID, and Linux's leave to use them: the tile data (8 KiB per
+// thread) is not saved on a context switch unless the process asked for it (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 and later); without it the first
+// tile instruction kills the process.
+bool cpu_lends_amx_bf16() {
+#if defined(__x86_64__) && defined(__linux__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24;
+  if ((edx & kAmxBf16) == 0 || (edx & kAmxTile) == 0) return false;
+  constexpr long kRequestPermission = 0x1023, kTileData = 18;
+  return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool> amx_allowed{true};
+
+}  // namespace
+
+bool amx_bf16_usable() {
+  static const bool lent = cpu_lends_amx_bf16();
+  return lent && amx_allowed.load(std::memory_order_relaxed) && simd_cap() == SimdCap::kBest &&
+         (current_targets() & (HWY_AVX3 | (HWY_AVX3 - 1))) != 0;
+}
+
+void set_amx_allowed(bool allowed) { amx_allowed.store(allowed); }
 
 SimdCap simd_cap() {
   CapState& s = state();

@@ -68,46 +68,12 @@
 #include "src/kernels/simd_common-inl.h"
 #include "src/kernels/tile_product-inl.h"
 // Must come after tile_product-inl.h.
+#include "src/kernels/online_softmax-inl.h"
 #include "src/kernels/score_variants-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
-
-// The online-softmax step, vectorised across query rows (one vector = N queries): scores ->
-// probabilities in place, m and l updated, alpha = 2^(m_old − m_new) for rescaling o. The
-// scores and m are in base 2 (multiplied by log2 e: see FlashForwardBlock), so e^(s − m) is
-// 2^(s − m) here. Each vector of queries runs over the keys o += P·V will read for it
-// (KeysForQueryVector).
-void SoftmaxUpdate(const DiagonalCut& cut, bool bf16_products, float* st, size_t ldq, float* m,
-                   float* l, float* alpha) {
-  const DF df;
-  const size_t N = hn::Lanes(df);
-  const VF minus_inf = hn::Set(df, kMinusInf);
-  for (size_t r = 0; r < ldq; r += N) {
-    const size_t cols = KeysForQueryVector(cut, r);
-    VF block_max = minus_inf;
-    for (size_t c = 0; c < cols; ++c)
-      block_max = hn::Max(block_max, hn::LoadU(df, st + c * ldq + r));
-    const VF m_old = hn::LoadU(df, m + r);
-    const VF m_new = hn::Max(m_old, block_max);
-    // A row that has seen no key yet keeps m = -inf: shift by 0 so exp(-inf − 0) = 0, not NaN.
-    const auto empty = hn::Eq(m_new, minus_inf);
-    const VF shift = hn::IfThenZeroElse(empty, m_new);
-    VF sum = hn::Zero(df);
-    for (size_t c = 0; c < cols; ++c) {
-      const VF e = Exp2Flushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), shift));
-      // bf16 products: P·V takes P rounded; l sums it unrounded, as a bf16 matmul kernel
-      // would (the rounding errors of the terms then average out in O, not in l).
-      hn::StoreU(bf16_products ? RoundedToBfloat16(df, e) : e, df, st + c * ldq + r);
-      sum = hn::Add(sum, e);
-    }
-    const VF a = hn::IfThenElse(empty, hn::Set(df, 1.0f), Exp2Flushed(df, hn::Sub(m_old, shift)));
-    hn::StoreU(hn::MulAdd(a, hn::LoadU(df, l + r), sum), df, l + r);
-    hn::StoreU(m_new, df, m + r);
-    hn::StoreU(a, df, alpha + r);
-  }
-}
 
 // o[r] *= alpha[r] for the rows whose max grew.
 void RescaleOutput(const float* alpha, size_t rows, float* o, size_t ldo) {
@@ -121,30 +87,12 @@ void RescaleOutput(const float* alpha, size_t rows, float* o, size_t ldo) {
   }
 }
 
-// O = o / l and logsumexp = m·ln 2 + log l (m in base 2), once at the end: the reciprocals (a
-// division per element cost as much as a whole key block's softmax for short sequences) and the
-// logs a vector of queries at a time, into `inverse` (ldq floats of scratch) and the logsumexp row
-// (one std::log per query was a sixth of a task at T = 64, d = 32). l = 0 (a query that saw no
-// key): O = 0, logsumexp = +inf.
+// O = o / l, once at the end, with FinishSums' reciprocals (online_softmax-inl.h).
 void FinishRows(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows,
                 const float* o, size_t ldo, const float* m, const float* l, float* inverse) {
   const DF df;
   const size_t N = hn::Lanes(df), dv = static_cast<size_t>(p.dv);
-  float* lse = p.logsumexp == nullptr ? nullptr : p.logsumexp + (b * p.heads + h) * p.tq + q0;
-  for (size_t r = 0; r < rows; r += N) {
-    const VF lv = hn::LoadU(df, l + r);
-    const auto empty = hn::Eq(lv, hn::Zero(df));
-    hn::StoreU(hn::IfThenZeroElse(empty, hn::Div(hn::Set(df, 1.0f), lv)), df, inverse + r);
-    if (lse == nullptr) continue;
-    const VF log_sum = hn::MulAdd(hn::LoadU(df, m + r), hn::Set(df, kLn2), hn::Log(df, lv));
-    const VF value =
-        hn::IfThenElse(empty, hn::Set(df, std::numeric_limits<float>::infinity()), log_sum);
-    if (rows - r >= N) {
-      hn::StoreU(value, df, lse + r);
-    } else {  // the block's last queries: the lanes past them are another block's
-      hn::BlendedStore(value, hn::FirstN(df, rows - r), df, lse + r);
-    }
-  }
+  FinishSums(p, b, h, q0, rows, m, l, inverse);
   for (size_t r = 0; r < rows; ++r) {
     float* out = p.out + b * p.out_stride[0] + h * p.out_stride[1] +
                  (q0 + static_cast<int64_t>(r)) * p.out_stride[2];
@@ -235,13 +183,20 @@ size_t flash_forward_scratch_floats(const FlashProblem& p) {
   // Sized for the widest vectors any target may use (64 lanes), so every target fits.
   auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m * m); };
   const auto ldo = static_cast<int64_t>(up(p.dv, 64));
-  return up(p.d * kQueryBlockPadded, 16) + up(kKeyBlock * kQueryBlockPadded, 16) +
-         up(kKeyBlock * ldo, 16) + up(kQueryBlock * ldo, 16) + 3 * kQueryBlockPadded;
+  const size_t vector_kernel = up(p.d * kQueryBlockPadded, 16) +
+                               up(kKeyBlock * kQueryBlockPadded, 16) + up(kKeyBlock * ldo, 16) +
+                               up(kQueryBlock * ldo, 16) + 3 * kQueryBlockPadded;
+  return p.amx_keys == nullptr ? vector_kernel
+                               : std::max(vector_kernel, flash_forward_amx_scratch_floats(p));
 }
 
 void flash_forward_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows,
                          float* scratch) {
-  HWY_DYNAMIC_DISPATCH(FlashForwardBlock)(p, b, h, q0, rows, scratch);
+  if (p.amx_keys != nullptr) {
+    flash_forward_block_amx(p, b, h, q0, rows, scratch);
+  } else {
+    HWY_DYNAMIC_DISPATCH(FlashForwardBlock)(p, b, h, q0, rows, scratch);
+  }
 }
 
 }  // namespace attn::kernels

@@ -24,8 +24,14 @@ constexpr int64_t kQueryBlockPadded = (kQueryBlock + 63) / 64 * 64;
 size_t flash_forward_scratch_floats(const FlashProblem& p);
 
 // Computes rows [q0, q0 + rows) of head h in batch entry b: the output rows and their
-// logsumexp. `scratch` holds flash_forward_scratch_floats(p) floats, 64-byte aligned.
+// logsumexp. `scratch` holds flash_forward_scratch_floats(p) floats, 64-byte aligned. With
+// p.amx_keys set, the AMX kernel (flash_forward_amx.cpp) runs; else the vector kernel.
 void flash_forward_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows,
                          float* scratch);
+
+// The AMX kernel's part of the above (flash_forward_amx.cpp).
+size_t flash_forward_amx_scratch_floats(const FlashProblem& p);
+void flash_forward_block_amx(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows,
+                             float* scratch);
 
 }  // namespace attn::kernels

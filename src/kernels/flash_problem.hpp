@@ -48,6 +48,15 @@ struct FlashProblem {
   // bf16 products (SdpaOptions::precision): the caller rounded Q, K, V (and dO) to bfloat16;
   // the kernels round P before P·V and, in the backward, P and dS before their products.
   bool bf16_products;
+
+  // The forward's bf16 products on AMX tiles (amx_tiles.hpp), or amx_keys == nullptr: packed
+  // once per call (src/attention/amx_operands.hpp) from the rounded K and V. Per (b, K/V head)
+  // block i = b·Hkv + h, at i·amx_key_head and i·amx_value_head: K as bfloat16 rows,
+  // amx_key_row apart (zero past d), and V transposed, amx_value_row apart (zero past Tk).
+  const uint16_t* amx_keys;
+  int64_t amx_key_row, amx_key_head;
+  const uint16_t* amx_values_t;
+  int64_t amx_value_row, amx_value_head;
 };
 
 }  // namespace attn::kernels

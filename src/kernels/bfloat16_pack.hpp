@@ -1,0 +1,19 @@
+// Matrices packed as bfloat16 for the AMX forward's tiles (amx_tiles.hpp, flash_forward_amx.cpp), from
+// floats that hold bfloat16 values exactly (the bf16 products' rounded operands): each value's
+// top 16 bits. Vectorised with Highway. Internal.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace attn::kernels {
+
+// dst[t·ld + e] = bf16(k[t·stride + e]) for t < rows, e < d; zero for d <= e < ld.
+void pack_bfloat16_rows(const float* k, int64_t stride, size_t rows, size_t d, size_t ld,
+                        uint16_t* dst);
+
+// dst[e·ld + t] = bf16(v[t·stride + e]) for e < dv, t < rows; zero for rows <= t < ld.
+void pack_bfloat16_transposed(const float* v, int64_t stride, size_t rows, size_t dv, size_t ld,
+                              uint16_t* dst);
+
+}  // namespace attn::kernels

@@ -1,0 +1,139 @@
+// The fused forward's bf16 products on AMX tiles (src/kernels/flash_forward_amx.cpp) against
+// the vector kernels' bf16 products in the same process: the same roundings of Q, K, V and P,
+// so the two differ only by the order of float32 sums (and a P that rounds the other way
+// because of it) — within 4u·max|V| (u = 2^-9) — over every shape and rule the forward
+// takes: GQA, Tq ≠ Tk and both causal alignments, widths that need padding, query rows not a
+// multiple of the tiles, sliding windows, key lengths, both mask kinds and the score variants.
+// 1 and 2 threads give the same bits. Skipped where the CPU has no AMX-BF16.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "attn/random.hpp"
+#include "attn/sdpa.hpp"
+#include "attn/threads.hpp"
+#include "src/core/simd_cap.hpp"
+#include "test_util.hpp"
+
+namespace attn {
+namespace {
+
+using testing::BitwiseEqual;
+
+constexpr double kUnit = 0x1p-9;
+
+struct AmxCase {
+  std::string name;
+  int64_t batch, heads, kv_heads, tq, tk, d, dv;
+  SdpaOptions options;
+};
+
+std::vector<AmxCase> amx_cases() {
+  std::vector<AmxCase> cases;
+  auto add = [&](std::string name, int64_t b, int64_t h, int64_t hkv, int64_t tq, int64_t tk,
+                 int64_t d, int64_t dv, SdpaOptions o) {
+    o.precision = Dtype::kBFloat16;
+    cases.push_back({std::move(name), b, h, hkv, tq, tk, d, dv, std::move(o)});
+  };
+  SdpaOptions full, causal;
+  causal.causal = true;
+  add("full", 1, 2, 2, 200, 200, 64, 64, full);
+  add("causal", 1, 2, 2, 300, 300, 64, 64, causal);
+  add("GQA causal", 1, 4, 2, 130, 130, 64, 64, causal);
+  add("d 40, dv 24", 1, 2, 2, 77, 77, 40, 24, causal);
+  add("d 128", 1, 2, 1, 96, 96, 128, 128, causal);
+  add("one query", 1, 2, 2, 1, 1, 64, 64, causal);
+  add("Tq < Tk, bottom-right", 1, 2, 2, 50, 333, 64, 64, causal);
+  SdpaOptions top_left = causal;
+  top_left.causal_align = CausalAlign::kTopLeft;
+  add("Tq < Tk, top-left", 1, 2, 2, 50, 333, 64, 64, top_left);
+  SdpaOptions window = causal;
+  window.window = 40;
+  add("sliding window", 1, 2, 2, 260, 260, 64, 64, window);
+  SdpaOptions lengths;
+  lengths.key_lengths = {150, 37};
+  add("key lengths", 2, 2, 2, 60, 150, 64, 64, lengths);
+  SdpaOptions allowed;
+  Tensor allow = rand_uniform({1, 1, 90, 90}, 11);
+  for (int64_t i = 0; i < allow.numel(); ++i) allow.data()[i] = allow.data()[i] < 0.7f ? 1.0f : 0.0f;
+  allowed.mask = Mask::allow(allow);
+  add("boolean mask", 1, 2, 2, 90, 90, 64, 64, allowed);
+  SdpaOptions additive;
+  additive.mask = Mask::additive(rand_normal({1, 2, 90, 90}, 12));
+  add("additive mask", 1, 2, 2, 90, 90, 64, 64, additive);
+  SdpaOptions softcap = causal;
+  softcap.softcap = 5.0f;
+  add("softcap", 1, 2, 2, 140, 140, 64, 64, softcap);
+  SdpaOptions alibi = causal;
+  alibi.alibi_slopes = {0.5f, 0.0625f};
+  add("ALiBi", 1, 2, 2, 140, 140, 64, 64, alibi);
+  SdpaOptions sinks = causal;
+  sinks.sinks = {1.5f, -0.5f};
+  add("sinks", 1, 2, 2, 140, 140, 64, 64, sinks);
+  return cases;
+}
+
+SdpaResult forward(const AmxCase& c, bool amx) {
+  detail::set_amx_allowed(amx);
+  const Tensor q = rand_normal({c.batch, c.heads, c.tq, c.d}, 1);
+  const Tensor k = rand_normal({c.batch, c.kv_heads, c.tk, c.d}, 2);
+  const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, 3);
+  SdpaResult r = sdpa(q, k, v, c.options);
+  detail::set_amx_allowed(true);
+  return r;
+}
+
+class SdpaAmx : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!detail::amx_bf16_usable())
+      GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux did not lend this process its tiles): "
+                      "the bf16 products run on the vector kernels, tested in "
+                      "sdpa_bf16_products_test";
+  }
+};
+
+TEST_F(SdpaAmx, MatchesTheVectorKernelsBf16ProductsOnEveryShapeAndRule) {
+  double largest_difference = 0.0;
+  for (const AmxCase& c : amx_cases()) {
+    SCOPED_TRACE(c.name);
+    const SdpaResult tiles = forward(c, true), vectors = forward(c, false);
+    const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, 3);
+    double v_max = 0.0, worst = 0.0;
+    for (float x : v.to_vector()) v_max = std::max(v_max, double{std::fabs(x)});
+    for (int64_t i = 0; i < tiles.output.numel(); ++i)
+      worst = std::max(worst, std::fabs(double{tiles.output.data()[i]} - vectors.output.data()[i]));
+    EXPECT_LE(worst, 4 * kUnit * v_max);
+    largest_difference = std::max(largest_difference, worst);
+    for (int64_t i = 0; i < tiles.logsumexp.numel(); ++i) {
+      const float a = tiles.logsumexp.data()[i], b = vectors.logsumexp.data()[i];
+      if (std::isinf(b)) {
+        EXPECT_EQ(a, b) << "row " << i;
+      } else {
+        EXPECT_NEAR(a, b, 1e-3 * (1.0 + std::fabs(b))) << "row " << i;
+      }
+    }
+  }
+  // The tiles sum in another order: had the vector kernels run, nothing would differ.
+  EXPECT_GT(largest_difference, 0.0);
+}
+
+TEST_F(SdpaAmx, OneAndTwoThreadsGiveTheSameBits) {
+  const int threads = num_threads();
+  for (const AmxCase& c : amx_cases()) {
+    SCOPED_TRACE(c.name);
+    set_num_threads(1);
+    const SdpaResult one = forward(c, true);
+    set_num_threads(2);
+    const SdpaResult two = forward(c, true);
+    EXPECT_TRUE(BitwiseEqual(one.output, two.output));
+    EXPECT_TRUE(BitwiseEqual(one.logsumexp, two.logsumexp));
+  }
+  set_num_threads(threads);
+}
+
+}  // namespace
+}  // namespace attn
