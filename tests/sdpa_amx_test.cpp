@@ -1,20 +1,25 @@
-// The fused forward's bf16 products on AMX tiles (src/kernels/flash_forward_amx.cpp) against
-// the vector kernels' bf16 products in the same process: the same roundings of Q, K, V and P,
-// so the two differ only by the order of float32 sums (and a P that rounds the other way
-// because of it) — within 4u·max|V| (u = 2^-9) — over every shape and rule the forward
-// takes: GQA, Tq ≠ Tk and both causal alignments, widths that need padding, query rows not a
-// multiple of the tiles, sliding windows, key lengths, both mask kinds and the score variants.
-// 1 and 2 threads give the same bits. Skipped where the CPU has no AMX-BF16.
+// The fused forward's and backward's bf16 products on AMX tiles (src/kernels/flash_forward_amx.cpp,
+// flash_backward.cpp) against the vector kernels' bf16 products in the same process: the same
+// roundings of Q, K, V, dO, P and dS, so the two differ only by the order of float32 sums (and a
+// P or dS that rounds the other way because of it) — the output within 4u·max|V| (u = 2^-9),
+// each gradient within 2u of its largest element — over every shape and rule the kernels take:
+// GQA, Tq ≠ Tk and both causal alignments, widths that need padding, query rows not a multiple
+// of the tiles, sliding windows, key lengths, both mask kinds (and the additive mask's gradient)
+// and the score variants, both backward loop orders. 1 and 2 threads give the same bits.
+// Skipped where the CPU has no AMX-BF16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
+#include "attn/sdpa_backward.hpp"
 #include "attn/threads.hpp"
+#include "gradient_checks.hpp"
 #include "src/core/simd_cap.hpp"
 #include "test_util.hpp"
 
@@ -22,6 +27,7 @@ namespace attn {
 namespace {
 
 using testing::BitwiseEqual;
+using testing::LoopOrder;
 
 constexpr double kUnit = 0x1p-9;
 
@@ -58,11 +64,13 @@ std::vector<AmxCase> amx_cases() {
   add("key lengths", 2, 2, 2, 60, 150, 64, 64, lengths);
   SdpaOptions allowed;
   Tensor allow = rand_uniform({1, 1, 90, 90}, 11);
-  for (int64_t i = 0; i < allow.numel(); ++i) allow.data()[i] = allow.data()[i] < 0.7f ? 1.0f : 0.0f;
+  for (int64_t i = 0; i < allow.numel(); ++i)
+    allow.data()[i] = allow.data()[i] < 0.7f ? 1.0f : 0.0f;
   allowed.mask = Mask::allow(allow);
   add("boolean mask", 1, 2, 2, 90, 90, 64, 64, allowed);
   SdpaOptions additive;
   additive.mask = Mask::additive(rand_normal({1, 2, 90, 90}, 12));
+  additive.return_mask_gradient = true;
   add("additive mask", 1, 2, 2, 90, 90, 64, 64, additive);
   SdpaOptions softcap = causal;
   softcap.softcap = 5.0f;
@@ -84,6 +92,29 @@ SdpaResult forward(const AmxCase& c, bool amx) {
   SdpaResult r = sdpa(q, k, v, c.options);
   detail::set_amx_allowed(true);
   return r;
+}
+
+SdpaGradients backward(const AmxCase& c, bool amx) {
+  const SdpaResult forward_pass = forward(c, amx);
+  detail::set_amx_allowed(amx);
+  const Tensor q = rand_normal({c.batch, c.heads, c.tq, c.d}, 1);
+  const Tensor k = rand_normal({c.batch, c.kv_heads, c.tk, c.d}, 2);
+  const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, 3);
+  const Tensor d_out = rand_normal({c.batch, c.heads, c.tq, c.dv}, 4);
+  SdpaGradients g =
+      sdpa_backward(q, k, v, forward_pass.output, forward_pass.logsumexp, d_out, c.options);
+  detail::set_amx_allowed(true);
+  return g;
+}
+
+// max |a − b| / max |b|.
+double relative_worst(const Tensor& a, const Tensor& b) {
+  double worst = 0.0, largest = 0.0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    worst = std::max(worst, std::fabs(double{a.data()[i]} - b.data()[i]));
+    largest = std::max(largest, double{std::fabs(b.data()[i])});
+  }
+  return largest == 0.0 ? worst : worst / largest;
 }
 
 class SdpaAmx : public ::testing::Test {
@@ -121,6 +152,35 @@ TEST_F(SdpaAmx, MatchesTheVectorKernelsBf16ProductsOnEveryShapeAndRule) {
   EXPECT_GT(largest_difference, 0.0);
 }
 
+TEST_F(SdpaAmx, GradientsMatchTheVectorKernelsBf16ProductsInBothLoopOrders) {
+  double largest_difference = 0.0;
+  for (LoopOrder::Kind order : {LoopOrder::kOneTaskPerHead, LoopOrder::kTwoPasses}) {
+    const LoopOrder loop_order(order);
+    for (const AmxCase& c : amx_cases()) {
+      SCOPED_TRACE(c.name + (order == LoopOrder::kTwoPasses ? ", two passes" : ", per head"));
+      const SdpaGradients tiles = backward(c, true), vectors = backward(c, false);
+      const double dq = relative_worst(tiles.dq, vectors.dq);
+      const double dk = relative_worst(tiles.dk, vectors.dk);
+      const double dv = relative_worst(tiles.dv, vectors.dv);
+      EXPECT_LE(dq, 2 * kUnit);
+      EXPECT_LE(dk, 2 * kUnit);
+      EXPECT_LE(dv, 2 * kUnit);
+      if (vectors.dsinks.defined()) {
+        EXPECT_LE(relative_worst(tiles.dsinks, vectors.dsinks), 2 * kUnit);
+      }
+      if (vectors.dmask.defined()) {
+        EXPECT_LE(relative_worst(tiles.dmask, vectors.dmask), 2 * kUnit);
+      }
+      largest_difference = std::max({largest_difference, dq, dk, dv});
+    }
+  }
+  std::printf(
+      "AMX against the vector kernels' bf16 products: gradients within %.2e of their "
+      "largest element\n",
+      largest_difference);
+  EXPECT_GT(largest_difference, 0.0);
+}
+
 TEST_F(SdpaAmx, OneAndTwoThreadsGiveTheSameBits) {
   const int threads = num_threads();
   for (const AmxCase& c : amx_cases()) {
@@ -131,6 +191,13 @@ TEST_F(SdpaAmx, OneAndTwoThreadsGiveTheSameBits) {
     const SdpaResult two = forward(c, true);
     EXPECT_TRUE(BitwiseEqual(one.output, two.output));
     EXPECT_TRUE(BitwiseEqual(one.logsumexp, two.logsumexp));
+    set_num_threads(1);
+    const SdpaGradients g1 = backward(c, true);
+    set_num_threads(2);
+    const SdpaGradients g2 = backward(c, true);
+    EXPECT_TRUE(BitwiseEqual(g1.dq, g2.dq));
+    EXPECT_TRUE(BitwiseEqual(g1.dk, g2.dk));
+    EXPECT_TRUE(BitwiseEqual(g1.dv, g2.dv));
   }
   set_num_threads(threads);
 }

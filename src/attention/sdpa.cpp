@@ -63,7 +63,8 @@ void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
   // bf16 products on a CPU with AMX: K and V packed for its tiles first (amx_operands.hpp).
   std::vector<kernels::FlashProblem> problems = problems_in;
   std::vector<AmxOperands> amx_operands(problems.size());
-  for (size_t i = 0; i < problems.size(); ++i) attach_amx_operands(problems[i], amx_operands[i]);
+  for (size_t i = 0; i < problems.size(); ++i)
+    attach_amx_operands(problems[i], AmxPass::kForward, amx_operands[i]);
 
   // Tasks: (problem, batch, head, query block), the blocks of one head consecutive, so a thread
   // keeps that head's K and V in cache (taking the blocks of every head in turn instead

@@ -13,6 +13,7 @@
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/attention/amx_operands.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
 #include "src/core/memory_limit.hpp"
@@ -115,6 +116,8 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   p.forward = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v), as_rank4(out), mask4,
                             options, const_cast<float*>(logsumexp));  // read only
   const Tensor d_out4 = as_rank4(d_out), dq4 = as_rank4(dq), dk4 = as_rank4(dk), dv4 = as_rank4(dv);
+  AmxOperands amx_operands;  // bf16 products on a CPU with AMX: K and V packed for its tiles
+  attach_amx_operands(p.forward, AmxPass::kBackward, amx_operands);
   p.d_out = d_out4.data();
   copy_strides(d_out4, p.d_out_stride);
   p.dq = const_cast<float*>(dq4.data());  // the gradient views' storage is writable

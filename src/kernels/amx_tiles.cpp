@@ -32,11 +32,11 @@ constexpr size_t kChunk = 32;  // bfloat16 along the reduction per tile row
 // One block of MT × NT C tiles (1 or 2 each) over `chunks` chunks of the reduction.
 template <int MT, int NT>
 __attribute__((target("amx-tile,amx-bf16"))) void Block(bool accumulate, const uint16_t* a,
-                                                         size_t lda, const uint16_t* b, size_t ldb,
-                                                         size_t chunks, float* c, size_t ldc) {
+                                                        size_t lda, const uint16_t* b, size_t ldb,
+                                                        size_t chunks, float* c, size_t ldc) {
   const size_t c_stride = ldc * sizeof(float);
-  float* c1 = c + kTile;             // column tile 1
-  float* c2 = c + kTile * ldc;       // row tile 1
+  float* c1 = c + kTile;        // column tile 1
+  float* c2 = c + kTile * ldc;  // row tile 1
   float* c3 = c + kTile * ldc + kTile;
   if (accumulate) {
     _tile_loadd(0, c, c_stride);
@@ -70,15 +70,16 @@ __attribute__((target("amx-tile,amx-bf16"))) void Block(bool accumulate, const u
 
 template <int MT>
 void RowTiles(bool accumulate, const uint16_t* a, size_t lda, const uint16_t* b, size_t ldb,
-              size_t n_tiles, const size_t* chunks, float* c, size_t ldc) {
+              size_t n_tiles, size_t chunks, const size_t* chunks_per_tile, float* c, size_t ldc) {
+  auto reach = [&](size_t j) { return chunks_per_tile ? chunks_per_tile[j] : chunks; };
   size_t j = 0;
   for (; j + 2 <= n_tiles; j += 2) {
-    const size_t reach = std::max(chunks[j], chunks[j + 1]);
-    if (accumulate && reach == 0) continue;
-    Block<MT, 2>(accumulate, a, lda, b + j * 2 * kTile, ldb, reach, c + j * kTile, ldc);
+    const size_t both = std::max(reach(j), reach(j + 1));
+    if (accumulate && both == 0) continue;
+    Block<MT, 2>(accumulate, a, lda, b + j * 2 * kTile, ldb, both, c + j * kTile, ldc);
   }
-  if (j < n_tiles && !(accumulate && chunks[j] == 0))
-    Block<MT, 1>(accumulate, a, lda, b + j * 2 * kTile, ldb, chunks[j], c + j * kTile, ldc);
+  if (j < n_tiles && !(accumulate && reach(j) == 0))
+    Block<MT, 1>(accumulate, a, lda, b + j * 2 * kTile, ldb, reach(j), c + j * kTile, ldc);
 }
 
 }  // namespace
@@ -91,15 +92,16 @@ __attribute__((target("amx-tile"))) void amx_begin() {
 __attribute__((target("amx-tile"))) void amx_end() { _tile_release(); }
 
 void amx_product(bool accumulate, const uint16_t* a, size_t lda, size_t m_tiles, const uint16_t* b,
-                 size_t ldb, size_t n_tiles, const size_t* chunks, float* c, size_t ldc) {
+                 size_t ldb, size_t n_tiles, size_t chunks, const size_t* chunks_per_tile, float* c,
+                 size_t ldc) {
   size_t i = 0;
   for (; i + 2 <= m_tiles; i += 2) {
-    RowTiles<2>(accumulate, a + i * kTile * lda, lda, b, ldb, n_tiles, chunks, c + i * kTile * ldc,
-                ldc);
+    RowTiles<2>(accumulate, a + i * kTile * lda, lda, b, ldb, n_tiles, chunks, chunks_per_tile,
+                c + i * kTile * ldc, ldc);
   }
   if (i < m_tiles) {
-    RowTiles<1>(accumulate, a + i * kTile * lda, lda, b, ldb, n_tiles, chunks, c + i * kTile * ldc,
-                ldc);
+    RowTiles<1>(accumulate, a + i * kTile * lda, lda, b, ldb, n_tiles, chunks, chunks_per_tile,
+                c + i * kTile * ldc, ldc);
   }
 }
 
@@ -107,7 +109,7 @@ void amx_product(bool accumulate, const uint16_t* a, size_t lda, size_t m_tiles,
 
 void amx_begin() { std::abort(); }
 void amx_end() { std::abort(); }
-void amx_product(bool, const uint16_t*, size_t, size_t, const uint16_t*, size_t, size_t,
+void amx_product(bool, const uint16_t*, size_t, size_t, const uint16_t*, size_t, size_t, size_t,
                  const size_t*, float*, size_t) {
   std::abort();
 }

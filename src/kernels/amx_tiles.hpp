@@ -27,10 +27,12 @@ namespace attn::kernels {
 void amx_begin();
 void amx_end();
 
-// C = A·B (accumulate: C += A·B) over m_tiles·16 rows and n_tiles·16 columns. The reduction
-// for columns [16j, 16j + 16) runs over chunks[j] chunks of 32 (a causal block's early
-// queries see fewer keys: their B pairs past them are zero and need not be read).
+// C = A·B (accumulate: C += A·B) over m_tiles·16 rows and n_tiles·16 columns, the reduction
+// over `chunks` chunks of 32 — or, where chunks_per_tile is given, over chunks_per_tile[j] for
+// the columns [16j, 16j + 16) (a causal block's early queries see fewer keys: their B pairs
+// past them are zero and need not be read).
 void amx_product(bool accumulate, const uint16_t* a, size_t lda, size_t m_tiles, const uint16_t* b,
-                 size_t ldb, size_t n_tiles, const size_t* chunks, float* c, size_t ldc);
+                 size_t ldb, size_t n_tiles, size_t chunks, const size_t* chunks_per_tile, float* c,
+                 size_t ldc);
 
 }  // namespace attn::kernels

@@ -58,8 +58,8 @@ void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t 
     const float* block = v + static_cast<int64_t>(t) * stride;
     for (size_t e = 0; e < dv; ++e) {
       const auto column = hn::GatherIndex(df, block + e, offsets);
-      hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, column)))), d16,
-                 dst + e * ld + t);
+      hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, column)))),
+                 d16, dst + e * ld + t);
     }
   }
   for (; t < rows; ++t) {

@@ -1,5 +1,5 @@
-// Matrices packed as bfloat16 for the AMX forward's tiles (amx_tiles.hpp, flash_forward_amx.cpp), from
-// floats that hold bfloat16 values exactly (the bf16 products' rounded operands): each value's
+// Matrices packed as bfloat16 for the AMX forward's tiles (amx_tiles.hpp, flash_forward_amx.cpp),
+// from floats that hold bfloat16 values exactly (the bf16 products' rounded operands): each value's
 // top 16 bits. Vectorised with Highway. Internal.
 #pragma once
 

@@ -20,6 +20,8 @@
 // s·dS are rounded after every element-wise step has used them in float (RoundForProducts), so
 // dV takes bf16(P), dK and dQ take bf16(s·dS). D is Σ dO·O of the rounded dO. Each gradient
 // then moves by a few u = 2^-9 of its terms' size (measured: ≤ 5e-3 of the largest element).
+// Where the CPU has AMX (p.amx_keys set, AVX-512 targets), the five products run on its tiles
+// from the same rounded values (the Amx* functions below; design.md has the layouts).
 //
 // Memory: Q_i, dO_i (rows and transposed), the two score tiles, dQ_i, and dK/dV accumulators
 // for one chunk of kKeyChunk = 512 keys live in a fixed scratch (about 0.45 MiB at d = 64),
@@ -40,6 +42,7 @@
 #include <cmath>
 #include <limits>
 
+#include "src/kernels/amx_tiles.hpp"
 #include "src/kernels/block_visibility.hpp"
 #include "src/kernels/prefetch.hpp"
 
@@ -51,6 +54,7 @@
 #include "src/kernels/simd_common-inl.h"
 #include "src/kernels/tile_product-inl.h"
 // Must come after tile_product-inl.h.
+#include "src/kernels/amx_packing-inl.h"
 #include "src/kernels/score_variants-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -115,16 +119,57 @@ void RoundForProducts(const DiagonalCut& cut, float* pt, float* dpt, size_t ldq)
 struct Buffers {
   float *qt, *dot, *q_rows, *do_rows, *pt, *dpt, *k_rows, *tile, *dq, *dk_block, *dv_block, *lse,
       *delta, *softcap_slope;
+  // The AMX path (amx set): Q's and dO's d-pairs (B of Sᵀ and dPᵀ), their query pairs (B of dK
+  // and dV), P and dS as bf16 rows (A of dV and dK), dS's key pairs (B of dQᵀ), and dQᵀ.
+  bool amx;
+  uint32_t *q_pairs, *do_pairs, *q_row_pairs, *do_row_pairs, *ds_pairs;
+  uint16_t *pt16, *dst16;
+  float* dqt;
 };
+
+// The AMX tiles run where p has their operands and this target's vectors are their width.
+bool UsesAmx(const FlashProblem& p) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return p.amx_keys.data != nullptr;
+#else
+  (void)p;
+  return false;
+#endif
+}
 
 Buffers CarveScratch(const FlashProblem& p, float* scratch) {
   const BackwardScratchLayout at = backward_scratch_layout(p);
-  return {scratch + at.qt,       scratch + at.dot,          scratch + at.q_rows,
-          scratch + at.do_rows,  scratch + at.pt,           scratch + at.dpt,
-          scratch + at.k_rows,   scratch + at.tile,         scratch + at.dq,
-          scratch + at.dk_block, scratch + at.dv_block,     scratch + at.lse,
-          scratch + at.delta,    scratch + at.softcap_slope};
+  auto words = [&](size_t offset) { return reinterpret_cast<uint32_t*>(scratch + offset); };
+  auto halves = [&](size_t offset) { return reinterpret_cast<uint16_t*>(scratch + offset); };
+  return {scratch + at.qt,
+          scratch + at.dot,
+          scratch + at.q_rows,
+          scratch + at.do_rows,
+          scratch + at.pt,
+          scratch + at.dpt,
+          scratch + at.k_rows,
+          scratch + at.tile,
+          scratch + at.dq,
+          scratch + at.dk_block,
+          scratch + at.dv_block,
+          scratch + at.lse,
+          scratch + at.delta,
+          scratch + at.softcap_slope,
+          UsesAmx(p),
+          words(at.amx_q_pairs),
+          words(at.amx_do_pairs),
+          words(at.amx_q_row_pairs),
+          words(at.amx_do_row_pairs),
+          words(at.amx_ds_pairs),
+          halves(at.amx_pt),
+          halves(at.amx_dst),
+          scratch + at.amx_dqt};
 }
+
+// Tiles for a query block: ldq queries (16 a tile) as products' columns; the reduction over
+// queries (dK, dV) in whole chunks of 32.
+inline size_t AmxQueryReach(size_t ldq) { return round_up(ldq, 32); }
+inline size_t Rounded16(int64_t x) { return round_up(static_cast<size_t>(x), 16); }
 
 // Packs query block i of head h: (s·log2 e·Q)ᵀ, dOᵀ, the Q and dO rows, L (in base 2) and D per
 // query.
@@ -160,6 +205,17 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
     hn::StoreU(sum, DF(), s.delta + r);
   }
   std::fill(s.dq, s.dq + rows * ldd, 0.0f);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (s.amx) {
+    PackQueryPairs(q, p.q_stride[2], rows, d, static_cast<size_t>(p.amx_keys.row), ldq, s.q_pairs);
+    PackQueryPairs(d_o, bp.d_out_stride[2], rows, dv, static_cast<size_t>(p.amx_values.row), ldq,
+                   s.do_pairs);
+    const size_t pair_rows = AmxQueryReach(ldq) / 2;
+    PackRowPairs(q, p.q_stride[2], rows, d, Rounded16(p.d), pair_rows, s.q_row_pairs);
+    PackRowPairs(d_o, bp.d_out_stride[2], rows, dv, Rounded16(p.dv), pair_rows, s.do_row_pairs);
+    std::fill(s.dqt, s.dqt + Rounded16(p.d) * ldq, 0.0f);
+  }
+#endif
 }
 
 // Sizes of one (query block, key block) pair; ldq, ldd, ldv as the scratch rows use them.
@@ -208,6 +264,73 @@ void StoreScoreGradient(const DiagonalCut& cut, const PairShape& z, const float*
   }
 }
 
+// The AMX path's pieces of one pair (UsesAmx; the operands rounded to bfloat16 as the vector
+// path rounds them, so only the order of float sums differs):
+//   Sᵀ = K_j·Q_iᵀ · s·log2 e    dPᵀ = V_j·dO_iᵀ · s     (A: K, V rows packed per call)
+//   dV_j += Pᵀ·dO_i    dK_j += s·dSᵀ·Q_i                (A: Pᵀ, dSᵀ as bf16 rows)
+//   dQ_iᵀ += K_jᵀ·s·dSᵀ                                 (A: Kᵀ packed per call)
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// out = (rows of m from key j0) · (pairs)ᵀ · factor: Sᵀ (K, Q's pairs, s·log2 e) or dPᵀ (V,
+// dO's pairs, s).
+void AmxScoresOf(const Bf16Matrices& m, const FlashProblem& p, int64_t b, int64_t h, int64_t j0,
+                 const PairShape& z, const DiagonalCut& cut, const uint32_t* pairs, float factor,
+                 float* out) {
+  const int64_t kv_h = h / (p.heads / p.kv_heads);
+  const auto row = static_cast<size_t>(m.row);
+  amx_product(false, m.of(b, p.kv_heads, kv_h) + j0 * m.row, row, round_up(z.cols, kTile) / kTile,
+              reinterpret_cast<const uint16_t*>(pairs), z.ldq, z.ldq / kTile, row / kChunk, nullptr,
+              out, z.ldq);
+  ScaleScores(cut, factor, out, z.ldq);
+}
+
+void AmxScores(const FlashProblem& p, int64_t b, int64_t h, int64_t j0, const PairShape& z,
+               const DiagonalCut& cut, const Buffers& s) {
+  AmxScoresOf(p.amx_keys, p, b, h, j0, z, cut, s.q_pairs, p.scale * kLog2e, s.pt);
+}
+
+// s·dPᵀ, as the vector path's s·dOᵀ gives it.
+void AmxValueScores(const FlashProblem& p, int64_t b, int64_t h, int64_t j0, const PairShape& z,
+                    const DiagonalCut& cut, const Buffers& s) {
+  AmxScoresOf(p.amx_values, p, b, h, j0, z, cut, s.do_pairs, p.scale, s.dpt);
+}
+
+// Pᵀ and s·dSᵀ (rounded) as bf16 rows, the A operands of dV and dK.
+void AmxPackPair(const PairShape& z, const DiagonalCut& cut, const Buffers& s) {
+  const size_t reach = AmxQueryReach(z.ldq);
+  PackTransposedRows(cut, z.cols, s.pt, z.ldq, reach, s.pt16);
+  PackTransposedRows(cut, z.cols, s.dpt, z.ldq, reach, s.dst16);
+}
+
+template <bool kValues>
+void AmxKeyGradient(const PairShape& z, const Buffers& s, float* out) {
+  const size_t reach = AmxQueryReach(z.ldq), width = kValues ? z.ldv : z.ldd;
+  amx_product(true, kValues ? s.pt16 : s.dst16, reach, round_up(z.cols, kTile) / kTile,
+              reinterpret_cast<const uint16_t*>(kValues ? s.do_row_pairs : s.q_row_pairs), width,
+              width / kTile, reach / kChunk, nullptr, out, width);
+}
+
+void AmxQueryGradient(const FlashProblem& p, int64_t b, int64_t h, int64_t j0, const PairShape& z,
+                      const DiagonalCut& cut, const Buffers& s) {
+  const int64_t kv_h = h / (p.heads / p.kv_heads);
+  size_t chunks[kQueryBlockPadded / kTile];
+  PackKeyPairs(cut, z.cols, s.dpt, z.ldq, s.ds_pairs, chunks);
+  amx_product(true, p.amx_keys_t.of(b, p.kv_heads, kv_h) + j0,
+              static_cast<size_t>(p.amx_keys_t.row), Rounded16(p.d) / kTile,
+              reinterpret_cast<const uint16_t*>(s.ds_pairs), z.ldq, z.ldq / kTile, 0, chunks, s.dqt,
+              z.ldq);
+}
+#else  // never called: UsesAmx is false on these targets
+void AmxScores(const FlashProblem&, int64_t, int64_t, int64_t, const PairShape&, const DiagonalCut&,
+               const Buffers&) {}
+void AmxValueScores(const FlashProblem&, int64_t, int64_t, int64_t, const PairShape&,
+                    const DiagonalCut&, const Buffers&) {}
+void AmxPackPair(const PairShape&, const DiagonalCut&, const Buffers&) {}
+template <bool kValues>
+void AmxKeyGradient(const PairShape&, const Buffers&, float*) {}
+void AmxQueryGradient(const FlashProblem&, int64_t, int64_t, int64_t, const PairShape&,
+                      const DiagonalCut&, const Buffers&) {}
+#endif
+
 // The element-wise heart of one pair, for the query block loaded in s and keys [j0, j0 + cols):
 // leaves Pᵀ in s.pt and s·dSᵀ in s.dpt, for the keys each vector of queries needs (cut).
 // Tiles of keys skip the query vectors none of which sees them (mask_block sets those scores
@@ -217,17 +340,26 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
                 float* dscores = nullptr, int64_t ld_dscores = 0) {
   const size_t N = hn::Lanes(DF());
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
-  TileProductFromVector<false>(cut, z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt,
-                               z.ldq, s.pt, z.ldq);                // Sᵀ
+  if (s.amx) {
+    AmxScores(p, b, h, j0, z, cut, s);  // Sᵀ, as the AMX forward computes it
+  } else {
+    TileProductFromVector<false>(cut, z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt,
+                                 z.ldq, s.pt, z.ldq);  // Sᵀ
+  }
   ScoreVariants(p, h, q0, j0, cut, s.pt, z.ldq, s.softcap_slope);  // softcap, ALiBi
   mask_block(p, b, h, q0, z.rows, j0, z.cols, kLog2e, s.pt, z.ldq);
   Probabilities(cut, s.pt, z.ldq, s.lse);  // Pᵀ
-  TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
-                               s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ
-  ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta);           // s·dSᵀ
+  if (s.amx) {
+    AmxValueScores(p, b, h, j0, z, cut, s);  // dPᵀ
+  } else {
+    TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
+                                 s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ
+  }
+  ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta);  // s·dSᵀ
   if (dscores != nullptr) StoreScoreGradient(cut, z, s.dpt, 1.0f / p.scale, dscores, ld_dscores);
   if (p.softcap > 0.0f) ChainSoftcap(cut, s.softcap_slope, s.dpt, z.ldq);
   if (p.bf16_products) RoundForProducts(cut, s.pt, s.dpt, z.ldq);
+  if (s.amx) AmxPackPair(z, cut, s);
 }
 
 // out (+)= Aᵀ·X for the pair's keys: dV_j from (Pᵀ, dO_i), dK_j from (s·dSᵀ, Q_i), out and X
@@ -245,6 +377,10 @@ void KeyGradient(const DiagonalCut& cut, const PairShape& z, const float* at, co
 // number of vectors.
 void AccumulateQueryGradient(const FlashProblem& p, int64_t b, int64_t h, int64_t j0,
                              const PairShape& z, const DiagonalCut& cut, const Buffers& s) {
+  if (s.amx) {
+    AmxQueryGradient(p, b, h, j0, z, cut, s);
+    return;
+  }
   const size_t N = hn::Lanes(DF());
   const float* k_block = KeyRows(p, b, h, j0);
   auto ld_k_block = static_cast<size_t>(p.k_stride[2]);
@@ -273,6 +409,13 @@ float* QueryGradientRows(const FlashBackwardProblem& bp, int64_t b, int64_t h, i
 void StoreQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
                         const PairShape& z, const Buffers& s) {
   float* dq = QueryGradientRows(bp, b, h, q0);
+  if (s.amx) {  // dQᵀ: a transpose on the way out
+    for (size_t r = 0; r < z.rows; ++r) {
+      float* row = dq + static_cast<int64_t>(r) * bp.dq_stride[2];
+      for (size_t e = 0; e < z.d; ++e) row[e] = s.dqt[e * z.ldq + r];
+    }
+    return;
+  }
   for (size_t r = 0; r < z.rows; ++r) {
     std::copy(s.dq + r * z.ldd, s.dq + r * z.ldd + z.d,
               dq + static_cast<int64_t>(r) * bp.dq_stride[2]);
@@ -305,7 +448,11 @@ void ResumeQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, i
   const float* dq = QueryGradientRows(bp, b, h, q0);
   for (size_t r = 0; r < z.rows; ++r) {
     const float* row = dq + static_cast<int64_t>(r) * bp.dq_stride[2];
-    std::copy(row, row + z.d, s.dq + r * z.ldd);
+    if (s.amx) {
+      for (size_t e = 0; e < z.d; ++e) s.dqt[e * z.ldq + r] = row[e];
+    } else {
+      std::copy(row, row + z.d, s.dq + r * z.ldd);
+    }
   }
 }
 
@@ -349,8 +496,13 @@ void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j
                    query_gradients ? ScoreGradientRows(bp, b, h, q0, j0) : nullptr,
                    bp.dscores_stride[2]);
         const auto at = static_cast<size_t>(j0 - j_begin);
-        KeyGradient<true>(cut, z, s.pt, s.do_rows, z.ldv, s.dv_block + at * z.ldv);  // dV_j
-        KeyGradient<true>(cut, z, s.dpt, s.q_rows, z.ldd, s.dk_block + at * z.ldd);  // dK_j
+        if (s.amx) {
+          AmxKeyGradient<true>(z, s, s.dv_block + at * z.ldv);   // dV_j
+          AmxKeyGradient<false>(z, s, s.dk_block + at * z.ldd);  // dK_j
+        } else {
+          KeyGradient<true>(cut, z, s.pt, s.do_rows, z.ldv, s.dv_block + at * z.ldv);  // dV_j
+          KeyGradient<true>(cut, z, s.dpt, s.q_rows, z.ldd, s.dk_block + at * z.ldd);  // dK_j
+        }
         if (query_gradients) AccumulateQueryGradient(p, b, h, j0, z, cut, s);
       }
       if (query_gradients) StoreQueryGradient(bp, b, h, q0, block, s);
@@ -383,22 +535,29 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
     }
   }
   const Buffers buffers = CarveScratch(p, scratch);
+  if (buffers.amx) amx_begin();
   for (int64_t j_begin = 0; j_begin < p.tk; j_begin += kKeyChunk)
     KeyChunk(bp, b, kv_h, j_begin, true, buffers);
+  if (buffers.amx) amx_end();
 }
 
 // Loop order (c), first pass: a chunk's dK and dV rows alone.
 void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j_begin,
                            float* scratch) {
-  KeyChunk(bp, b, kv_h, j_begin, false, CarveScratch(bp.forward, scratch));
+  const Buffers buffers = CarveScratch(bp.forward, scratch);
+  if (buffers.amx) amx_begin();
+  KeyChunk(bp, b, kv_h, j_begin, false, buffers);
+  if (buffers.amx) amx_end();
 }
 
 // Loop order (c), second pass: the dQ rows of query block [q0, q0 + kQueryBlock) of head h.
 void FlashBackwardQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
                              float* scratch) {
   const FlashProblem& p = bp.forward;
-  QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)),
-             CarveScratch(p, scratch));
+  const Buffers buffers = CarveScratch(p, scratch);
+  if (buffers.amx) amx_begin();
+  QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), buffers);
+  if (buffers.amx) amx_end();
 }
 
 }  // namespace HWY_NAMESPACE
@@ -437,6 +596,18 @@ BackwardScratchLayout backward_scratch_layout(const FlashProblem& p) {
   take(at.lse, kQueryBlockPadded);
   take(at.delta, kQueryBlockPadded);
   take(at.softcap_slope, p.softcap > 0.0f ? kKeyBlock * kQueryBlockPadded : 0);
+  // AMX (words and halves counted in floats): d and dv padded to 32 in pairs × the queries;
+  // queries in pairs × d, dv padded to 16; keys × queries in bf16; key pairs × queries; dQᵀ.
+  const bool amx = p.amx_keys.data != nullptr;
+  const int64_t d32 = up(p.d, 32), dv32 = up(p.dv, 32), d16 = up(p.d, 16), dv16 = up(p.dv, 16);
+  take(at.amx_q_pairs, amx ? d32 / 2 * kQueryBlockPadded : 0);
+  take(at.amx_do_pairs, amx ? dv32 / 2 * kQueryBlockPadded : 0);
+  take(at.amx_q_row_pairs, amx ? kQueryBlockPadded / 2 * d16 : 0);
+  take(at.amx_do_row_pairs, amx ? kQueryBlockPadded / 2 * dv16 : 0);
+  take(at.amx_pt, amx ? kKeyBlock * kQueryBlockPadded / 2 : 0);
+  take(at.amx_dst, amx ? kKeyBlock * kQueryBlockPadded / 2 : 0);
+  take(at.amx_ds_pairs, amx ? kKeyBlock / 2 * kQueryBlockPadded : 0);
+  take(at.amx_dqt, amx ? d16 * kQueryBlockPadded : 0);
   at.total = next;
   return at;
 }

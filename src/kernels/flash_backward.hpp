@@ -33,7 +33,11 @@ struct FlashBackwardProblem {
 // Where each piece of one task's scratch starts, in floats; total = the floats it needs.
 struct BackwardScratchLayout {
   size_t qt, dot, q_rows, do_rows, pt, dpt, k_rows, tile, dq, dk_block, dv_block, lse, delta,
-      softcap_slope, total;
+      softcap_slope;
+  // The AMX tiles' operands (flash_backward.cpp), empty unless p.amx_keys is set.
+  size_t amx_q_pairs, amx_do_pairs, amx_q_row_pairs, amx_do_row_pairs, amx_pt, amx_dst,
+      amx_ds_pairs, amx_dqt;
+  size_t total;
 };
 BackwardScratchLayout backward_scratch_layout(const FlashProblem& p);
 

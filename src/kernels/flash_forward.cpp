@@ -186,13 +186,13 @@ size_t flash_forward_scratch_floats(const FlashProblem& p) {
   const size_t vector_kernel = up(p.d * kQueryBlockPadded, 16) +
                                up(kKeyBlock * kQueryBlockPadded, 16) + up(kKeyBlock * ldo, 16) +
                                up(kQueryBlock * ldo, 16) + 3 * kQueryBlockPadded;
-  return p.amx_keys == nullptr ? vector_kernel
-                               : std::max(vector_kernel, flash_forward_amx_scratch_floats(p));
+  return p.amx_keys.data == nullptr ? vector_kernel
+                                    : std::max(vector_kernel, flash_forward_amx_scratch_floats(p));
 }
 
 void flash_forward_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows,
                          float* scratch) {
-  if (p.amx_keys != nullptr) {
+  if (p.amx_keys.data != nullptr) {
     flash_forward_block_amx(p, b, h, q0, rows, scratch);
   } else {
     HWY_DYNAMIC_DISPATCH(FlashForwardBlock)(p, b, h, q0, rows, scratch);

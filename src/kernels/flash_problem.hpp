@@ -12,6 +12,16 @@
 
 namespace attn::kernels {
 
+// bfloat16 matrices, one per (batch entry b, K/V head h) at data + (b·Hkv + h)·head, their rows
+// `row` elements apart, zero-padded (amx_operands.hpp says how far).
+struct Bf16Matrices {
+  const uint16_t* data = nullptr;
+  int64_t row = 0, head = 0;
+  const uint16_t* of(int64_t b, int64_t kv_heads, int64_t h) const {
+    return data + (b * kv_heads + h) * head;
+  }
+};
+
 struct FlashProblem {
   // Q (B, H, Tq, d), K (B, Hkv, Tk, d), V (B, Hkv, Tk, dv), O (B, H, Tq, dv): element strides
   // for the b, h and t dims; the last dim is contiguous.
@@ -49,14 +59,10 @@ struct FlashProblem {
   // the kernels round P before P·V and, in the backward, P and dS before their products.
   bool bf16_products;
 
-  // The forward's bf16 products on AMX tiles (amx_tiles.hpp), or amx_keys == nullptr: packed
-  // once per call (src/attention/amx_operands.hpp) from the rounded K and V. Per (b, K/V head)
-  // block i = b·Hkv + h, at i·amx_key_head and i·amx_value_head: K as bfloat16 rows,
-  // amx_key_row apart (zero past d), and V transposed, amx_value_row apart (zero past Tk).
-  const uint16_t* amx_keys;
-  int64_t amx_key_row, amx_key_head;
-  const uint16_t* amx_values_t;
-  int64_t amx_value_row, amx_value_head;
+  // bf16 products on AMX tiles (amx_tiles.hpp), packed once per call from the rounded K and V
+  // (src/attention/amx_operands.hpp); all null when the vector kernels run. The forward reads
+  // amx_keys and amx_values_t, the backward amx_keys, amx_keys_t and amx_values.
+  Bf16Matrices amx_keys, amx_values_t, amx_keys_t, amx_values;
 };
 
 }  // namespace attn::kernels

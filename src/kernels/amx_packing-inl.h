@@ -1,0 +1,161 @@
+// Packing for the AMX kernels' tile operands (amx_tiles.hpp) inside a task, shared by the
+// forward (flash_forward_amx.cpp) and the backward (flash_backward.cpp): operands already
+// rounded to bfloat16 (as floats), taken as their top halves. Compiled once per Highway target
+// (include it after tile_product-inl.h); only the AVX-512 targets define it (16 float lanes,
+// the tiles' width).
+#if defined(ATTN_KERNELS_AMX_PACKING_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ATTN_KERNELS_AMX_PACKING_INL_H_
+#undef ATTN_KERNELS_AMX_PACKING_INL_H_
+#else
+#define ATTN_KERNELS_AMX_PACKING_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "src/kernels/block_visibility.hpp"
+#include "src/kernels/simd_common-inl.h"
+#include "src/kernels/tile_product-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attn::kernels {
+namespace HWY_NAMESPACE {
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+
+constexpr size_t kTile = 16;   // queries per AMX column tile
+constexpr size_t kChunk = 32;  // reduction length per tile product
+
+// The top half of a float that holds a bfloat16 value exactly (the operands were rounded).
+inline uint16_t BfloatBits(float x) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof bits);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// B of Sᵀ = K·Qᵀ: word k of query r holds (Q[r][2k], Q[r][2k + 1]) — the row's bfloat16 pairs,
+// as words — at qp[k·ldq + r]: a transpose of the rows' words, by scatter, 32 values of a row
+// at a time. Zero past the rows and past d, for the d_pad / 2 pair-rows.
+inline void PackQueryPairs(const float* q, int64_t stride, size_t rows, size_t d, size_t d_pad,
+                           size_t ldq, uint32_t* qp) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const size_t N = hn::Lanes(df);
+  const auto high = hn::Set(du, 0xFFFF0000u);
+  const auto pair_rows = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(ldq)));
+  const size_t vector_part = d / (2 * N) * (2 * N);
+  for (size_t r = 0; r < ldq; ++r) {
+    const float* row = q + static_cast<int64_t>(r) * stride;
+    size_t e = 0;
+    for (; r < rows && e < vector_part; e += 2 * N) {
+      const auto lo = hn::BitCast(du, hn::LoadU(df, row + e));
+      const auto hi = hn::BitCast(du, hn::LoadU(df, row + e + N));
+      const auto even = hn::ConcatEven(du, hi, lo), odd = hn::ConcatOdd(du, hi, lo);
+      const auto words = hn::Or(hn::And(odd, high), hn::ShiftRight<16>(even));
+      hn::ScatterIndex(words, du, qp + (e / 2) * ldq + r, pair_rows);
+    }
+    for (; e < d_pad; e += 2) {
+      const uint32_t even = r < rows && e < d ? BfloatBits(row[e]) : 0;
+      const uint32_t odd = r < rows && e + 1 < d ? BfloatBits(row[e + 1]) : 0;
+      qp[(e / 2) * ldq + r] = odd << 16 | even;
+    }
+  }
+}
+
+// Sᵀ *= factor (scale·log2 e; the backward's dPᵀ: scale) where the softmax will read it.
+inline void ScaleScores(const DiagonalCut& cut, float scale2, float* st, size_t ldq) {
+  const DF df;
+  const VF factor = hn::Set(df, scale2);
+  ForEachNeededVector(cut, ldq, [&](size_t at) {
+    hn::StoreU(hn::Mul(factor, hn::LoadU(df, st + at)), df, st + at);
+  });
+}
+
+// B of Oᵀ += Vᵀ·Pᵀ (and the backward's dQᵀ += Kᵀ·dSᵀ): the values of keys 2k and 2k + 1 side by
+// side for each query, one 32-bit word per (pair-row k, query), from a transposed block (P or
+// dS, already rounded to bfloat16).
+// chunks[t] = the chunks of 32 keys query tile t needs. A block of two tiles reads as many as
+// the later one needs (amx_product), so every tile's pairs are written that far: zero past the
+// keys the softmax computed for it.
+inline void PackKeyPairs(const DiagonalCut& cut, size_t cols, const float* st, size_t ldq,
+                         uint32_t* pp, size_t* chunks) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const size_t N = hn::Lanes(df);
+  const auto high = hn::Set(du, 0xFFFF0000u);
+  // Later query vectors see more keys (KeysForQueryVector grows with r).
+  const size_t all_pairs = round_up(std::min(KeysForQueryVector(cut, ldq - N), cols), kChunk) / 2;
+  for (size_t r = 0; r < ldq; r += N) {
+    const size_t seen = std::min(KeysForQueryVector(cut, r), cols);
+    chunks[r / kTile] = round_up(seen, kChunk) / kChunk;
+    for (size_t k = 0; k < all_pairs; ++k) {
+      const size_t c = 2 * k;
+      const auto even = c < seen ? hn::BitCast(du, hn::LoadU(df, st + c * ldq + r)) : hn::Zero(du);
+      const auto odd =
+          c + 1 < seen ? hn::BitCast(du, hn::LoadU(df, st + (c + 1) * ldq + r)) : hn::Zero(du);
+      hn::StoreU(hn::Or(hn::And(odd, high), hn::ShiftRight<16>(even)), du, pp + k * ldq + r);
+    }
+  }
+}
+
+// B of the backward's dV_j += Pᵀ·dO_i and dK_j += dSᵀ·Q_i, whose reduction runs over queries:
+// word (k, e) = (X[2k][e], X[2k + 1][e]) at out[k·ld + e], for the pair-rows k < pair_rows (zero
+// past the rows) and e < ld (zero past the width).
+inline void PackRowPairs(const float* x, int64_t stride, size_t rows, size_t width, size_t ld,
+                         size_t pair_rows, uint32_t* out) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const size_t N = hn::Lanes(df);
+  const auto high = hn::Set(du, 0xFFFF0000u);
+  std::fill(out, out + pair_rows * ld, 0u);
+  for (size_t k = 0; k < pair_rows && 2 * k < rows; ++k) {
+    const float* even_row = x + static_cast<int64_t>(2 * k) * stride;
+    const float* odd_row = 2 * k + 1 < rows ? even_row + stride : nullptr;
+    size_t e = 0;
+    for (; e + N <= width; e += N) {
+      const auto even = hn::BitCast(du, hn::LoadU(df, even_row + e));
+      const auto odd = odd_row ? hn::BitCast(du, hn::LoadU(df, odd_row + e)) : hn::Zero(du);
+      hn::StoreU(hn::Or(hn::And(odd, high), hn::ShiftRight<16>(even)), du, out + k * ld + e);
+    }
+    for (; e < width; ++e) {
+      const uint32_t odd = odd_row ? BfloatBits(odd_row[e]) : 0;
+      out[k * ld + e] = odd << 16 | BfloatBits(even_row[e]);
+    }
+  }
+}
+
+// A of the same products: a transposed block (keys × ldq, P or dS) as bfloat16 rows of ld ≥ ldq
+// queries, for the keys [0, round_up(cols, 16)) the tiles cover; zero past the keys the softmax
+// computed for each query vector and past ldq.
+inline void PackTransposedRows(const DiagonalCut& cut, size_t cols, const float* st, size_t ldq,
+                               size_t ld, uint16_t* out) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> d16;
+  const size_t N = hn::Lanes(df);
+  const size_t key_rows = round_up(cols, kTile);
+  for (size_t r = 0; r < ldq; r += N) {
+    const size_t seen = std::min(KeysForQueryVector(cut, r), cols);
+    for (size_t c = 0; c < key_rows; ++c) {
+      const auto top = c < seen
+                           ? hn::ShiftRight<16>(hn::BitCast(du, hn::LoadU(df, st + c * ldq + r)))
+                           : hn::Zero(du);
+      hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, top)), d16, out + c * ld + r);
+    }
+  }
+  for (size_t c = 0; c < key_rows; ++c)
+    std::fill(out + c * ld + ldq, out + (c + 1) * ld, uint16_t{0});
+}
+
+#endif  // AVX-512 targets
+
+}  // namespace HWY_NAMESPACE
+}  // namespace attn::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
