@@ -31,6 +31,14 @@ TEST(Tensor, ZerosHaveRowMajorStrides) {
   EXPECT_EQ(t.shape_string(), "(2, 3, 4)");
 }
 
+TEST(Tensor, UninitializedIsContiguousWritableAndCheckedAsZerosAre) {
+  Tensor t = Tensor::uninitialized({3, 5});
+  EXPECT_EQ(t.strides(), (Shape{5, 1}));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<float>(i);
+  EXPECT_EQ(t.at({2, 4}), 14.0f);
+  EXPECT_TRUE(ThrowsWith([] { Tensor::uninitialized({2, 0}); }, "dims must be >= 1"));
+}
+
 TEST(Tensor, FromValuesIsRowMajor) {
   const Tensor t = iota({2, 3});
   EXPECT_EQ(t.at({0, 2}), 2.0f);

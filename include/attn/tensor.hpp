@@ -31,6 +31,9 @@ class Tensor {
   explicit Tensor(Shape shape);
 
   static Tensor zeros(Shape shape) { return Tensor(std::move(shape)); }
+  // A contiguous tensor whose values are unspecified until written, as torch.empty: no pass
+  // to zero it. For an output that is then written in full.
+  static Tensor uninitialized(Shape shape);
   static Tensor full(Shape shape, float value);
   // Row-major values; values.size() must equal the product of the shape.
   static Tensor from_values(const Shape& shape, const std::vector<float>& values);
@@ -81,6 +84,7 @@ class Tensor {
   bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
 
  private:
+  Tensor(Shape shape, bool zeroed);
   int64_t offset_of(std::initializer_list<int64_t> index) const;
 
   std::shared_ptr<detail::Storage> storage_;

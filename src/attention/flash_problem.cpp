@@ -19,7 +19,7 @@ Tensor with_consecutive_rows(const Tensor& t) {
 Tensor as_product_operand(const Tensor& t, const SdpaOptions& options) {
   if (options.precision != Dtype::kBFloat16) return t;
   const Tensor source = t.contiguous();
-  Tensor rounded(t.shape());
+  Tensor rounded = Tensor::uninitialized(t.shape());  // every value written below
   kernels::round_floats_to_bfloat16(source.data(), source.numel(), rounded.data());
   return rounded;
 }

@@ -203,7 +203,9 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
     detail::check_weights_fit(dims, detail::with_last_dim(q, dims.tk), "sdpa");
   Shape lse_shape = q.shape();
   lse_shape.pop_back();  // q has rank >= 2
-  SdpaResult result{Tensor(detail::with_last_dim(q, dims.dv)), Tensor{}, Tensor(lse_shape)};
+  // Not zeroed: the kernels write every element of both.
+  SdpaResult result{Tensor::uninitialized(detail::with_last_dim(q, dims.dv)), Tensor{},
+                    Tensor::uninitialized(lse_shape)};
   std::atomic<bool> non_finite_input{false};
   detail::sdpa_into(dims, q, k, v, options, result.output, result.logsumexp.data(),
                     &non_finite_input);

@@ -207,7 +207,9 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   const Tensor lse = logsumexp.contiguous();
 
   detail::check_mask_gradient_request(options, "sdpa_backward");
-  SdpaGradients grads{Tensor(q.shape()), Tensor(k.shape()), Tensor(v.shape()), Tensor{}, Tensor{}};
+  // Not zeroed: the kernels write every element of the three (sdpa_backward_into).
+  SdpaGradients grads{Tensor::uninitialized(q.shape()), Tensor::uninitialized(k.shape()),
+                      Tensor::uninitialized(v.shape()), Tensor{}, Tensor{}};
   Tensor score_gradient;  // dS of every score, zeroed: the kernels write the keys queries see
   if (options.return_mask_gradient) {
     const Shape scores = detail::with_last_dim(q, dims.tk);

@@ -46,13 +46,18 @@ Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
-Tensor::Tensor(Shape shape) {
+Tensor::Tensor(Shape shape) : Tensor(std::move(shape), true) {}
+
+Tensor Tensor::uninitialized(Shape shape) { return Tensor(std::move(shape), false); }
+
+Tensor::Tensor(Shape shape, bool zeroed) {
   check_shape(shape);
   detail::check_fits_in_memory(shape, "a tensor");
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
-  auto* data = static_cast<float*>(detail::allocate_zeroed_storage(
-      static_cast<size_t>(std::max<int64_t>(total, 1)) * sizeof(float)));
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(total, 1)) * sizeof(float);
+  auto* data = static_cast<float*>(zeroed ? detail::allocate_zeroed_storage(bytes)
+                                          : detail::allocate_storage(bytes));
   std::shared_ptr<void> memory(data, [](void* p) { detail::free_storage(p); });
   storage_ =
       std::make_shared<detail::Storage>(detail::Storage{data, total, std::move(memory), false});
