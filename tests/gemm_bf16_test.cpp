@@ -155,6 +155,7 @@ TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {
 // on sgemm over the same blocks, widened a piece at a time (2100 columns: pieces of 1024 and
 // the rest); the bias variant is the product into rows of the bias.
 TEST(GemmBf16Weights, EqualsTheFloatProductsOfTheSameValues) {
+  const testing::AmxOff widening;  // with AMX, more rows take oneDNN's bf16 kernel (below)
   testing::for_each_simd_target([](const char* target) {
     for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
                                   {1, 17, 127},
@@ -199,6 +200,33 @@ TEST(GemmBf16Weights, EqualsTheFloatProductsOfTheSameValues) {
   EXPECT_TRUE(testing::ThrowsWith(
       [&] { detail::gemm_bf16_weights(false, 2, 3, 4, 1.0f, &x, 4, &w, 2, 0.0f, &x, 3); },
       "leading dimensions too small: lda=4 ldb=2"));
+}
+
+// With AMX, products of more than one row take oneDNN's bf16 kernel with A rounded to bf16 too
+// (design.md): the float product of the rounded A and B's values, to the order of its sums —
+// and not the product of the unrounded A.
+TEST(GemmBf16Weights, OnAmxRoundsTheRowsAsWell) {
+  if (!detail::amx_bf16_usable()) GTEST_SKIP() << "this CPU has no AMX-BF16: rows are not rounded";
+  for (const auto& [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{37, 300, 64}, {130, 70, 33}, {64, 2100, 96}}) {
+    for (bool tb : {false, true}) {
+      const int64_t ldb = (tb ? k : n) + 3;
+      const Tensor a = rand_normal({m, k}, 1);
+      const Tensor b = rounded(rand_normal(tb ? Shape{n, ldb} : Shape{k, ldb}, 2));
+      std::vector<uint16_t> bits(static_cast<size_t>(b.numel()));
+      kernels::round_to_bfloat16(b.data(), 1, b.numel(), b.numel(), bits.data());
+      const Tensor a_rounded = rounded(a);
+      Tensor expected({m, n}), unrounded({m, n}), got({m, n});
+      gemm(false, tb, m, n, k, 1.0f, a_rounded.data(), k, b.data(), ldb, 0.0f, expected.data(), n);
+      gemm(false, tb, m, n, k, 1.0f, a.data(), k, b.data(), ldb, 0.0f, unrounded.data(), n);
+      detail::gemm_bf16_weights(tb, m, n, k, 1.0f, a.data(), k, bits.data(), ldb, 0.0f, got.data(),
+                                n);
+      const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" +
+                               std::to_string(k) + " tb=" + std::to_string(tb);
+      EXPECT_TRUE(testing::RelativelyClose(got, expected, 1e-5, what));
+      EXPECT_FALSE(testing::RelativelyClose(got, unrounded, 1e-5, what));
+    }
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // making one costs far more than a product of a GPT's size.
 #include "src/linalg/gemm_bf16.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <tuple>
@@ -160,6 +161,40 @@ void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, flo
       {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->weights}, {DNNL_ARG_DST, p->dst}};
   check(dnnl.primitive_execute(p->primitive, t.stream, 3, args), "primitive_execute");
   check(dnnl.stream_wait(t.stream), "stream_wait");
+}
+
+bool gemm_bf16_weights_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                  const float* a, int64_t lda, const uint16_t* b, int64_t ldb,
+                                  float beta, float* c, int64_t ldc) {
+  if (g_force_fallback.load()) return false;
+  ThreadState& t = thread_state();
+  const char tb = trans_b ? 'T' : 'N';
+  const Primitive& p = t.primitive_for({m, n, k, 'N', tb, ldc, alpha, beta});
+  if (p.primitive == nullptr) return false;
+  t.a.resize(static_cast<size_t>(m * k));
+  kernels::round_to_bfloat16(a, m, k, lda, t.a.data());
+  // The primitive reads B's block with its rows adjacent: in place when they are, else copied.
+  const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  const uint16_t* weights = b;
+  if (ldb != b_cols) {
+    t.b.resize(static_cast<size_t>(b_rows * b_cols));
+    for (int64_t r = 0; r < b_rows; ++r)
+      std::copy(b + r * ldb, b + r * ldb + b_cols, t.b.data() + r * b_cols);
+    weights = t.b.data();
+  }
+  const OneDnn& dnnl = onednn();
+  if (t.stream == nullptr)
+    check(dnnl.stream_create(&t.stream, cpu_engine(), dnnl_stream_default_flags), "stream_create");
+  check(dnnl.memory_set_data_handle(p.src, t.a.data()), "memory_set_data_handle");
+  // oneDNN's handle is not const; the primitive only reads its weights.
+  check(dnnl.memory_set_data_handle(p.weights, const_cast<uint16_t*>(weights)),
+        "memory_set_data_handle");
+  check(dnnl.memory_set_data_handle(p.dst, c), "memory_set_data_handle");
+  const dnnl_exec_arg_t args[] = {
+      {DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, p.dst}};
+  check(dnnl.primitive_execute(p.primitive, t.stream, 3, args), "primitive_execute");
+  check(dnnl.stream_wait(t.stream), "stream_wait");
+  return true;
 }
 
 bool use_bf16_fallback_for_test(bool fallback) {

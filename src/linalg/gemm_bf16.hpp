@@ -20,8 +20,8 @@ void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, flo
 // floats: one row (a generated token) runs the gemv kernels on B as stored — half the bytes of
 // a float product to read; more rows (a prompt) widen B's block to floats a piece at a time
 // for oneDNN's sgemm. (oneDNN's bf16 product, with A rounded too, ran a GPT-2 small prompt
-// at 298 tokens/s against 520 in float here: its bf16 matmul on plain-layout weights is slower
-// than its sgemm, so widening is both faster and exact.)
+// at 298 tokens/s against 520 in float on an AVX-512 BF16 CPU: there widening is both faster
+// and exact. With AMX, more rows take that product: gemm_bf16_weights_one_thread.)
 // C = alpha·A·op(B) + beta·C, A (m, k) row-major.
 void gemm_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                        int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
@@ -30,6 +30,13 @@ void gemm_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, float alph
 void gemm_bias_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                             int64_t lda, const uint16_t* b, int64_t ldb, const float* bias,
                             float* c, int64_t ldc);
+
+// One block of gemm_bf16_weights on oneDNN's bf16 kernel, A rounded to bfloat16 (B is already):
+// C = alpha·A·op(B) + beta·C, A (m, k) row-major. False, with nothing done, where the CPU has
+// no such kernel. Used where the CPU has AMX (design.md: the prompt with bf16 weights).
+bool gemm_bf16_weights_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                  const float* a, int64_t lda, const uint16_t* b, int64_t ldb,
+                                  float beta, float* c, int64_t ldc);
 
 // For tests: true makes every bf16 product take the float fallback, false (the default) uses
 // oneDNN's kernel where the CPU has it. Returns whether this CPU has it.
