@@ -96,7 +96,8 @@ def main():
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--gqa", action="store_true",
                         help="grouped heads instead: Hq 32, Hkv 8, d 128, causal")
-    parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or both")
+    parser.add_argument("--dtype", default="float32",
+                        help="float32, bfloat16, or both (a comma list also works)")
     parser.add_argument("--decode", default="65536",
                         help="cache lengths of the decode rows ('' for none)")
     parser.add_argument("--cli", default=shutil.which("attn") or "build/release/attn",
@@ -115,7 +116,8 @@ def main():
     row(["---:", "---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---"])
     heads, kv_heads, d = (32, 8, 128) if args.gqa else (16, 16, 64)
     extra = {"enable_gqa": True} if args.gqa else {}
-    dtypes = [getattr(torch, name) for name in args.dtype.split(",")]
+    names = "float32,bfloat16" if args.dtype == "both" else args.dtype
+    dtypes = [getattr(torch, name) for name in names.split(",")]
     for t in [int(x) for x in args.seq.split(",") if x]:
         for dtype in dtypes:
             g = torch.Generator().manual_seed(t)
