@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "hwy/highway.h"
+#include "src/kernels/bfloat16.hpp"
 #include "src/kernels/block_visibility.hpp"
 #include "src/kernels/simd_common-inl.h"
 #include "src/kernels/tile_product-inl.h"
@@ -24,16 +24,19 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if ATTN_AVX512_TARGET  // the tiles' rows are 16 floats, as these targets' vectors
 
 constexpr size_t kTile = 16;   // queries per AMX column tile
 constexpr size_t kChunk = 32;  // reduction length per tile product
 
-// The top half of a float that holds a bfloat16 value exactly (the operands were rounded).
-inline uint16_t BfloatBits(float x) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &x, sizeof bits);
-  return static_cast<uint16_t>(bits >> 16);
+// The word of a tile's pair: the bfloat16 of `even` in the low half, of `odd` in the upper one
+// (floats holding bfloat16 values exactly): a vector of words, or one.
+template <class DU, class VU>
+HWY_INLINE VU PairWords(DU du, VU even, VU odd) {
+  return hn::Or(hn::And(odd, hn::Set(du, 0xFFFF0000u)), hn::ShiftRight<16>(even));
+}
+inline uint32_t PairWord(float even, float odd) {
+  return uint32_t{exact_bfloat16_bits(odd)} << 16 | exact_bfloat16_bits(even);
 }
 
 // B of Sᵀ = K·Qᵀ: word k of query r holds (Q[r][2k], Q[r][2k + 1]) — the row's bfloat16 pairs,
@@ -45,7 +48,6 @@ inline void PackQueryPairs(const float* q, int64_t stride, size_t rows, size_t d
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
   const size_t N = hn::Lanes(df);
-  const auto high = hn::Set(du, 0xFFFF0000u);
   const auto pair_rows = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(ldq)));
   const size_t vector_part = d / (2 * N) * (2 * N);
   for (size_t r = 0; r < ldq; ++r) {
@@ -54,14 +56,13 @@ inline void PackQueryPairs(const float* q, int64_t stride, size_t rows, size_t d
     for (; r < rows && e < vector_part; e += 2 * N) {
       const auto lo = hn::BitCast(du, hn::LoadU(df, row + e));
       const auto hi = hn::BitCast(du, hn::LoadU(df, row + e + N));
-      const auto even = hn::ConcatEven(du, hi, lo), odd = hn::ConcatOdd(du, hi, lo);
-      const auto words = hn::Or(hn::And(odd, high), hn::ShiftRight<16>(even));
+      const auto words = PairWords(du, hn::ConcatEven(du, hi, lo), hn::ConcatOdd(du, hi, lo));
       hn::ScatterIndex(words, du, qp + (e / 2) * ldq + r, pair_rows);
     }
     for (; e < d_pad; e += 2) {
-      const uint32_t even = r < rows && e < d ? BfloatBits(row[e]) : 0;
-      const uint32_t odd = r < rows && e + 1 < d ? BfloatBits(row[e + 1]) : 0;
-      qp[(e / 2) * ldq + r] = odd << 16 | even;
+      const float even = r < rows && e < d ? row[e] : 0.0f;
+      const float odd = r < rows && e + 1 < d ? row[e + 1] : 0.0f;
+      qp[(e / 2) * ldq + r] = PairWord(even, odd);
     }
   }
 }
@@ -86,7 +87,6 @@ inline void PackKeyPairs(const DiagonalCut& cut, size_t cols, const float* st, s
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   const size_t N = hn::Lanes(df);
-  const auto high = hn::Set(du, 0xFFFF0000u);
   // Later query vectors see more keys (KeysForQueryVector grows with r).
   const size_t all_pairs = round_up(std::min(KeysForQueryVector(cut, ldq - N), cols), kChunk) / 2;
   for (size_t r = 0; r < ldq; r += N) {
@@ -97,7 +97,7 @@ inline void PackKeyPairs(const DiagonalCut& cut, size_t cols, const float* st, s
       const auto even = c < seen ? hn::BitCast(du, hn::LoadU(df, st + c * ldq + r)) : hn::Zero(du);
       const auto odd =
           c + 1 < seen ? hn::BitCast(du, hn::LoadU(df, st + (c + 1) * ldq + r)) : hn::Zero(du);
-      hn::StoreU(hn::Or(hn::And(odd, high), hn::ShiftRight<16>(even)), du, pp + k * ldq + r);
+      hn::StoreU(PairWords(du, even, odd), du, pp + k * ldq + r);
     }
   }
 }
@@ -110,7 +110,6 @@ inline void PackRowPairs(const float* x, int64_t stride, size_t rows, size_t wid
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   const size_t N = hn::Lanes(df);
-  const auto high = hn::Set(du, 0xFFFF0000u);
   std::fill(out, out + pair_rows * ld, 0u);
   for (size_t k = 0; k < pair_rows && 2 * k < rows; ++k) {
     const float* even_row = x + static_cast<int64_t>(2 * k) * stride;
@@ -119,12 +118,9 @@ inline void PackRowPairs(const float* x, int64_t stride, size_t rows, size_t wid
     for (; e + N <= width; e += N) {
       const auto even = hn::BitCast(du, hn::LoadU(df, even_row + e));
       const auto odd = odd_row ? hn::BitCast(du, hn::LoadU(df, odd_row + e)) : hn::Zero(du);
-      hn::StoreU(hn::Or(hn::And(odd, high), hn::ShiftRight<16>(even)), du, out + k * ld + e);
+      hn::StoreU(PairWords(du, even, odd), du, out + k * ld + e);
     }
-    for (; e < width; ++e) {
-      const uint32_t odd = odd_row ? BfloatBits(odd_row[e]) : 0;
-      out[k * ld + e] = odd << 16 | BfloatBits(even_row[e]);
-    }
+    for (; e < width; ++e) out[k * ld + e] = PairWord(even_row[e], odd_row ? odd_row[e] : 0.0f);
   }
 }
 

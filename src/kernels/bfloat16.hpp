@@ -4,9 +4,16 @@
 // (attn/bfloat16.hpp) does, element for element, NaN staying a quiet NaN.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace attn::kernels {
+
+// The bits of a float that holds a bfloat16 value exactly (an operand rounded already): its top
+// half, no rounding to do.
+inline uint16_t exact_bfloat16_bits(float x) {
+  return static_cast<uint16_t>(std::bit_cast<uint32_t>(x) >> 16);
+}
 
 // dst[r·cols + c] = bf16(src[r·ld + c]) for r < rows, c < cols: a (rows, cols) block of a
 // row-major matrix with row stride ld, written contiguously.

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
+
+#include "src/kernels/bfloat16.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/bfloat16_pack.cpp"
@@ -14,12 +15,6 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-inline uint16_t TopHalf(float x) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &x, sizeof bits);
-  return static_cast<uint16_t>(bits >> 16);
-}
 
 void PackBfloat16Rows(const float* k, int64_t stride, size_t rows, size_t d, size_t ld,
                       uint16_t* dst) {
@@ -36,7 +31,7 @@ void PackBfloat16Rows(const float* k, int64_t stride, size_t rows, size_t d, siz
       const auto top = hn::ShiftRight<16>(hn::BitCast(du, hn::LoadU(df, row + e)));
       hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, top)), d16, out + e);
     }
-    for (; e < d; ++e) out[e] = TopHalf(row[e]);
+    for (; e < d; ++e) out[e] = exact_bfloat16_bits(row[e]);
     std::fill(out + d, out + ld, uint16_t{0});
   }
 }
@@ -64,7 +59,7 @@ void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t 
   }
   for (; t < rows; ++t) {
     const float* row = v + static_cast<int64_t>(t) * stride;
-    for (size_t e = 0; e < dv; ++e) dst[e * ld + t] = TopHalf(row[e]);
+    for (size_t e = 0; e < dv; ++e) dst[e * ld + t] = exact_bfloat16_bits(row[e]);
   }
   for (size_t e = 0; e < dv; ++e) std::fill(dst + e * ld + rows, dst + (e + 1) * ld, uint16_t{0});
 }

@@ -129,7 +129,7 @@ struct Buffers {
 
 // The AMX tiles run where p has their operands and this target's vectors are their width.
 bool UsesAmx(const FlashProblem& p) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if ATTN_AVX512_TARGET
   return p.amx_keys.data != nullptr;
 #else
   (void)p;
@@ -205,7 +205,7 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
     hn::StoreU(sum, DF(), s.delta + r);
   }
   std::fill(s.dq, s.dq + rows * ldd, 0.0f);
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if ATTN_AVX512_TARGET
   if (s.amx) {
     PackQueryPairs(q, p.q_stride[2], rows, d, static_cast<size_t>(p.amx_keys.row), ldq, s.q_pairs);
     PackQueryPairs(d_o, bp.d_out_stride[2], rows, dv, static_cast<size_t>(p.amx_values.row), ldq,
@@ -269,7 +269,7 @@ void StoreScoreGradient(const DiagonalCut& cut, const PairShape& z, const float*
 //   Sᵀ = K_j·Q_iᵀ · s·log2 e    dPᵀ = V_j·dO_iᵀ · s     (A: K, V rows packed per call)
 //   dV_j += Pᵀ·dO_i    dK_j += s·dSᵀ·Q_i                (A: Pᵀ, dSᵀ as bf16 rows)
 //   dQ_iᵀ += K_jᵀ·s·dSᵀ                                 (A: Kᵀ packed per call)
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if ATTN_AVX512_TARGET
 // out = (rows of m from key j0) · (pairs)ᵀ · factor: Sᵀ (K, Q's pairs, s·log2 e) or dPᵀ (V,
 // dO's pairs, s).
 void AmxScoresOf(const Bf16Matrices& m, const FlashProblem& p, int64_t b, int64_t h, int64_t j0,

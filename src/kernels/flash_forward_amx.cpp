@@ -39,7 +39,7 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3  // the tiles are 16 floats wide, as the vectors here
+#if ATTN_AVX512_TARGET  // the tiles are 16 floats wide, as the vectors here
 
 // Oᵀ[e][r] *= alpha[r].
 void RescaleTransposed(const float* alpha, size_t dv_rows, size_t ldq, float* ot) {

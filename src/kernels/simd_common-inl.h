@@ -16,6 +16,10 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
+// The x86 targets with 512-bit vectors (16 floats), whatever this pass of foreach_target.h
+// compiles: x86 intrinsics of that width, and AMX tiles whose rows are as wide.
+#define ATTN_AVX512_TARGET (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3)
+
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
@@ -53,7 +57,7 @@ inline void PackRows(const float* src, int64_t stride, size_t rows, size_t width
 // Transposes a square tile of N × N floats in registers: rows r[0..N) in, columns out, each
 // multiplied by `factor` and stored at dst + c·ld. The x86 shuffles of the classic
 // four-stage (AVX-512) and three-stage (AVX2) transposes; other targets have no tile version.
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if ATTN_AVX512_TARGET
 constexpr bool kHasTransposeTile = true;
 inline void TransposeTile(const float* src, int64_t stride, float factor, float* dst, size_t ld) {
   __m512 r[16], t[16];
