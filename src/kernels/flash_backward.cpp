@@ -183,10 +183,12 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   const float* d_o =
       bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2];
   const float* o = p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
-  PackTransposed(q, p.q_stride[2], rows, d, p.scale * kLog2e, s.qt, ldq);  // base 2
-  PackTransposed(d_o, bp.d_out_stride[2], rows, dv, p.scale, s.dot, ldq);  // s·dOᵀ
-  PackRows(q, p.q_stride[2], rows, d, s.q_rows, ldd);
-  PackRows(d_o, bp.d_out_stride[2], rows, dv, s.do_rows, ldv);
+  PackTransposed(d_o, bp.d_out_stride[2], rows, dv, p.scale, s.dot, ldq);  // s·dOᵀ, for D too
+  if (!s.amx) {  // the vector products' operands (the AMX ones are packed below)
+    PackTransposed(q, p.q_stride[2], rows, d, p.scale * kLog2e, s.qt, ldq);  // base 2
+    PackRows(q, p.q_stride[2], rows, d, s.q_rows, ldd);
+    PackRows(d_o, bp.d_out_stride[2], rows, dv, s.do_rows, ldv);
+  }
   const float* lse = p.logsumexp + (b * p.heads + h) * p.tq + q0;
   for (size_t r = 0; r < ldq; ++r) {
     // Padding lanes: L = +inf makes their P, and so every gradient they touch, 0.
@@ -204,7 +206,6 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
     }
     hn::StoreU(sum, DF(), s.delta + r);
   }
-  std::fill(s.dq, s.dq + rows * ldd, 0.0f);
 #if ATTN_AVX512_TARGET
   if (s.amx) {
     PackQueryPairs(q, p.q_stride[2], rows, d, static_cast<size_t>(p.amx_keys.row), ldq, s.q_pairs);
@@ -214,8 +215,10 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
     PackRowPairs(q, p.q_stride[2], rows, d, Rounded16(p.d), pair_rows, s.q_row_pairs);
     PackRowPairs(d_o, bp.d_out_stride[2], rows, dv, Rounded16(p.dv), pair_rows, s.do_row_pairs);
     std::fill(s.dqt, s.dqt + Rounded16(p.d) * ldq, 0.0f);
+    return;
   }
 #endif
+  std::fill(s.dq, s.dq + rows * ldd, 0.0f);
 }
 
 // Sizes of one (query block, key block) pair; ldq, ldd, ldv as the scratch rows use them.
