@@ -121,6 +121,21 @@ ThreadState& thread_state() {
   return state;
 }
 
+// C (+)= A·B on the primitive made for their shape, A and B bf16 as its memories describe them.
+void execute(ThreadState& t, const Primitive& p, const uint16_t* a, const uint16_t* b, float* c) {
+  const OneDnn& dnnl = onednn();
+  if (t.stream == nullptr)
+    check(dnnl.stream_create(&t.stream, cpu_engine(), dnnl_stream_default_flags), "stream_create");
+  // oneDNN's handles are not const; the primitive only reads its source and weights.
+  check(dnnl.memory_set_data_handle(p.src, const_cast<uint16_t*>(a)), "memory_set_data_handle");
+  check(dnnl.memory_set_data_handle(p.weights, const_cast<uint16_t*>(b)), "memory_set_data_handle");
+  check(dnnl.memory_set_data_handle(p.dst, c), "memory_set_data_handle");
+  const dnnl_exec_arg_t args[] = {
+      {DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, p.dst}};
+  check(dnnl.primitive_execute(p.primitive, t.stream, 3, args), "primitive_execute");
+  check(dnnl.stream_wait(t.stream), "stream_wait");
+}
+
 // The rounded operand back as floats, for the fallback's float product.
 void widen(const std::vector<uint16_t>& bits, std::vector<float>& out) {
   out.resize(bits.size());
@@ -152,15 +167,7 @@ void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, flo
     check(status, "sgemm");
     return;
   }
-  if (t.stream == nullptr)
-    check(dnnl.stream_create(&t.stream, cpu_engine(), dnnl_stream_default_flags), "stream_create");
-  check(dnnl.memory_set_data_handle(p->src, t.a.data()), "memory_set_data_handle");
-  check(dnnl.memory_set_data_handle(p->weights, t.b.data()), "memory_set_data_handle");
-  check(dnnl.memory_set_data_handle(p->dst, c), "memory_set_data_handle");
-  const dnnl_exec_arg_t args[] = {
-      {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->weights}, {DNNL_ARG_DST, p->dst}};
-  check(dnnl.primitive_execute(p->primitive, t.stream, 3, args), "primitive_execute");
-  check(dnnl.stream_wait(t.stream), "stream_wait");
+  execute(t, *p, t.a.data(), t.b.data(), c);
 }
 
 bool gemm_bf16_weights_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -182,18 +189,7 @@ bool gemm_bf16_weights_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k,
       std::copy(b + r * ldb, b + r * ldb + b_cols, t.b.data() + r * b_cols);
     weights = t.b.data();
   }
-  const OneDnn& dnnl = onednn();
-  if (t.stream == nullptr)
-    check(dnnl.stream_create(&t.stream, cpu_engine(), dnnl_stream_default_flags), "stream_create");
-  check(dnnl.memory_set_data_handle(p.src, t.a.data()), "memory_set_data_handle");
-  // oneDNN's handle is not const; the primitive only reads its weights.
-  check(dnnl.memory_set_data_handle(p.weights, const_cast<uint16_t*>(weights)),
-        "memory_set_data_handle");
-  check(dnnl.memory_set_data_handle(p.dst, c), "memory_set_data_handle");
-  const dnnl_exec_arg_t args[] = {
-      {DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, p.dst}};
-  check(dnnl.primitive_execute(p.primitive, t.stream, 3, args), "primitive_execute");
-  check(dnnl.stream_wait(t.stream), "stream_wait");
+  execute(t, p, t.a.data(), weights, c);
   return true;
 }
 
