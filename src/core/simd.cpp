@@ -21,7 +21,8 @@ namespace {
 
 struct CapState {
   std::mutex mutex;
-  detail::SimdCap cap = detail::SimdCap::kBest;
+  // Written under the mutex; read without it (simd_cap, on every bf16 product's path).
+  std::atomic<detail::SimdCap> cap{detail::SimdCap::kBest};
   bool frozen = false;  // oneDNN has opened with `cap`
   // The targets the kernels may run, within the cap; 0 until first asked. Kept here because
   // asking Highway runs CPUID (a trap to the hypervisor in a VM) and, for a moment, widens
@@ -169,11 +170,7 @@ bool amx_bf16_usable() {
 
 void set_amx_allowed(bool allowed) { amx_allowed.store(allowed); }
 
-SimdCap simd_cap() {
-  CapState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  return s.cap;
-}
+SimdCap simd_cap() { return state().cap.load(); }
 
 void matrix_library_opened() {
   CapState& s = state();
