@@ -1257,6 +1257,27 @@ TEST_F(Cli, BenchTokenizerReportsEachWayOnEachThreadCount) {
                "--copies");
 }
 
+// --packed times sdpa_varlen and its backward, counting each sequence's own causal square: the
+// useful share of the FLOPs is that of lengths 16 and 32 (48 split 1 : 2), not of one 48.
+TEST_F(Cli, BenchPackedCountsEachSequencesOwnSquare) {
+  const double own = (16.0 * 17 + 32.0 * 33) / 2 / (16.0 * 16 + 32.0 * 32);  // 0.519
+  const double whole = 49.0 / 2 / 48;                                        // 0.510
+  for (const char* pass : {"forward", "backward"}) {
+    const CliResult r = run(std::string("bench ") + pass +
+                            " --seq 48 --heads 8 --head-dim 32 --causal --threads 1 --runs 1 "
+                            "--packed 2 --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto field = [&](const std::string& key) {
+      const size_t at = r.out.find("\"" + key + "\": ");
+      return at == std::string::npos ? -1.0 : std::stod(r.out.substr(at + key.size() + 4));
+    };
+    const double share = field("useful_gflops") / field("gflops");
+    EXPECT_NEAR(share, own, 2e-3) << pass << ": " << r.out;
+    EXPECT_GT(std::abs(share - whole), 6e-3) << pass;
+  }
+  expect_error("bench backward --seq 48 --packed 2 --impl reference", "fused path only");
+}
+
 // Outside mpirun the ring bench says how to run it (with MPI built) or how to get MPI.
 TEST_F(Cli, BenchRingOutsideMpirunSaysHow) { expect_error("bench ring --seq 64", "MPI"); }
 

@@ -11,6 +11,7 @@
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
+#include "attn/sdpa_varlen.hpp"
 #include "attn/simd.hpp"
 #include "attn/threads.hpp"
 #include "bench_util.hpp"
@@ -20,10 +21,12 @@
 namespace attn::cli {
 namespace {
 
-// One backward problem: the attention alone (inputs, the forward's results, dL/dO), or with
-// --block a MultiHeadAttention layer (d_model = H·d) with its saved activations and dL/dY.
+// One backward problem: the attention alone (inputs, the forward's results, dL/dO; with
+// --packed, (T, H, d) rows and the sequences' offsets), or with --block a MultiHeadAttention
+// layer (d_model = H·d) with its saved activations and dL/dY.
 struct BackwardProblem {
   Tensor q, k, v, d_out;
+  std::vector<int64_t> offsets;  // --packed: cu_seqlens of q and of k, v alike
   SdpaResult forward;
   SdpaOptions options;
   std::unique_ptr<MultiHeadAttention> layer;
@@ -44,6 +47,18 @@ struct BackwardProblem {
     return floats * 4 / (1024.0 * 1024.0);
   }
 };
+
+// The forward of the problem; its results are kept for the backward.
+void forward_of(BackwardProblem& p) {
+  if (p.layer) {
+    p.saved = MhaActivations{};
+    p.layer->forward(p.x, p.options, p.saved);
+  } else if (!p.offsets.empty()) {
+    p.forward = sdpa_varlen(p.q, p.k, p.v, p.offsets, p.offsets, p.options);
+  } else {
+    p.forward = sdpa(p.q, p.k, p.v, p.options);
+  }
+}
 
 std::unique_ptr<BackwardProblem> make_problem(const AttentionBenchArgs& a, int64_t kv_heads,
                                               int64_t t_len) {
@@ -66,7 +81,12 @@ std::unique_ptr<BackwardProblem> make_problem(const AttentionBenchArgs& a, int64
   p->k = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 2);
   p->v = rand_normal({a.batch, kv_heads, t_len, a.head_dim}, 3);
   p->d_out = rand_normal({a.batch, a.heads, t_len, a.head_dim}, 4);
-  p->forward = sdpa(p->q, p->k, p->v, p->options);
+  if (a.packed > 1) {  // the same rows, packed (T, H, d)
+    p->offsets = packed_offsets(a, t_len);
+    for (Tensor* x : {&p->q, &p->k, &p->v, &p->d_out})
+      *x = x->select(0).permute({1, 0, 2}).contiguous();
+  }
+  forward_of(*p);
   return p;
 }
 
@@ -74,19 +94,13 @@ void backward_with(const std::string& impl, BackwardProblem& p) {
   if (p.layer) {
     ATTN_CHECK(impl == "fused", "bench backward: --block runs the fused path only");
     p.layer->backward(p.saved, p.d_out);
+  } else if (!p.offsets.empty()) {
+    sdpa_varlen_backward(p.q, p.k, p.v, p.forward.output, p.forward.logsumexp, p.d_out, p.offsets,
+                         p.offsets, p.options);
   } else if (impl == "reference") {
     reference::sdpa_backward(p.q, p.k, p.v, p.d_out, p.options);
   } else {
     sdpa_backward(p.q, p.k, p.v, p.forward.output, p.forward.logsumexp, p.d_out, p.options);
-  }
-}
-
-void forward_of(BackwardProblem& p) {
-  if (p.layer) {
-    MhaActivations saved;
-    p.layer->forward(p.x, p.options, saved);
-  } else {
-    sdpa(p.q, p.k, p.v, p.options);
   }
 }
 
@@ -114,6 +128,8 @@ void print_header(const AttentionBenchArgs& a, int64_t kv_heads,
 
 void run_backward(const AttentionBenchArgs& a) {
   const int64_t kv_heads = resolved_kv_heads(a);
+  ATTN_CHECK(a.packed == 1 || a.impl == "fused",
+             "bench backward: --packed runs the fused path only");
   check_bench_memory(a, kv_heads, 2);
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
@@ -123,10 +139,8 @@ void run_backward(const AttentionBenchArgs& a) {
   for (int64_t t_len : a.seq) {
     ATTN_CHECK(t_len >= 1, "--seq must be >= 1, got ", t_len);
     const std::unique_ptr<BackwardProblem> p = make_problem(a, kv_heads, t_len);
-    double square = 10.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
-    double useful = a.causal
-                        ? 5.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim
-                        : square;
+    const AttentionFlops attention = attention_flops(a, t_len, 5);
+    double square = attention.square, useful = attention.useful;
     if (a.block) {  // two products per projection (weight and input gradients): twice the forward's
       const double d_model = double(a.heads) * a.head_dim;
       const double width = double(a.heads + 2 * kv_heads) * a.head_dim;
@@ -139,7 +153,7 @@ void run_backward(const AttentionBenchArgs& a) {
       const double ms = median_ms(a.runs, [&] { backward_with(a.impl, *p); });
       const double forward_ms = median_ms(a.runs, [&] { forward_of(*p); });
       double reference_ms = -1.0;  // not measured
-      if (a.impl == "fused" && !a.block && t_len <= a.reference_max_seq) {
+      if (a.impl == "fused" && !a.block && a.packed == 1 && t_len <= a.reference_max_seq) {
         reference_ms = median_ms(1, [&] { backward_with("reference", *p); });
       }
       const double gflops = square / ms / 1e6, useful_gflops = useful / ms / 1e6;

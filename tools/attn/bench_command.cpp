@@ -57,10 +57,8 @@ void run_forward(const AttentionBenchArgs& a) {
     SdpaOptions options;
     options.causal = a.causal;
     apply_bench_variant(a, t_len, options);
-    double square = 4.0 * a.batch * a.heads * double(t_len) * double(t_len) * a.head_dim;
-    double useful = a.causal
-                        ? 2.0 * a.batch * a.heads * double(t_len) * double(t_len + 1) * a.head_dim
-                        : square;
+    const AttentionFlops attention = attention_flops(a, t_len, 2);
+    double square = attention.square, useful = attention.useful;
     // --block: the whole multi-head block on x (B, T, H·d), weights (H·d, H·d) each.
     const int64_t d_model = a.heads * a.head_dim;
     Tensor x, w;
@@ -74,18 +72,10 @@ void run_forward(const AttentionBenchArgs& a) {
     }
     // --packed: the same rows as sequences of mixed lengths, (T, H, d) packed, each attending
     // within itself; the FLOPs are the sequences' own.
-    std::vector<int64_t> cu{0};
+    std::vector<int64_t> cu;
     Tensor q_packed, k_packed, v_packed;
     if (a.packed > 1) {
-      ATTN_CHECK(a.batch == 1, "--packed needs --batch 1");
-      square = useful = 0.0;
-      for (int64_t length : packed_lengths(t_len, a.packed)) {
-        cu.push_back(cu.back() + length);
-        const double l = double(length);
-        square += 4.0 * a.heads * l * l * a.head_dim;
-        useful += a.causal ? 2.0 * a.heads * l * (l + 1) * a.head_dim
-                           : 4.0 * a.heads * l * l * a.head_dim;
-      }
+      cu = packed_offsets(a, t_len);
       q_packed = q.select(0).permute({1, 0, 2}).contiguous();
       k_packed = k.select(0).permute({1, 0, 2}).contiguous();
       v_packed = v.select(0).permute({1, 0, 2}).contiguous();

@@ -51,10 +51,9 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
   command.add_flag("--compete", a.compete, "keep one core busy with another process meanwhile");
   command.add_flag("--json", a.json, "one JSON object per line");
   command
-      .add_option(
-          "--packed", a.packed,
-          "forward: each --seq as that many packed sequences of mixed lengths (sdpa_varlen; "
-          "GFLOP/s count each sequence's own square)")
+      .add_option("--packed", a.packed,
+                  "each --seq as that many packed sequences of mixed lengths (sdpa_varlen and its "
+                  "backward; GFLOP/s count each sequence's own square)")
       ->check(in_range(1, 4096))
       ->excludes("--block");
   command
@@ -85,6 +84,25 @@ std::vector<int64_t> packed_lengths(int64_t t_len, int64_t sequences) {
   }
   lengths.push_back(t_len - used);
   return lengths;
+}
+
+std::vector<int64_t> packed_offsets(const AttentionBenchArgs& a, int64_t t_len) {
+  ATTN_CHECK(a.batch == 1, "--packed needs --batch 1");
+  std::vector<int64_t> offsets{0};
+  for (int64_t length : packed_lengths(t_len, a.packed)) offsets.push_back(offsets.back() + length);
+  return offsets;
+}
+
+AttentionFlops attention_flops(const AttentionBenchArgs& a, int64_t t_len, int products) {
+  const std::vector<int64_t> lengths =
+      a.packed > 1 ? packed_lengths(t_len, a.packed) : std::vector<int64_t>(a.batch, t_len);
+  AttentionFlops flops{0.0, 0.0};
+  for (int64_t length : lengths) {
+    const double l = double(length), per_score = 2.0 * products * a.heads * a.head_dim;
+    flops.square += per_score * l * l;
+    flops.useful += a.causal ? per_score * l * (l + 1) / 2 : per_score * l * l;
+  }
+  return flops;
 }
 
 void apply_bench_variant(const AttentionBenchArgs& a, int64_t t_len, SdpaOptions& options) {

@@ -38,6 +38,17 @@ void apply_bench_variant(const AttentionBenchArgs& args, int64_t t_len, SdpaOpti
 // --packed N's sequence lengths for a total of t_len: proportional to 1, 2, …, N (the last
 // takes what rounding leaves), e.g. 113, 227, …, 914 for N = 8 and 4096.
 std::vector<int64_t> packed_lengths(int64_t t_len, int64_t sequences);
+// Their offsets (cu_seqlens: 0, then each sequence's end) for --packed; attn::Error unless
+// --batch is 1.
+std::vector<int64_t> packed_offsets(const AttentionBenchArgs& args, int64_t t_len);
+
+// The FLOPs of `products` T×T×d matrix products (2 in the forward, 5 in the backward) over
+// every sequence of a --seq: one of t_len per batch entry, or --packed's lengths. `square`
+// counts each sequence's full square, `useful` only its causal part when causal.
+struct AttentionFlops {
+  double square, useful;
+};
+AttentionFlops attention_flops(const AttentionBenchArgs& args, int64_t t_len, int products);
 
 // The header line's words for --variant ("" for none).
 std::string bench_variant_words(const AttentionBenchArgs& args);
