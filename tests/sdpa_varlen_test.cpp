@@ -55,8 +55,19 @@ void CheckEachSequenceAlone(const VarlenCase& c) {
   std::vector<double> dsinks(static_cast<size_t>(c.heads), 0.0);
   for (size_t s = 0; s + 1 < cu_q.size(); ++s) {
     const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s], lk = cu_k[s + 1] - k0;
-    if (lq == 0 || lk == 0) continue;
     SCOPED_TRACE("sequence " + std::to_string(s));
+    if (lq == 0 || lk == 0) {  // nothing attends: zeros (the tensors are not zeroed up front)
+      const auto zeros = [](const Tensor& packed_rows, int64_t first, int64_t count) {
+        if (count == 0) return ::testing::AssertionSuccess();
+        const Tensor rows = packed_rows.slice(first, count);
+        return testing::AllClose(rows, Tensor(rows.shape()), 0.0);
+      };
+      EXPECT_TRUE(zeros(packed.output, q0, lq));
+      EXPECT_TRUE(zeros(grads.dq, q0, lq));
+      EXPECT_TRUE(zeros(grads.dk, k0, lk));
+      EXPECT_TRUE(zeros(grads.dv, k0, lk));
+      continue;
+    }
     const Tensor q_s = sequence_alone(q, q0, lq), k_s = sequence_alone(k, k0, lk),
                  v_s = sequence_alone(v, k0, lk);
     const SdpaResult one = sdpa(q_s, k_s, v_s, c.options);
