@@ -20,6 +20,7 @@
 #include "src/kernels/decode.hpp"
 #include "src/kernels/flash_forward.hpp"
 #include "src/kernels/prefetch.hpp"
+#include "src/kernels/reductions.hpp"
 #include "src/reference/finite.hpp"
 
 namespace attn {
@@ -134,6 +135,9 @@ bool row_sees_keys(const detail::AttentionDims& dims, const SdpaOptions& options
 void check_scores_fit(const detail::AttentionDims& dims, const SdpaOptions& options,
                       const Tensor& logsumexp) {
   const float* lse = logsumexp.data();
+  // Most often every value is finite: one vector scan says so (the row-by-row test below was
+  // 1 % of a causal forward at T = 256, on the calling thread alone).
+  if (!kernels::any_non_finite(lse, 1, logsumexp.numel(), logsumexp.numel())) return;
   for (int64_t row = 0; row < logsumexp.numel(); ++row) {
     const int64_t i = row % dims.tq;
     const bool sees_keys = row_sees_keys(dims, options, i);
