@@ -59,8 +59,11 @@ kernels::Bf16Matrices pack_transposed(const kernels::FlashProblem& p, Source m,
 
 }  // namespace
 
+bool products_on_amx(const SdpaOptions& options) {
+  return options.precision == Dtype::kBFloat16 && amx_bf16_usable();
+}
+
 void attach_amx_operands(kernels::FlashProblem& p, AmxPass pass, AmxOperands& storage) {
-  if (!p.bf16_products || !amx_bf16_usable()) return;
   const Source keys{p.k, p.k_stride, p.d}, values{p.v, p.v_stride, p.dv};
   p.amx_keys = pack_rows(p, keys, storage.keys);
   if (pass == AmxPass::kForward) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "attn/sdpa.hpp"
 #include "src/kernels/flash_problem.hpp"
 
 namespace attn::detail {
@@ -18,9 +19,16 @@ struct AmxOperands {
 
 enum class AmxPass { kForward, kBackward };
 
-// When p's products are bf16 and the CPU runs them on AMX (amx_bf16_usable): packs what the
-// pass reads of p's K and V (already rounded to bfloat16) into `storage` and points p's amx_*
-// fields at it. Otherwise leaves p as it is (null), and the vector kernels run.
+// Whether a call with these options runs its products on AMX tiles: bf16 products on a CPU
+// where amx_bf16_usable(). Asked once per call, because it also decides how the forward's Q, K
+// and V are rounded to bfloat16: as the tiles' packing reads them (the caller's floats, no
+// copy: a whole-tensor rounded copy of each was 11 % of the causal forward at T = 1024 on an
+// AMX Xeon), or up front for the vector kernels, which read rounded floats.
+bool products_on_amx(const SdpaOptions& options);
+
+// For a call where products_on_amx: packs what the pass reads of p's K and V (rounding them to
+// bfloat16) into `storage` and points p's amx_* fields at it. Without such fields the vector
+// kernels run.
 void attach_amx_operands(kernels::FlashProblem& p, AmxPass pass, AmxOperands& storage);
 
 }  // namespace attn::detail

@@ -27,9 +27,10 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, cons
 
 // The fused forward's tasks over several problems as one list (sdpa_into's one problem, or the
 // sequences of a packed batch: sdpa_varlen.cpp), each problem's logsumexp where it points.
-// non_finite_input: as sdpa_into's. Defined in sdpa.cpp.
+// non_finite_input: as sdpa_into's. on_amx: products_on_amx of the call (amx_operands.hpp),
+// which decided whether the problems' Q, K and V were rounded. Defined in sdpa.cpp.
 void forward_tasks(const std::vector<kernels::FlashProblem>& problems,
-                   std::atomic<bool>* non_finite_input);
+                   std::atomic<bool>* non_finite_input, bool on_amx);
 
 // The sinks' gradient (attn/sdpa_backward.hpp), (H,), from the forward's output, dL/dO (both
 // (B, H, Tq, dv) views with contiguous rows) and logsumexp (a (B, H, Tq) view): sdpa_backward's

@@ -49,22 +49,25 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
   ATTN_CHECK(out.shape() == with_last_dim(q_in, dims.dv) && out.strides().back() == 1,
              "sdpa: the output view ", out.shape_string(), " must be ",
              to_string(with_last_dim(q_in, dims.dv)), " with contiguous rows");
-  const Tensor q = query_rows_for(q_in, options), k = key_rows_for(k_in, options),
-               v = key_rows_for(v_in, options);
+  // On AMX tiles the packing rounds Q, K and V as it reads them (amx_operands.hpp).
+  const bool on_amx = products_on_amx(options);
+  const Tensor q = on_amx ? with_contiguous_rows(q_in) : query_rows_for(q_in, options),
+               k = on_amx ? with_contiguous_rows(k_in) : key_rows_for(k_in, options),
+               v = on_amx ? with_contiguous_rows(v_in) : key_rows_for(v_in, options);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   const kernels::FlashProblem p = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v),
                                                 as_rank4(out), mask4, options, logsumexp);
 
-  forward_tasks({p}, non_finite_input);
+  forward_tasks({p}, non_finite_input, on_amx);
 }
 
 void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
-                   std::atomic<bool>* non_finite_input) {
+                   std::atomic<bool>* non_finite_input, bool on_amx) {
   // bf16 products on a CPU with AMX: K and V packed for its tiles first (amx_operands.hpp).
   std::vector<kernels::FlashProblem> problems = problems_in;
   std::vector<AmxOperands> amx_operands(problems.size());
-  for (size_t i = 0; i < problems.size(); ++i)
+  for (size_t i = 0; on_amx && i < problems.size(); ++i)
     attach_amx_operands(problems[i], AmxPass::kForward, amx_operands[i]);
 
   // Tasks: (problem, batch, head, query block), the blocks of one head consecutive, so a thread

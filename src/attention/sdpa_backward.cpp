@@ -117,7 +117,7 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
                             options, const_cast<float*>(logsumexp));  // read only
   const Tensor d_out4 = as_rank4(d_out), dq4 = as_rank4(dq), dk4 = as_rank4(dk), dv4 = as_rank4(dv);
   AmxOperands amx_operands;  // bf16 products on a CPU with AMX: K and V packed for its tiles
-  attach_amx_operands(p.forward, AmxPass::kBackward, amx_operands);
+  if (products_on_amx(options)) attach_amx_operands(p.forward, AmxPass::kBackward, amx_operands);
   p.d_out = d_out4.data();
   copy_strides(d_out4, p.d_out_stride);
   p.dq = const_cast<float*>(dq4.data());  // the gradient views' storage is writable

@@ -16,6 +16,7 @@
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/attention/amx_operands.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
 #include "src/core/phase_scope.hpp"
@@ -117,9 +118,12 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                        const std::vector<int64_t>& cu_q, const std::vector<int64_t>& cu_k,
                        const SdpaOptions& options) {
   const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options);
-  const Tensor q = detail::query_rows_for(q_in, options),
-               k = head_major(detail::as_product_operand(k_in, options)),
-               v = head_major(detail::as_product_operand(v_in, options));
+  // On AMX tiles the packing rounds Q, K and V as it reads them (amx_operands.hpp).
+  const bool on_amx = detail::products_on_amx(options);
+  const Tensor q = on_amx ? detail::with_contiguous_rows(q_in)
+                          : detail::query_rows_for(q_in, options),
+               k = head_major(on_amx ? k_in : detail::as_product_operand(k_in, options)),
+               v = head_major(on_amx ? v_in : detail::as_product_operand(v_in, options));
   // Not zeroed (16 MiB at 4096 × 16 × 64, 5 % of eight packed sequences' time): the kernels
   // write every row of a sequence that has keys, and the rows of one without are zeroed below.
   SdpaResult result{Tensor::uninitialized({dims.tq_total, dims.heads, dims.dv}), Tensor{},
@@ -149,7 +153,7 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   }
   {
     const detail::PhaseScope clock(Phase::kAttention);
-    detail::forward_tasks(problems, &non_finite);  // every sequence's tasks in one list
+    detail::forward_tasks(problems, &non_finite, on_amx);  // every sequence's tasks in one list
   }
   if (non_finite.load()) detail::check_finite_qkv("sdpa_varlen", q, k, v);  // throws, naming it
   // (H, L) per sequence -> (Tq_total, H).

@@ -1,6 +1,7 @@
 // Packing for the AMX kernels' tile operands (amx_tiles.hpp) inside a task, shared by the
-// forward (flash_forward_amx.cpp) and the backward (flash_backward.cpp): operands already
-// rounded to bfloat16 (as floats), taken as their top halves. Compiled once per Highway target
+// forward (flash_forward_amx.cpp) and the backward (flash_backward.cpp): Q rounded to the
+// nearest bfloat16 here (the forward reads the caller's floats), the other operands rounded
+// already (as floats) and taken as their top halves. Compiled once per Highway target
 // (include it after tile_product-inl.h); only the AVX-512 targets define it (16 float lanes,
 // the tiles' width).
 #if defined(ATTN_KERNELS_AMX_PACKING_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -39,9 +40,9 @@ inline uint32_t PairWord(float even, float odd) {
   return uint32_t{exact_bfloat16_bits(odd)} << 16 | exact_bfloat16_bits(even);
 }
 
-// B of Sᵀ = K·Qᵀ: word k of query r holds (Q[r][2k], Q[r][2k + 1]) — the row's bfloat16 pairs,
-// as words — at qp[k·ldq + r]: a transpose of the rows' words, by scatter, 32 values of a row
-// at a time. Zero past the rows and past d, for the d_pad / 2 pair-rows.
+// B of Sᵀ = K·Qᵀ: word k of query r holds (Q[r][2k], Q[r][2k + 1]) — the row's values rounded to
+// bfloat16, in pairs, as words — at qp[k·ldq + r]: a transpose of the rows' words, by scatter, 32
+// values of a row at a time. Zero past the rows and past d, for the d_pad / 2 pair-rows.
 inline void PackQueryPairs(const float* q, int64_t stride, size_t rows, size_t d, size_t d_pad,
                            size_t ldq, uint32_t* qp) {
   const DF df;
@@ -54,15 +55,15 @@ inline void PackQueryPairs(const float* q, int64_t stride, size_t rows, size_t d
     const float* row = q + static_cast<int64_t>(r) * stride;
     size_t e = 0;
     for (; r < rows && e < vector_part; e += 2 * N) {
-      const auto lo = hn::BitCast(du, hn::LoadU(df, row + e));
-      const auto hi = hn::BitCast(du, hn::LoadU(df, row + e + N));
+      const auto lo = hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, row + e)));
+      const auto hi = hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, row + e + N)));
       const auto words = PairWords(du, hn::ConcatEven(du, hi, lo), hn::ConcatOdd(du, hi, lo));
       hn::ScatterIndex(words, du, qp + (e / 2) * ldq + r, pair_rows);
     }
     for (; e < d_pad; e += 2) {
       const float even = r < rows && e < d ? row[e] : 0.0f;
       const float odd = r < rows && e + 1 < d ? row[e + 1] : 0.0f;
-      qp[(e / 2) * ldq + r] = PairWord(even, odd);
+      qp[(e / 2) * ldq + r] = PairWord(RoundedToBfloat16(even), RoundedToBfloat16(odd));
     }
   }
 }

@@ -3,18 +3,18 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "src/kernels/bfloat16.hpp"
+#include "attn/bfloat16.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernels/bfloat16_pack.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
+#include "src/kernels/simd_common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
 void PackBfloat16Rows(const float* k, int64_t stride, size_t rows, size_t d, size_t ld,
                       uint16_t* dst) {
@@ -28,10 +28,11 @@ void PackBfloat16Rows(const float* k, int64_t stride, size_t rows, size_t d, siz
     uint16_t* out = dst + t * ld;
     size_t e = 0;
     for (; e + N <= d; e += N) {
-      const auto top = hn::ShiftRight<16>(hn::BitCast(du, hn::LoadU(df, row + e)));
+      const auto rounded = RoundedToBfloat16(df, hn::LoadU(df, row + e));
+      const auto top = hn::ShiftRight<16>(hn::BitCast(du, rounded));
       hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, top)), d16, out + e);
     }
-    for (; e < d; ++e) out[e] = exact_bfloat16_bits(row[e]);
+    for (; e < d; ++e) out[e] = to_bfloat16(row[e]);
     std::fill(out + d, out + ld, uint16_t{0});
   }
 }
@@ -52,14 +53,14 @@ void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t 
   for (; gather && t + N <= rows; t += N) {
     const float* block = v + static_cast<int64_t>(t) * stride;
     for (size_t e = 0; e < dv; ++e) {
-      const auto column = hn::GatherIndex(df, block + e, offsets);
+      const auto column = RoundedToBfloat16(df, hn::GatherIndex(df, block + e, offsets));
       hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, column)))),
                  d16, dst + e * ld + t);
     }
   }
   for (; t < rows; ++t) {
     const float* row = v + static_cast<int64_t>(t) * stride;
-    for (size_t e = 0; e < dv; ++e) dst[e * ld + t] = exact_bfloat16_bits(row[e]);
+    for (size_t e = 0; e < dv; ++e) dst[e * ld + t] = to_bfloat16(row[e]);
   }
   for (size_t e = 0; e < dv; ++e) std::fill(dst + e * ld + rows, dst + (e + 1) * ld, uint16_t{0});
 }

@@ -1,6 +1,7 @@
-// Matrices packed as bfloat16 for the AMX forward's tiles (amx_tiles.hpp, flash_forward_amx.cpp),
-// from floats that hold bfloat16 values exactly (the bf16 products' rounded operands): each value's
-// top 16 bits. Vectorised with Highway. Internal.
+// Matrices packed as bfloat16 for the AMX kernels' tiles (amx_tiles.hpp, flash_forward_amx.cpp),
+// each float rounded to the nearest bfloat16, ties to even (as attn::to_bfloat16; a float that
+// holds a bfloat16 value already keeps it). So the forward packs K and V from the caller's
+// floats, with no rounded copy of them first. Vectorised with Highway. Internal.
 #pragma once
 
 #include <cstddef>

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "attn/bfloat16.hpp"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -42,6 +43,8 @@ HWY_INLINE VF RoundedToBfloat16(DF df, VF v) {
   const auto up = hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), odd));
   return hn::BitCast(df, hn::And(up, hn::Set(du, 0xFFFF0000u)));
 }
+// The same for one float (a loop's tail).
+inline float RoundedToBfloat16(float x) { return from_bfloat16(to_bfloat16(x)); }
 
 // `rows` rows of `width` floats (src, stride apart) into dst rows ld apart, zero-padded: rows
 // the register tiles can read as whole vectors.
