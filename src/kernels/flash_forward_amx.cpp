@@ -52,6 +52,43 @@ void RescaleTransposed(const float* alpha, size_t dv_rows, size_t ldq, float* ot
   }
 }
 
+// SoftmaxUpdate and PackKeyPairs in one pass: each query vector's probabilities go straight
+// into the pair words of P that Oᵀ += Vᵀ·Pᵀ reads (rounded to bfloat16; l sums them
+// unrounded, as SoftmaxUpdate does, in the same order), instead of into Sᵀ and from there,
+// in a second pass, into the pairs. chunks: as PackKeyPairs'.
+void SoftmaxUpdateToPairs(const DiagonalCut& cut, size_t cols, const float* st, size_t ldq,
+                          float* m, float* l, float* alpha, uint32_t* pp, size_t* chunks) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const size_t N = hn::Lanes(df);
+  // Later query vectors see more keys (KeysForQueryVector grows with r).
+  const size_t all_pairs = round_up(std::min(KeysForQueryVector(cut, ldq - N), cols), kChunk) / 2;
+  auto probability = [&](const SoftmaxShift& s, size_t c, size_t r) {
+    return Exp2Flushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), s.shift));
+  };
+  auto bits = [&](VF p) { return hn::BitCast(du, RoundedToBfloat16(df, p)); };
+  for (size_t r = 0; r < ldq; r += N) {
+    const size_t seen = std::min(KeysForQueryVector(cut, r), cols);
+    chunks[r / kTile] = round_up(seen, kChunk) / kChunk;
+    const SoftmaxShift s = ShiftForBlock(st, ldq, r, seen, m);
+    VF sum = hn::Zero(df);
+    size_t c = 0;
+    for (; c + 2 <= seen; c += 2) {
+      const VF even = probability(s, c, r), odd = probability(s, c + 1, r);
+      sum = hn::Add(hn::Add(sum, even), odd);
+      hn::StoreU(PairWords(du, bits(even), bits(odd)), du, pp + (c / 2) * ldq + r);
+    }
+    if (c < seen) {  // an odd count: the last pair's upper half is 0
+      const VF even = probability(s, c, r);
+      sum = hn::Add(sum, even);
+      hn::StoreU(PairWords(du, bits(even), hn::Zero(du)), du, pp + (c / 2) * ldq + r);
+      c += 2;
+    }
+    for (size_t k = c / 2; k < all_pairs; ++k) hn::StoreU(hn::Zero(du), du, pp + k * ldq + r);
+    FinishBlockStep(s, sum, r, m, l, alpha);
+  }
+}
+
 void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows_in,
                           float* scratch) {
   const size_t rows = static_cast<size_t>(rows_in);
@@ -92,9 +129,8 @@ void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q
     ScaleScores(cut, p.scale * kLog2e, st, ldq);
     ScoreVariants(p, h, q0, j0, cut, st, ldq, nullptr);
     mask_block(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
-    SoftmaxUpdate(cut, true, st, ldq, m, l, alpha);
+    SoftmaxUpdateToPairs(cut, cols, st, ldq, m, l, alpha, pp, key_chunks);
     if (j0 != keys_seen.begin) RescaleTransposed(alpha, dv_rows, ldq, ot);  // Oᵀ is 0 before
-    PackKeyPairs(cut, cols, st, ldq, pp, key_chunks);
     amx_product(true, values_t + j0, value_row, dv_rows / kTile,
                 reinterpret_cast<const uint16_t*>(pp), ldq, query_tiles, 0, key_chunks, ot, ldq);
   }

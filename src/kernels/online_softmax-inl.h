@@ -22,6 +22,49 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
+// One query vector's part of a key block's online-softmax step: the new running max over the
+// block's first `cols` keys (Sᵀ rows), and the shift its exponentials take.
+struct SoftmaxShift {
+  VF m_old, m_new, shift;
+  hn::Mask<DF> empty;  // rows that have seen no key yet
+};
+
+inline SoftmaxShift ShiftForBlock(const float* st, size_t ldq, size_t r, size_t cols,
+                                  const float* m) {
+  const DF df;
+  const VF minus_inf = hn::Set(df, kMinusInf);
+  // Four running maxima: one would wait out vmaxps' latency on every key.
+  VF max0 = minus_inf, max1 = minus_inf, max2 = minus_inf, max3 = minus_inf;
+  size_t c = 0;
+  for (; c + 4 <= cols; c += 4) {
+    max0 = hn::Max(max0, hn::LoadU(df, st + c * ldq + r));
+    max1 = hn::Max(max1, hn::LoadU(df, st + (c + 1) * ldq + r));
+    max2 = hn::Max(max2, hn::LoadU(df, st + (c + 2) * ldq + r));
+    max3 = hn::Max(max3, hn::LoadU(df, st + (c + 3) * ldq + r));
+  }
+  for (; c < cols; ++c) max0 = hn::Max(max0, hn::LoadU(df, st + c * ldq + r));
+  const VF block_max = hn::Max(hn::Max(max0, max1), hn::Max(max2, max3));
+  SoftmaxShift s;
+  s.m_old = hn::LoadU(df, m + r);
+  s.m_new = hn::Max(s.m_old, block_max);
+  // A row that has seen no key yet keeps m = -inf: shift by 0 so exp(-inf − 0) = 0, not NaN.
+  s.empty = hn::Eq(s.m_new, minus_inf);
+  s.shift = hn::IfThenZeroElse(s.empty, s.m_new);
+  return s;
+}
+
+// The rest of the step, once the block's probabilities of vector r sum to `sum`: l, m and the
+// factor alpha that rescales o.
+inline void FinishBlockStep(const SoftmaxShift& s, VF sum, size_t r, float* m, float* l,
+                            float* alpha) {
+  const DF df;
+  const VF a =
+      hn::IfThenElse(s.empty, hn::Set(df, 1.0f), Exp2Flushed(df, hn::Sub(s.m_old, s.shift)));
+  hn::StoreU(hn::MulAdd(a, hn::LoadU(df, l + r), sum), df, l + r);
+  hn::StoreU(s.m_new, df, m + r);
+  hn::StoreU(a, df, alpha + r);
+}
+
 // The online-softmax step, vectorised across query rows (one vector = N queries): scores ->
 // probabilities in place, m and l updated, alpha = 2^(m_old − m_new) for rescaling o. The
 // scores and m are in base 2 (multiplied by log2 e: see FlashForwardBlock), so e^(s − m) is
@@ -31,37 +74,18 @@ inline void SoftmaxUpdate(const DiagonalCut& cut, bool bf16_products, float* st,
                           float* m, float* l, float* alpha) {
   const DF df;
   const size_t N = hn::Lanes(df);
-  const VF minus_inf = hn::Set(df, kMinusInf);
   for (size_t r = 0; r < ldq; r += N) {
     const size_t cols = KeysForQueryVector(cut, r);
-    // Four running maxima: one would wait out vmaxps' latency on every key.
-    VF max0 = minus_inf, max1 = minus_inf, max2 = minus_inf, max3 = minus_inf;
-    size_t c = 0;
-    for (; c + 4 <= cols; c += 4) {
-      max0 = hn::Max(max0, hn::LoadU(df, st + c * ldq + r));
-      max1 = hn::Max(max1, hn::LoadU(df, st + (c + 1) * ldq + r));
-      max2 = hn::Max(max2, hn::LoadU(df, st + (c + 2) * ldq + r));
-      max3 = hn::Max(max3, hn::LoadU(df, st + (c + 3) * ldq + r));
-    }
-    for (; c < cols; ++c) max0 = hn::Max(max0, hn::LoadU(df, st + c * ldq + r));
-    const VF block_max = hn::Max(hn::Max(max0, max1), hn::Max(max2, max3));
-    const VF m_old = hn::LoadU(df, m + r);
-    const VF m_new = hn::Max(m_old, block_max);
-    // A row that has seen no key yet keeps m = -inf: shift by 0 so exp(-inf − 0) = 0, not NaN.
-    const auto empty = hn::Eq(m_new, minus_inf);
-    const VF shift = hn::IfThenZeroElse(empty, m_new);
+    const SoftmaxShift s = ShiftForBlock(st, ldq, r, cols, m);
     VF sum = hn::Zero(df);
     for (size_t c = 0; c < cols; ++c) {
-      const VF e = Exp2Flushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), shift));
+      const VF e = Exp2Flushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), s.shift));
       // bf16 products: P·V takes P rounded; l sums it unrounded, as a bf16 matmul kernel
       // would (the rounding errors of the terms then average out in O, not in l).
       hn::StoreU(bf16_products ? RoundedToBfloat16(df, e) : e, df, st + c * ldq + r);
       sum = hn::Add(sum, e);
     }
-    const VF a = hn::IfThenElse(empty, hn::Set(df, 1.0f), Exp2Flushed(df, hn::Sub(m_old, shift)));
-    hn::StoreU(hn::MulAdd(a, hn::LoadU(df, l + r), sum), df, l + r);
-    hn::StoreU(m_new, df, m + r);
-    hn::StoreU(a, df, alpha + r);
+    FinishBlockStep(s, sum, r, m, l, alpha);
   }
 }
 
