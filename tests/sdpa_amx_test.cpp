@@ -4,9 +4,9 @@
 // P or dS that rounds the other way because of it) — the output within 4u·max|V| (u = 2^-9),
 // each gradient within 2u of its largest element — over every shape and rule the kernels take:
 // GQA, Tq ≠ Tk and both causal alignments, widths that need padding, query rows not a multiple
-// of the tiles, sliding windows, key lengths, both mask kinds (and the additive mask's gradient)
-// and the score variants, both backward loop orders. 1 and 2 threads give the same bits.
-// Skipped where the CPU has no AMX-BF16.
+// of the tiles, sliding windows, key lengths, both mask kinds (and the additive mask's gradient),
+// the score variants and a negative scale, both backward loop orders. 1 and 2 threads give the same
+// bits. Skipped where the CPU has no AMX-BF16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,6 +81,10 @@ std::vector<AmxCase> amx_cases() {
   SdpaOptions sinks = causal;
   sinks.sinks = {1.5f, -0.5f};
   add("sinks", 1, 2, 2, 140, 140, 64, 64, sinks);
+  // The forward folds a positive scale into its softmax; a negative one it applies first.
+  SdpaOptions negative_scale = causal;
+  negative_scale.scale = -0.125f;
+  add("negative scale", 1, 2, 2, 140, 140, 64, 64, negative_scale);
   return cases;
 }
 

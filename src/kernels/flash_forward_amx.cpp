@@ -55,22 +55,26 @@ void RescaleTransposed(const float* alpha, size_t dv_rows, size_t ldq, float* ot
 // SoftmaxUpdate and PackKeyPairs in one pass: each query vector's probabilities go straight
 // into the pair words of P that Oᵀ += Vᵀ·Pᵀ reads (rounded to bfloat16; l sums them
 // unrounded, as SoftmaxUpdate does, in the same order), instead of into Sᵀ and from there,
-// in a second pass, into the pairs. chunks: as PackKeyPairs'.
+// in a second pass, into the pairs. chunks: as PackKeyPairs'. score_scale: what the scores in
+// st are still to be multiplied by (1 when they are scaled already), folded into the max and
+// the exponent's multiply-subtract.
 void SoftmaxUpdateToPairs(const DiagonalCut& cut, size_t cols, const float* st, size_t ldq,
-                          float* m, float* l, float* alpha, uint32_t* pp, size_t* chunks) {
+                          float score_scale, float* m, float* l, float* alpha, uint32_t* pp,
+                          size_t* chunks) {
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   const size_t N = hn::Lanes(df);
   // Later query vectors see more keys (KeysForQueryVector grows with r).
   const size_t all_pairs = round_up(std::min(KeysForQueryVector(cut, ldq - N), cols), kChunk) / 2;
+  const VF factor = hn::Set(df, score_scale);
   auto probability = [&](const SoftmaxShift& s, size_t c, size_t r) {
-    return Exp2Flushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), s.shift));
+    return Exp2Flushed(df, hn::MulSub(hn::LoadU(df, st + c * ldq + r), factor, s.shift));
   };
   auto bits = [&](VF p) { return hn::BitCast(du, RoundedToBfloat16(df, p)); };
   for (size_t r = 0; r < ldq; r += N) {
     const size_t seen = std::min(KeysForQueryVector(cut, r), cols);
     chunks[r / kTile] = round_up(seen, kChunk) / kChunk;
-    const SoftmaxShift s = ShiftForBlock(st, ldq, r, seen, m);
+    const SoftmaxShift s = ShiftForBlock(st, ldq, r, seen, m, score_scale);
     VF sum = hn::Zero(df);
     size_t c = 0;
     for (; c + 2 <= seen; c += 2) {
@@ -119,6 +123,12 @@ void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q
   size_t key_chunks[kQueryBlockPadded / kTile];
 
   const KeyRange keys_seen = visible_keys(p, b, q0, rows_in);
+  // The scores come out unscaled. Without variants or an explicit mask, which need them scaled,
+  // the softmax applies a positive scale as it reads them (the max of the scaled scores is the
+  // scaled max; the causal mask's -inf stays -inf): one pass over the block less.
+  const float scale2 = p.scale * kLog2e;
+  const bool scale_in_softmax =
+      scale2 > 0.0f && p.softcap == 0.0f && p.alibi_slopes == nullptr && p.mask == nullptr;
   amx_begin();
   for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
     const size_t cols = static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0));
@@ -126,10 +136,13 @@ void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q
     amx_product(false, keys + j0 * key_row, key_row, round_up(cols, kTile) / kTile,
                 reinterpret_cast<const uint16_t*>(qp), ldq, query_tiles, d_pad / kChunk, nullptr,
                 st, ldq);
-    ScaleScores(cut, p.scale * kLog2e, st, ldq);
-    ScoreVariants(p, h, q0, j0, cut, st, ldq, nullptr);
+    if (!scale_in_softmax) {
+      ScaleScores(cut, scale2, st, ldq);
+      ScoreVariants(p, h, q0, j0, cut, st, ldq, nullptr);
+    }
     mask_block(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
-    SoftmaxUpdateToPairs(cut, cols, st, ldq, m, l, alpha, pp, key_chunks);
+    SoftmaxUpdateToPairs(cut, cols, st, ldq, scale_in_softmax ? scale2 : 1.0f, m, l, alpha, pp,
+                         key_chunks);
     if (j0 != keys_seen.begin) RescaleTransposed(alpha, dv_rows, ldq, ot);  // Oᵀ is 0 before
     amx_product(true, values_t + j0, value_row, dv_rows / kTile,
                 reinterpret_cast<const uint16_t*>(pp), ldq, query_tiles, 0, key_chunks, ot, ldq);

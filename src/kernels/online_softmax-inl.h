@@ -23,14 +23,15 @@ namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
 // One query vector's part of a key block's online-softmax step: the new running max over the
-// block's first `cols` keys (Sᵀ rows), and the shift its exponentials take.
+// block's first `cols` keys (Sᵀ rows, each times score_scale > 0: 1 for scores scaled already),
+// and the shift its exponentials take.
 struct SoftmaxShift {
   VF m_old, m_new, shift;
   hn::Mask<DF> empty;  // rows that have seen no key yet
 };
 
 inline SoftmaxShift ShiftForBlock(const float* st, size_t ldq, size_t r, size_t cols,
-                                  const float* m) {
+                                  const float* m, float score_scale) {
   const DF df;
   const VF minus_inf = hn::Set(df, kMinusInf);
   // Four running maxima: one would wait out vmaxps' latency on every key.
@@ -46,7 +47,7 @@ inline SoftmaxShift ShiftForBlock(const float* st, size_t ldq, size_t r, size_t 
   const VF block_max = hn::Max(hn::Max(max0, max1), hn::Max(max2, max3));
   SoftmaxShift s;
   s.m_old = hn::LoadU(df, m + r);
-  s.m_new = hn::Max(s.m_old, block_max);
+  s.m_new = hn::Max(s.m_old, hn::Mul(block_max, hn::Set(df, score_scale)));
   // A row that has seen no key yet keeps m = -inf: shift by 0 so exp(-inf − 0) = 0, not NaN.
   s.empty = hn::Eq(s.m_new, minus_inf);
   s.shift = hn::IfThenZeroElse(s.empty, s.m_new);
@@ -76,7 +77,7 @@ inline void SoftmaxUpdate(const DiagonalCut& cut, bool bf16_products, float* st,
   const size_t N = hn::Lanes(df);
   for (size_t r = 0; r < ldq; r += N) {
     const size_t cols = KeysForQueryVector(cut, r);
-    const SoftmaxShift s = ShiftForBlock(st, ldq, r, cols, m);
+    const SoftmaxShift s = ShiftForBlock(st, ldq, r, cols, m, 1.0f);
     VF sum = hn::Zero(df);
     for (size_t c = 0; c < cols; ++c) {
       const VF e = Exp2Flushed(df, hn::Sub(hn::LoadU(df, st + c * ldq + r), s.shift));
