@@ -21,6 +21,7 @@
 #include "gemm_cases.hpp"
 #include "simd_targets.hpp"
 #include "src/kernels/bfloat16.hpp"
+#include "src/kernels/bfloat16_pack.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -71,6 +72,31 @@ TEST(Bfloat16, RoundsABlockOfAStridedMatrix) {
   kernels::round_to_bfloat16(m.data(), 7, 33, 40, out.data());
   for (int64_t r = 0; r < 7; ++r)
     for (int64_t c = 0; c < 33; ++c) ASSERT_EQ(out[r * 33 + c], to_bfloat16(m.at({r, c})));
+}
+
+// The AMX kernels' packers round each float to nearest even as they copy it (the forward packs
+// K and V from the caller's floats), on every SIMD target, through their vector blocks and their
+// tails: 37 rows 40 floats apart, 33 of each row packed, rows and transposed.
+TEST(Bfloat16, PackersRoundEveryElementLikeTheScalarFunction) {
+  const Tensor m = rand_normal({37, 40}, 4, 0.0f, 3.0f);
+  const size_t rows = 37, width = 33, ld_rows = 48, ld_transposed = 40;
+  testing::for_each_simd_target([&](const char* target) {
+    std::vector<uint16_t> packed(rows * ld_rows, 1), transposed(width * ld_transposed, 1);
+    kernels::pack_bfloat16_rows(m.data(), 40, rows, width, ld_rows, packed.data());
+    kernels::pack_bfloat16_transposed(m.data(), 40, rows, width, ld_transposed, transposed.data());
+    for (size_t t = 0; t < rows; ++t) {
+      for (size_t e = 0; e < width; ++e) {
+        const uint16_t expected = to_bfloat16(m.data()[t * 40 + e]);
+        ASSERT_EQ(packed[t * ld_rows + e], expected) << target << " row " << t << ", " << e;
+        ASSERT_EQ(transposed[e * ld_transposed + t], expected) << target << " " << e << ", " << t;
+      }
+      for (size_t e = width; e < ld_rows; ++e) ASSERT_EQ(packed[t * ld_rows + e], 0) << target;
+    }
+    for (size_t e = 0; e < width; ++e) {
+      for (size_t t = rows; t < ld_transposed; ++t)
+        ASSERT_EQ(transposed[e * ld_transposed + t], 0) << target;
+    }
+  });
 }
 
 // x rounded to bfloat16, as a float.
