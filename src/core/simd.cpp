@@ -151,6 +151,9 @@ bool cpu_lends_amx_bf16() {
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
   constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24;
   if ((edx & kAmxBf16) == 0 || (edx & kAmxTile) == 0) return false;
+  // The AMX forward also rounds with AVX-512 BF16's vcvtne2ps2bf16, which every CPU with
+  // AMX-BF16 so far has; one without it keeps the vector kernels.
+  if (!__builtin_cpu_supports("avx512bf16")) return false;
   constexpr long kRequestPermission = 0x1023, kTileData = 18;
   return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
 #else

@@ -11,8 +11,9 @@ SimdCap simd_cap();
 void matrix_library_opened();
 
 // Whether attention's bf16 products may run on AMX tiles (src/kernels/amx_tiles.hpp): the CPU
-// has AMX-BF16, Linux lent this process the tile state (asked once, on first call), and no
-// cap is set (limit_simd("avx512") turns AMX off, so the vector kernels can be compared).
+// has AMX-BF16 (and AVX-512 BF16), Linux lent this process the tile state (asked once, on first
+// call), and no cap is set (limit_simd("avx512") turns AMX off, so the vector kernels can be
+// compared).
 bool amx_bf16_usable();
 // Tests turn AMX off (and on again) to compare the AMX kernels with the vector ones in one
 // process, where limit_simd may no longer change once oneDNN has opened.
