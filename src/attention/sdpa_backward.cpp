@@ -107,9 +107,16 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   check_gradient_view(dq, q_in, "dq");
   check_gradient_view(dk, k_in, "dk");
   check_gradient_view(dv, v_in, "dv");
-  const Tensor q = query_rows_for(q_in, options), k = key_rows_for(k_in, options),
-               v = key_rows_for(v_in, options), out = with_contiguous_rows(out_in),
-               d_out = query_rows_for(d_out_in, options);
+  // On AMX tiles the packing rounds Q, K, V and dO as it reads them (amx_operands.hpp).
+  const bool on_amx = products_on_amx(options);
+  auto query_rows = [&](const Tensor& t) {
+    return on_amx ? with_contiguous_rows(t) : query_rows_for(t, options);
+  };
+  auto key_rows = [&](const Tensor& t) {
+    return on_amx ? with_contiguous_rows(t) : key_rows_for(t, options);
+  };
+  const Tensor q = query_rows(q_in), k = key_rows(k_in), v = key_rows(v_in),
+               out = with_contiguous_rows(out_in), d_out = query_rows(d_out_in);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   kernels::FlashBackwardProblem p{};
@@ -117,7 +124,7 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
                             options, const_cast<float*>(logsumexp));  // read only
   const Tensor d_out4 = as_rank4(d_out), dq4 = as_rank4(dq), dk4 = as_rank4(dk), dv4 = as_rank4(dv);
   AmxOperands amx_operands;  // bf16 products on a CPU with AMX: K and V packed for its tiles
-  if (products_on_amx(options)) attach_amx_operands(p.forward, AmxPass::kBackward, amx_operands);
+  if (on_amx) attach_amx_operands(p.forward, AmxPass::kBackward, amx_operands);
   p.d_out = d_out4.data();
   copy_strides(d_out4, p.d_out_stride);
   p.dq = const_cast<float*>(dq4.data());  // the gradient views' storage is writable

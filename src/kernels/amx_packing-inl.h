@@ -1,7 +1,7 @@
 // Packing for the AMX kernels' tile operands (amx_tiles.hpp) inside a task, shared by the
-// forward (flash_forward_amx.cpp) and the backward (flash_backward.cpp): Q rounded to the
-// nearest bfloat16 here (the forward reads the caller's floats), the other operands rounded
-// already (as floats) and taken as their top halves. Compiled once per Highway target
+// forward (flash_forward_amx.cpp) and the backward (flash_backward.cpp): Q and dO rounded to
+// the nearest bfloat16 here (both passes read the caller's floats), P and dS rounded already
+// (as floats) and taken as their top halves. Compiled once per Highway target
 // (include it after tile_product-inl.h); only the AVX-512 targets define it (16 float lanes,
 // the tiles' width).
 #if defined(ATTN_KERNELS_AMX_PACKING_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -105,7 +105,8 @@ inline void PackKeyPairs(const DiagonalCut& cut, size_t cols, const float* st, s
 
 // B of the backward's dV_j += Pᵀ·dO_i and dK_j += dSᵀ·Q_i, whose reduction runs over queries:
 // word (k, e) = (X[2k][e], X[2k + 1][e]) at out[k·ld + e], for the pair-rows k < pair_rows (zero
-// past the rows) and e < ld (zero past the width).
+// past the rows) and e < ld (zero past the width); X's values rounded to bfloat16 (the AMX
+// backward reads the caller's Q and dO).
 inline void PackRowPairs(const float* x, int64_t stride, size_t rows, size_t width, size_t ld,
                          size_t pair_rows, uint32_t* out) {
   const DF df;
@@ -117,11 +118,15 @@ inline void PackRowPairs(const float* x, int64_t stride, size_t rows, size_t wid
     const float* odd_row = 2 * k + 1 < rows ? even_row + stride : nullptr;
     size_t e = 0;
     for (; e + N <= width; e += N) {
-      const auto even = hn::BitCast(du, hn::LoadU(df, even_row + e));
-      const auto odd = odd_row ? hn::BitCast(du, hn::LoadU(df, odd_row + e)) : hn::Zero(du);
+      const auto even = hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, even_row + e)));
+      const auto odd = odd_row ? hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, odd_row + e)))
+                               : hn::Zero(du);
       hn::StoreU(PairWords(du, even, odd), du, out + k * ld + e);
     }
-    for (; e < width; ++e) out[k * ld + e] = PairWord(even_row[e], odd_row ? odd_row[e] : 0.0f);
+    for (; e < width; ++e) {
+      out[k * ld + e] =
+          PairWord(RoundedToBfloat16(even_row[e]), odd_row ? RoundedToBfloat16(odd_row[e]) : 0.0f);
+    }
   }
 }
 

@@ -166,6 +166,14 @@ Buffers CarveScratch(const FlashProblem& p, float* scratch) {
           scratch + at.amx_dqt};
 }
 
+// x[i] = factor·bf16(x[i]) for i < n (a multiple of the vector length).
+void ScaleRounded(float factor, size_t n, float* x) {
+  const DF df;
+  const VF f = hn::Set(df, factor);
+  for (size_t i = 0; i < n; i += hn::Lanes(df))
+    hn::StoreU(hn::Mul(f, RoundedToBfloat16(df, hn::LoadU(df, x + i))), df, x + i);
+}
+
 // Tiles for a query block: ldq queries (16 a tile) as products' columns; the reduction over
 // queries (dK, dV) in whole chunks of 32.
 inline size_t AmxQueryReach(size_t ldq) { return round_up(ldq, 32); }
@@ -183,7 +191,12 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   const float* d_o =
       bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2];
   const float* o = p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
-  PackTransposed(d_o, bp.d_out_stride[2], rows, dv, p.scale, s.dot, ldq);  // s·dOᵀ, for D too
+  if (s.amx) {  // s·dOᵀ for D, of dO rounded to bfloat16 (on AMX dO arrives as the caller's)
+    PackTransposed(d_o, bp.d_out_stride[2], rows, dv, 1.0f, s.dot, ldq);
+    ScaleRounded(p.scale, dv * ldq, s.dot);
+  } else {
+    PackTransposed(d_o, bp.d_out_stride[2], rows, dv, p.scale, s.dot, ldq);  // s·dOᵀ, for D too
+  }
   if (!s.amx) {  // the vector products' operands (the AMX ones are packed below)
     PackTransposed(q, p.q_stride[2], rows, d, p.scale * kLog2e, s.qt, ldq);  // base 2
     PackRows(q, p.q_stride[2], rows, d, s.q_rows, ldd);
