@@ -183,11 +183,14 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
   ATTN_CHECK(logsumexp.defined() && logsumexp.shape() == Shape({dims.tq_total, dims.heads}),
              "sdpa_varlen_backward: logsumexp must be (", dims.tq_total, ", ", dims.heads,
              "), what sdpa_varlen returned");
-  const Tensor q = detail::query_rows_for(q_in, options),
-               k = head_major(detail::as_product_operand(k_in, options)),
-               v = head_major(detail::as_product_operand(v_in, options)), out = out_in.contiguous(),
-               d_out = detail::query_rows_for(d_out_in, options).contiguous(),
-               lse_in = logsumexp.contiguous();
+  // On AMX tiles the packing rounds Q, K, V and dO as it reads them (amx_operands.hpp).
+  const bool on_amx = detail::products_on_amx(options);
+  auto operand = [&](const Tensor& t) {
+    return on_amx ? t : detail::as_product_operand(t, options);
+  };
+  const Tensor q = detail::with_contiguous_rows(operand(q_in)), k = head_major(operand(k_in)),
+               v = head_major(operand(v_in)), out = out_in.contiguous(),
+               d_out = operand(d_out_in).contiguous(), lse_in = logsumexp.contiguous();
   for (float x : lse_in.to_vector()) {
     ATTN_CHECK(!std::isnan(x) && x != -INFINITY, "sdpa_varlen_backward: logsumexp holds ", x,
                "; pass the logsumexp sdpa_varlen returned with this output");
@@ -231,10 +234,12 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
     detail::check_finite(out, "sdpa_varlen_backward", "out");
     detail::check_finite(d_out, "sdpa_varlen_backward", "d_out");
   }
-  if (!options.sinks.empty()) {  // the packed rows as (1, H, Tq_total, ·) views
-    grads.dsinks = detail::sink_gradients(
-        detail::as_rank4(out.permute({1, 0, 2})), detail::as_rank4(d_out.permute({1, 0, 2})),
-        detail::as_rank4(lse_in.permute({1, 0})).select(0), options.sinks);
+  if (!options.sinks.empty()) {  // the packed rows as (1, H, Tq_total, ·) views; dO as given,
+    // not rounded, as sdpa_backward takes it
+    grads.dsinks =
+        detail::sink_gradients(detail::as_rank4(out.permute({1, 0, 2})),
+                               detail::as_rank4(d_out_in.contiguous().permute({1, 0, 2})),
+                               detail::as_rank4(lse_in.permute({1, 0})).select(0), options.sinks);
   }
   return grads;
 }
