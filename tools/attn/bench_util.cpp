@@ -150,17 +150,17 @@ std::string attention_json_fields(const AttentionBenchArgs& a, const AttentionBe
   std::snprintf(
       fields, sizeof(fields),
       "\"seq\": %lld, \"batch\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
-      "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.3f, \"gflops\": %.2f, "
-      "\"useful_gflops\": %.2f, \"peak_gflops\": %.2f, \"reference_ms\": %s, "
+      "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.6g, \"gflops\": %.6g, "
+      "\"useful_gflops\": %.6g, \"peak_gflops\": %.6g, \"reference_ms\": %s, "
       "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f, \"simd\": \"%s\", "
-      "\"variant\": \"%s\"",
+      "\"variant\": \"%s\", \"packed\": %lld",
       static_cast<long long>(r.seq), static_cast<long long>(a.batch),
       static_cast<long long>(a.heads), static_cast<long long>(r.kv_heads),
       static_cast<long long>(a.head_dim), a.causal ? "true" : "false", r.threads, a.impl.c_str(),
       r.ms, r.gflops, r.useful_gflops, r.peak_gflops,
       r.reference_ms < 0 ? "null" : std::to_string(r.reference_ms).c_str(),
       a.block ? "true" : "false", a.compete ? "true" : "false", r.rss_mib, simd_target().c_str(),
-      a.variant.c_str());
+      a.variant.c_str(), static_cast<long long>(a.packed));
   return fields;
 }
 

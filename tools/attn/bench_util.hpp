@@ -67,6 +67,8 @@ struct AttentionBenchRow {
   double rss_mib;
 };
 // The JSON fields both benches print, comma-separated, without braces: each bench adds its own.
+// Times and rates keep six significant digits (a ratio of two tiny rates, under a sanitizer,
+// lost its third digit to two decimals).
 std::string attention_json_fields(const AttentionBenchArgs& args, const AttentionBenchRow& row);
 
 // Median milliseconds of `runs` calls of fn, timed one by one, without a warm-up.
