@@ -160,9 +160,9 @@ TEST(NonFinitePolicy, TheSameFiniteInputsPass) {
   }
 }
 
-// The fused forward scans its inputs inside its tasks (each task its query rows and a share
-// of its K/V head's rows): every element must be some task's, for any split of the work.
-TEST(NonFinitePolicy, TheFusedForwardFindsANaNAnywhere) {
+// A NaN at every third element of q, k or v in turn, over shapes that split the work in
+// different ways: each call must refuse it, naming the tensor.
+void forward_finds_nan_anywhere(const SdpaOptions& options) {
   struct Dims {
     int64_t heads, kv_heads, tq, tk;
   };
@@ -180,9 +180,10 @@ TEST(NonFinitePolicy, TheFusedForwardFindsANaNAnywhere) {
         const Tensor& tk = name[0] == 'k' ? bad : k;
         const Tensor& tv = name[0] == 'v' ? bad : v;
         try {
-          sdpa(tq, tk, tv);
+          sdpa(tq, tk, tv, options);
           ADD_FAILURE() << name << " NaN at flat " << at << " accepted, heads " << s.heads << "/"
-                        << s.kv_heads << ", Tq " << s.tq << ", Tk " << s.tk;
+                        << s.kv_heads << ", Tq " << s.tq << ", Tk " << s.tk << ", "
+                        << to_string(options.precision);
         } catch (const Error& e) {
           EXPECT_EQ(e.argument(), name);
         }
@@ -191,15 +192,27 @@ TEST(NonFinitePolicy, TheFusedForwardFindsANaNAnywhere) {
   }
 }
 
-// The backward's tasks scan what they read, in both of its loop orders.
-TEST(NonFinitePolicy, TheFusedBackwardFindsANaNAnywhere) {
+// The fused forward scans its inputs inside its tasks (each task its query rows and a share
+// of its K/V head's rows; with bf16 products on AMX tiles, K and V as they are packed): every
+// element must be some task's, for any split of the work.
+TEST(NonFinitePolicy, TheFusedForwardFindsANaNAnywhere) {
+  for (const Dtype precision : {Dtype::kFloat32, Dtype::kBFloat16}) {
+    SdpaOptions options;
+    options.precision = precision;
+    forward_finds_nan_anywhere(options);
+  }
+}
+
+// -inf at every fifth element of each input of the backward in turn, in both loop orders:
+// each call must refuse it, naming the input.
+void backward_finds_inf_anywhere(const SdpaOptions& options) {
   for (const int64_t two_pass_below : {int64_t{1}, int64_t{1} << 30}) {
     detail::set_backward_two_pass_below(two_pass_below);
     const Tensor q = normal_for_policy({2, 4, 70, 4}, 30),
                  k = normal_for_policy({2, 2, 150, 4}, 31),
                  v = normal_for_policy({2, 2, 150, 4}, 32),
                  d_out = normal_for_policy({2, 4, 70, 4}, 33);
-    const SdpaResult f = sdpa(q, k, v);
+    const SdpaResult f = sdpa(q, k, v, options);
     const std::vector<std::pair<const char*, Tensor>> inputs{
         {"q", q}, {"k", k}, {"v", v}, {"out", f.output}, {"d_out", d_out}};
     for (const auto& [name, clean] : inputs) {
@@ -212,9 +225,9 @@ TEST(NonFinitePolicy, TheFusedBackwardFindsANaNAnywhere) {
           if (std::string(inputs[i].first) == name) args[i] = bad;
         }
         try {
-          sdpa_backward(args[0], args[1], args[2], args[3], f.logsumexp, args[4]);
+          sdpa_backward(args[0], args[1], args[2], args[3], f.logsumexp, args[4], options);
           ADD_FAILURE() << name << " -inf at flat " << at << " accepted, two-pass below "
-                        << two_pass_below;
+                        << two_pass_below << ", " << to_string(options.precision);
         } catch (const Error& e) {
           EXPECT_EQ(e.argument(), name);
         }
@@ -222,6 +235,16 @@ TEST(NonFinitePolicy, TheFusedBackwardFindsANaNAnywhere) {
     }
   }
   detail::set_backward_two_pass_below(0);
+}
+
+// The backward's tasks scan what they read, in both of its loop orders (and with bf16
+// products on AMX tiles, K and V as they are packed).
+TEST(NonFinitePolicy, TheFusedBackwardFindsANaNAnywhere) {
+  for (const Dtype precision : {Dtype::kFloat32, Dtype::kBFloat16}) {
+    SdpaOptions options;
+    options.precision = precision;
+    backward_finds_inf_anywhere(options);
+  }
 }
 
 TEST(NonFinitePolicy, TheMessageNamesTheFirstElementOfAStridedView) {

@@ -4,6 +4,7 @@
 // T²·(d + dv) products. Internal.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -28,7 +29,10 @@ bool products_on_amx(const SdpaOptions& options);
 
 // For a call where products_on_amx: packs what the pass reads of p's K and V (rounding them to
 // bfloat16) into `storage` and points p's amx_* fields at it. Without such fields the vector
-// kernels run.
-void attach_amx_operands(kernels::FlashProblem& p, AmxPass pass, AmxOperands& storage);
+// kernels run. With non_finite_input, also scans K and V for NaN and ±inf as it packs them (the
+// tasks then scan only their query rows: their own scan of K and V read them from memory once
+// more, 3 % of the bf16 forward at T = 1024) and sets it when it finds one.
+void attach_amx_operands(kernels::FlashProblem& p, AmxPass pass, AmxOperands& storage,
+                         std::atomic<bool>* non_finite_input);
 
 }  // namespace attn::detail

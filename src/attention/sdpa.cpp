@@ -29,12 +29,13 @@ namespace {
 
 // True when the query rows [q0, q0 + rows) of head (b, h), or this block's share of the K and
 // V rows of its K/V head, hold NaN or ±inf. The first query head of each K/V group scans that
-// group's K/V rows, split over the head's `blocks` query blocks, so every row is read once.
+// group's K/V rows, split over the head's `blocks` query blocks, so every row is read once. On
+// AMX tiles the packing of K and V scanned them (attach_amx_operands).
 bool task_inputs_non_finite(const kernels::FlashProblem& p, int64_t b, int64_t h, int64_t q0,
                             int64_t rows, int64_t blocks) {
   if (rows_non_finite(p.q, p.q_stride, b, h, q0, rows, p.d)) return true;
   const int64_t group = p.heads / p.kv_heads;
-  if (h % group != 0) return false;
+  if (h % group != 0 || p.amx_keys.data != nullptr) return false;
   const int64_t block = q0 / kernels::kQueryBlock;
   const int64_t first = block * p.tk / blocks, count = (block + 1) * p.tk / blocks - first;
   return key_rows_non_finite(p, b, h / group, first, count);
@@ -68,7 +69,7 @@ void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
   std::vector<kernels::FlashProblem> problems = problems_in;
   std::vector<AmxOperands> amx_operands(problems.size());
   for (size_t i = 0; on_amx && i < problems.size(); ++i)
-    attach_amx_operands(problems[i], AmxPass::kForward, amx_operands[i]);
+    attach_amx_operands(problems[i], AmxPass::kForward, amx_operands[i], non_finite_input);
 
   // Tasks: (problem, batch, head, query block), the blocks of one head consecutive, so a thread
   // keeps that head's K and V in cache (taking the blocks of every head in turn instead

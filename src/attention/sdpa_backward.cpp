@@ -124,7 +124,10 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
                             options, const_cast<float*>(logsumexp));  // read only
   const Tensor d_out4 = as_rank4(d_out), dq4 = as_rank4(dq), dk4 = as_rank4(dk), dv4 = as_rank4(dv);
   AmxOperands amx_operands;  // bf16 products on a CPU with AMX: K and V packed for its tiles
-  if (on_amx) attach_amx_operands(p.forward, AmxPass::kBackward, amx_operands);
+  if (on_amx) {  // K and V scanned for NaN and ±inf as they are packed: the tasks skip them
+    attach_amx_operands(p.forward, AmxPass::kBackward, amx_operands, non_finite_input);
+  }
+  const bool scan_keys = non_finite_input != nullptr && !on_amx;
   p.d_out = d_out4.data();
   copy_strides(d_out4, p.d_out_stride);
   p.dq = const_cast<float*>(dq4.data());  // the gradient views' storage is writable
@@ -156,7 +159,7 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
     parallel_for_workers(pairs, [&](int64_t task, int worker) {
       const int64_t b = task / dims.kv_heads, kv_h = task % dims.kv_heads;
       if (non_finite_input) {
-        bool found = key_rows_non_finite(p.forward, b, kv_h, 0, dims.tk);
+        bool found = scan_keys && key_rows_non_finite(p.forward, b, kv_h, 0, dims.tk);
         for (int64_t h = kv_h * group; h < (kv_h + 1) * group && !found; ++h) {
           found = query_rows_non_finite(p, b, h, 0, dims.tq);
         }
@@ -178,7 +181,7 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   parallel_for_workers(pairs * chunks, [&](int64_t i, int worker) {
     const int64_t task = alternating_ends(i, pairs * chunks);
     const int64_t pair = task / chunks, j_begin = task % chunks * kernels::kKeyChunk;
-    if (non_finite_input) {
+    if (scan_keys) {
       flag(key_rows_non_finite(p.forward, pair / dims.kv_heads, pair % dims.kv_heads, j_begin,
                                std::min(kernels::kKeyChunk, dims.tk - j_begin)));
     }
