@@ -77,9 +77,10 @@ inline void ScaleScores(const DiagonalCut& cut, float scale2, float* st, size_t 
   });
 }
 
-// B of Oᵀ += Vᵀ·Pᵀ (and the backward's dQᵀ += Kᵀ·dSᵀ): the values of keys 2k and 2k + 1 side by
-// side for each query, one 32-bit word per (pair-row k, query), from a transposed block (P or
-// dS, already rounded to bfloat16).
+// B of the backward's dQᵀ += Kᵀ·dSᵀ (the forward's Oᵀ += Vᵀ·Pᵀ gets its pairs straight from
+// the softmax: SoftmaxUpdateToPairs): the values of keys 2k and 2k + 1 side by side for each
+// query, one 32-bit word per (pair-row k, query), from a transposed block (dS, already rounded
+// to bfloat16).
 // chunks[t] = the chunks of 32 keys query tile t needs. A block of two tiles reads as many as
 // the later one needs (amx_product), so every tile's pairs are written that far: zero past the
 // keys the softmax computed for it.
