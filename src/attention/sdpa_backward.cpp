@@ -109,14 +109,9 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   check_gradient_view(dv, v_in, "dv");
   // On AMX tiles the packing rounds Q, K, V and dO as it reads them (amx_operands.hpp).
   const bool on_amx = products_on_amx(options);
-  auto query_rows = [&](const Tensor& t) {
-    return on_amx ? with_contiguous_rows(t) : query_rows_for(t, options);
-  };
-  auto key_rows = [&](const Tensor& t) {
-    return on_amx ? with_contiguous_rows(t) : key_rows_for(t, options);
-  };
-  const Tensor q = query_rows(q_in), k = key_rows(k_in), v = key_rows(v_in),
-               out = with_contiguous_rows(out_in), d_out = query_rows(d_out_in);
+  const Tensor q = query_rows_for(q_in, options, on_amx), k = key_rows_for(k_in, options, on_amx),
+               v = key_rows_for(v_in, options, on_amx), out = with_contiguous_rows(out_in),
+               d_out = query_rows_for(d_out_in, options, on_amx);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   kernels::FlashBackwardProblem p{};

@@ -120,10 +120,9 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options);
   // On AMX tiles the packing rounds Q, K and V as it reads them (amx_operands.hpp).
   const bool on_amx = detail::products_on_amx(options);
-  const Tensor q = on_amx ? detail::with_contiguous_rows(q_in)
-                          : detail::query_rows_for(q_in, options),
-               k = head_major(on_amx ? k_in : detail::as_product_operand(k_in, options)),
-               v = head_major(on_amx ? v_in : detail::as_product_operand(v_in, options));
+  const Tensor q = detail::query_rows_for(q_in, options, on_amx),
+               k = head_major(detail::as_product_operand(k_in, options, on_amx)),
+               v = head_major(detail::as_product_operand(v_in, options, on_amx));
   // Not zeroed (16 MiB at 4096 × 16 × 64, 5 % of eight packed sequences' time): the kernels
   // write every row of a sequence that has keys, and the rows of one without are zeroed below.
   SdpaResult result{Tensor::uninitialized({dims.tq_total, dims.heads, dims.dv}), Tensor{},
@@ -185,12 +184,12 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
              "), what sdpa_varlen returned");
   // On AMX tiles the packing rounds Q, K, V and dO as it reads them (amx_operands.hpp).
   const bool on_amx = detail::products_on_amx(options);
-  auto operand = [&](const Tensor& t) {
-    return on_amx ? t : detail::as_product_operand(t, options);
-  };
-  const Tensor q = detail::with_contiguous_rows(operand(q_in)), k = head_major(operand(k_in)),
-               v = head_major(operand(v_in)), out = out_in.contiguous(),
-               d_out = operand(d_out_in).contiguous(), lse_in = logsumexp.contiguous();
+  const Tensor q = detail::query_rows_for(q_in, options, on_amx),
+               k = head_major(detail::as_product_operand(k_in, options, on_amx)),
+               v = head_major(detail::as_product_operand(v_in, options, on_amx)),
+               out = out_in.contiguous(),
+               d_out = detail::as_product_operand(d_out_in, options, on_amx).contiguous(),
+               lse_in = logsumexp.contiguous();
   for (float x : lse_in.to_vector()) {
     ATTN_CHECK(!std::isnan(x) && x != -INFINITY, "sdpa_varlen_backward: logsumexp holds ", x,
                "; pass the logsumexp sdpa_varlen returned with this output");
