@@ -194,10 +194,8 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   if (s.amx) {  // s·dOᵀ for D, of dO rounded to bfloat16 (on AMX dO arrives as the caller's)
     PackTransposed(d_o, bp.d_out_stride[2], rows, dv, 1.0f, s.dot, ldq);
     ScaleRounded(p.scale, dv * ldq, s.dot);
-  } else {
-    PackTransposed(d_o, bp.d_out_stride[2], rows, dv, p.scale, s.dot, ldq);  // s·dOᵀ, for D too
-  }
-  if (!s.amx) {  // the vector products' operands (the AMX ones are packed below)
+  } else {  // s·dOᵀ, for D too, and the vector products' operands (the AMX ones: below)
+    PackTransposed(d_o, bp.d_out_stride[2], rows, dv, p.scale, s.dot, ldq);
     PackTransposed(q, p.q_stride[2], rows, d, p.scale * kLog2e, s.qt, ldq);  // base 2
     PackRows(q, p.q_stride[2], rows, d, s.q_rows, ldd);
     PackRows(d_o, bp.d_out_stride[2], rows, dv, s.do_rows, ldv);
