@@ -44,6 +44,13 @@ struct CliResult {
 
 using testing::slurp;
 
+// The number after "key": in --json output, the first one from position `from` on; -1 when
+// the key is absent.
+double json_number(const std::string& out, const std::string& key, size_t from = 0) {
+  const size_t at = out.find("\"" + key + "\": ", from);
+  return at == std::string::npos ? -1.0 : std::stod(out.substr(at + key.size() + 4));
+}
+
 class Cli : public testing::TempDirTest {
  protected:
   // Writes q, k, v to q.npy, k.npy, v.npy and returns "sdpa --q … --k … --v …" reading them.
@@ -730,10 +737,7 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
                               " --prompt-tokens 4 --new-tokens 4 --threads 1 --runs 1 --json "
                               "--weights bf16");
   ASSERT_EQ(bench.status, 0) << bench.err;
-  const auto field = [&](const std::string& key) {
-    const size_t at = bench.out.find("\"" + key + "\": ");
-    return at == std::string::npos ? -1.0 : std::stod(bench.out.substr(at + key.size() + 4));
-  };
+  const auto field = [&](const std::string& key) { return json_number(bench.out, key); };
   const double expected_bytes = static_cast<double>(half.model.weight_bytes()) - 4.0 * 16 * 8 +
                                 4.0 * 8 + 2.0 * 4.0 * 1 * 8 * 6.5;
   EXPECT_NE(bench.out.find("\"weights\": \"bf16\""), std::string::npos) << bench.out;
@@ -767,8 +771,7 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
   const size_t profile_at = out.find("{\"profile\": \"prompt\", \"threads\": 1");
   ASSERT_NE(profile_at, std::string::npos) << out;
   const auto profile_field = [&](const std::string& key) {
-    const size_t key_at = out.find("\"" + key + "\": ", profile_at);
-    return key_at == std::string::npos ? -1.0 : std::stod(out.substr(key_at + key.size() + 4));
+    return json_number(out, key, profile_at);
   };
   EXPECT_EQ(profile_field("matmul_flop"),
             2.0 * (4 * 8 * 24 + 8 * 8 + 8 * 32 + 32 * 8) + 2.0 * 8 * 50257);
@@ -1267,10 +1270,7 @@ TEST_F(Cli, BenchPackedCountsEachSequencesOwnSquare) {
                             " --seq 48 --heads 8 --head-dim 32 --causal --threads 1 --runs 1 "
                             "--packed 2 --json");
     ASSERT_EQ(r.status, 0) << r.err;
-    const auto field = [&](const std::string& key) {
-      const size_t at = r.out.find("\"" + key + "\": ");
-      return at == std::string::npos ? -1.0 : std::stod(r.out.substr(at + key.size() + 4));
-    };
+    const auto field = [&](const std::string& key) { return json_number(r.out, key); };
     const double share = field("useful_gflops") / field("gflops");  // six digits each
     EXPECT_NEAR(share, own, 1e-4) << pass << ": " << r.out;
     EXPECT_GT(std::abs(share - whole), 8e-3) << pass;
