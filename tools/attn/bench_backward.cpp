@@ -83,8 +83,7 @@ std::unique_ptr<BackwardProblem> make_problem(const AttentionBenchArgs& a, int64
   p->d_out = rand_normal({a.batch, a.heads, t_len, a.head_dim}, 4);
   if (a.packed > 1) {  // the same rows, packed (T, H, d)
     p->offsets = packed_offsets(a, t_len);
-    for (Tensor* x : {&p->q, &p->k, &p->v, &p->d_out})
-      *x = x->select(0).permute({1, 0, 2}).contiguous();
+    for (Tensor* x : {&p->q, &p->k, &p->v, &p->d_out}) *x = packed_rows(*x);
   }
   forward_of(*p);
   return p;

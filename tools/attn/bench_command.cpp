@@ -76,9 +76,9 @@ void run_forward(const AttentionBenchArgs& a) {
     Tensor q_packed, k_packed, v_packed;
     if (a.packed > 1) {
       cu = packed_offsets(a, t_len);
-      q_packed = q.select(0).permute({1, 0, 2}).contiguous();
-      k_packed = k.select(0).permute({1, 0, 2}).contiguous();
-      v_packed = v.select(0).permute({1, 0, 2}).contiguous();
+      q_packed = packed_rows(q);
+      k_packed = packed_rows(k);
+      v_packed = packed_rows(v);
     }
     auto run_once = [&](const std::string& impl) {
       if (a.block) {

@@ -93,6 +93,8 @@ std::vector<int64_t> packed_offsets(const AttentionBenchArgs& a, int64_t t_len) 
   return offsets;
 }
 
+Tensor packed_rows(const Tensor& x) { return x.select(0).permute({1, 0, 2}).contiguous(); }
+
 AttentionFlops attention_flops(const AttentionBenchArgs& a, int64_t t_len, int products) {
   const std::vector<int64_t> lengths =
       a.packed > 1 ? packed_lengths(t_len, a.packed) : std::vector<int64_t>(a.batch, t_len);

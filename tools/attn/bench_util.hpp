@@ -41,6 +41,8 @@ std::vector<int64_t> packed_lengths(int64_t t_len, int64_t sequences);
 // Their offsets (cu_seqlens: 0, then each sequence's end) for --packed; attn::Error unless
 // --batch is 1.
 std::vector<int64_t> packed_offsets(const AttentionBenchArgs& args, int64_t t_len);
+// A (1, H, T, d) tensor's rows packed as sdpa_varlen takes them: (T, H, d), contiguous.
+Tensor packed_rows(const Tensor& x);
 
 // The FLOPs of `products` T×T×d matrix products (2 in the forward, 5 in the backward) over
 // every sequence of a --seq: one of t_len per batch entry, or --packed's lengths. `square`
