@@ -7,14 +7,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "attn/embedding.hpp"
 #include "attn/mha.hpp"
 #include "attn/random.hpp"
 #include "attn/threads.hpp"
+#include "simd_targets.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -177,6 +180,73 @@ TEST(KVCache, BfloatConversionRoundsToNearestEven) {
   EXPECT_EQ(from_bfloat16(to_bfloat16(1.0f + 0x1p-7f + 0x1p-8f)), 1.0f + 0x1p-6f);   // tie: to even
   EXPECT_TRUE(std::isnan(from_bfloat16(to_bfloat16(std::nanf("")))));
   EXPECT_EQ(from_bfloat16(to_bfloat16(-3.5f)), -3.5f);
+}
+
+// The value each storage keeps of x, by the rules attn/kv_cache.hpp states, written out plainly:
+// the oracle of the vectorised stores.
+float stored_by_rule(Dtype storage, const std::vector<float>& row, int64_t e) {
+  if (storage == Dtype::kFloat32) return row[static_cast<size_t>(e)];
+  if (storage == Dtype::kBFloat16) return from_bfloat16(to_bfloat16(row[static_cast<size_t>(e)]));
+  float largest = 0.0f;
+  for (float x : row) largest = std::max(largest, std::fabs(x));
+  if (largest < 1e-36f) return 0.0f;
+  const float q = std::nearbyint(row[static_cast<size_t>(e)] * (127.0f / largest));
+  return (largest / 127.0f) * std::clamp(q, -127.0f, 127.0f);
+}
+
+// Every stored element equals the rule's, exactly: each storage, head dims with and without a
+// vector tail, K and V from views whose rows are apart (as a layer's projections give them) and
+// from one whose last dim is strided, appends of several rows into a ring that wraps, rows of
+// zeros, of values below q8's 1e-36 and of q8's ties (to even), on every SIMD target and both
+// thread counts.
+TEST(KVCache, AppendStoresEveryValueByItsStorageRule) {
+  testing::for_each_simd_target([](const char* target) {
+    for (Dtype storage : {Dtype::kFloat32, Dtype::kBFloat16, Dtype::kQ8}) {
+      for (int64_t d : {5, 16, 20, 64, 72}) {
+        for (int threads : {1, 2}) {
+          set_num_threads(threads);
+          KVCacheConfig c;
+          c.batch = 2;
+          c.n_kv_heads = 3;
+          c.head_dim = d;
+          c.window = 7;
+          c.capacity = 9;
+          c.dtype = storage;
+          KVCache cache(c);
+          int64_t seed = 70;
+          for (int64_t t_new : {4, 6, 1, 9}) {  // slots 0-3, 4-8 and 0, 1, 2-8 and 0-1
+            // (B, T, H, d) storage seen as (B, H, T, d); V's last dim strided.
+            Tensor k = rand_normal({2, t_new, 3, d}, seed++, 0.0f, 4.0f).permute({0, 2, 1, 3});
+            Tensor v = rand_normal({2, 3, d, t_new}, seed++).transpose(2, 3);
+            for (int64_t e = 0; e < d; ++e) k.at({0, 1, 0, e}) = 0.0f;  // zeros
+            for (int64_t e = 0; e < d; ++e) k.at({1, 2, t_new - 1, e}) = 1e-37f * float(e + 1);
+            for (int64_t e = 0; e < d; ++e)  // largest 127: x itself rounded, ties among them
+              v.at({1, 0, 0, e}) = e == 0 ? 127.0f : 0.5f + float(e % 5) - 2.0f;
+            cache.append(k, v);
+            for (int64_t b = 0; b < 2; ++b)
+              for (int64_t h = 0; h < 3; ++h)
+                for (int64_t t = 0; t < t_new; ++t) {
+                  std::vector<float> k_row, v_row;
+                  for (int64_t e = 0; e < d; ++e) {
+                    k_row.push_back(k.at({b, h, t, e}));
+                    v_row.push_back(v.at({b, h, t, e}));
+                  }
+                  const int64_t p = cache.position() - t_new + t;
+                  for (int64_t e = 0; e < d; ++e) {
+                    ASSERT_EQ(cache.key_at(b, h, p, e), stored_by_rule(storage, k_row, e))
+                        << target << " " << to_string(storage) << " d " << d << " (" << b << ", "
+                        << h << ", " << p << ", " << e << ")";
+                    ASSERT_EQ(cache.value_at(b, h, p, e), stored_by_rule(storage, v_row, e))
+                        << target << " " << to_string(storage) << " d " << d << " (" << b << ", "
+                        << h << ", " << p << ", " << e << ")";
+                  }
+                }
+          }
+        }
+      }
+    }
+    set_num_threads(0);
+  });
 }
 
 TEST(KVCache, ResultsDoNotDependOnTheThreadCount) {
