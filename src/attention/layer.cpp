@@ -189,7 +189,7 @@ void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWe
   ATTN_CHECK(w.wo, "attention layer decode: needs an output projection");
   const int64_t b = x.dim(0), t = x.dim(1);
   const Tensor x_rows = x.contiguous();
-  const Tensor qkv({b, t, s.qkv_width()});
+  const Tensor qkv = Tensor::uninitialized({b, t, s.qkv_width()});  // the projection writes it
   const HeadViews h = project_heads(s, w, x_rows.data(), cache.position(), precision, qkv);
   cache.append(h.k, h.v);
   // The queries that attend: all T, or the last (query i sits at position − T + i, so the

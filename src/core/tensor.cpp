@@ -281,7 +281,7 @@ void Tensor::copy_from(const Tensor& src) {
 
 Tensor Tensor::clone() const {
   ATTN_CHECK(defined(), "clone of an undefined tensor");
-  Tensor copy(shape_);
+  Tensor copy = uninitialized(shape_);  // copy_from writes every element
   copy.copy_from(*this);
   return copy;
 }
