@@ -36,7 +36,8 @@ class KVCache {
   explicit KVCache(const KVCacheConfig& config);
 
   // Appends T_new positions: k and v are (B, H_kv, T_new, d) (any strides). Throws attn::Error
-  // for wrong shapes, non-finite values, or (fixed mode) more positions than the capacity.
+  // for wrong shapes, non-finite values, or (fixed mode) more positions than the capacity, and
+  // then leaves the cache as it was. A prompt's append spreads its K/V heads over the threads.
   void append(const Tensor& k, const Tensor& v);
   void reset() { position_ = 0; }
 
