@@ -1,12 +1,14 @@
-// The fused forward's and backward's bf16 products on AMX tiles (src/kernels/flash_forward_amx.cpp,
-// flash_backward.cpp) against the vector kernels' bf16 products in the same process: the same
-// roundings of Q, K, V, dO, P and dS, so the two differ only by the order of float32 sums (and a
-// P or dS that rounds the other way because of it) — the output within 4u·max|V| (u = 2^-9),
-// each gradient within 2u of its largest element — over every shape and rule the kernels take:
-// GQA, Tq ≠ Tk and both causal alignments, widths that need padding, query rows not a multiple
-// of the tiles, sliding windows, key lengths, both mask kinds (and the additive mask's gradient),
-// the score variants and a negative scale, both backward loop orders. 1 and 2 threads give the same
-// bits. Skipped where the CPU has no AMX-BF16.
+// The fused forward's and backward's bf16 products on packed tiles — AMX's
+// (src/kernels/amx_tiles.hpp) and AVX-512 BF16's vdpbf16ps (src/kernels/dpbf16_tiles.hpp), the
+// two engines of the same route (flash_forward_amx.cpp, flash_backward.cpp) — each against the
+// vector kernels' bf16 products in the same process: the same roundings of Q, K, V, dO, P and
+// dS, so the two differ only by the order of float32 sums (and a P or dS that rounds the other
+// way because of it) — the output within 4u·max|V| (u = 2^-9), each gradient within 2u of its
+// largest element — over every shape and rule the kernels take: GQA, Tq ≠ Tk and both causal
+// alignments, widths that need padding, query rows not a multiple of the tiles, sliding
+// windows, key lengths, both mask kinds (and the additive mask's gradient), the score variants
+// and a negative scale, both backward loop orders. 1 and 2 threads give the same bits. Each
+// engine is skipped where the CPU lacks it (vdpbf16ps runs on every CPU with AMX too).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,27 +90,40 @@ std::vector<AmxCase> amx_cases() {
   return cases;
 }
 
-SdpaResult forward(const AmxCase& c, bool amx) {
-  detail::set_amx_allowed(amx);
+// The engines of the bf16 products: the tiles of each kind, or the vector kernels.
+enum class Engine { kAmx, kDpbf16, kVector };
+
+const char* name_of(Engine e) { return e == Engine::kAmx ? "AMX" : "vdpbf16ps"; }
+
+// Runs fn with only `engine` allowed (vdpbf16ps even where it is not the faster; the defaults
+// restored after).
+template <class Fn>
+auto with_engine(Engine engine, const Fn& fn) {
+  detail::set_amx_allowed(engine == Engine::kAmx);
+  detail::set_dpbf16_use(engine == Engine::kDpbf16 ? detail::Dpbf16Use::kAlways
+                                                   : detail::Dpbf16Use::kNever);
+  auto result = fn();
+  detail::set_amx_allowed(true);
+  detail::set_dpbf16_use(detail::Dpbf16Use::kWhereFaster);
+  return result;
+}
+
+SdpaResult forward(const AmxCase& c, Engine engine) {
   const Tensor q = rand_normal({c.batch, c.heads, c.tq, c.d}, 1);
   const Tensor k = rand_normal({c.batch, c.kv_heads, c.tk, c.d}, 2);
   const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, 3);
-  SdpaResult r = sdpa(q, k, v, c.options);
-  detail::set_amx_allowed(true);
-  return r;
+  return with_engine(engine, [&] { return sdpa(q, k, v, c.options); });
 }
 
-SdpaGradients backward(const AmxCase& c, bool amx) {
-  const SdpaResult forward_pass = forward(c, amx);
-  detail::set_amx_allowed(amx);
+SdpaGradients backward(const AmxCase& c, Engine engine) {
+  const SdpaResult forward_pass = forward(c, engine);
   const Tensor q = rand_normal({c.batch, c.heads, c.tq, c.d}, 1);
   const Tensor k = rand_normal({c.batch, c.kv_heads, c.tk, c.d}, 2);
   const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, 3);
   const Tensor d_out = rand_normal({c.batch, c.heads, c.tq, c.dv}, 4);
-  SdpaGradients g =
-      sdpa_backward(q, k, v, forward_pass.output, forward_pass.logsumexp, d_out, c.options);
-  detail::set_amx_allowed(true);
-  return g;
+  return with_engine(engine, [&] {
+    return sdpa_backward(q, k, v, forward_pass.output, forward_pass.logsumexp, d_out, c.options);
+  });
 }
 
 // max |a − b| / max |b|.
@@ -121,21 +136,25 @@ double relative_worst(const Tensor& a, const Tensor& b) {
   return largest == 0.0 ? worst : worst / largest;
 }
 
-class SdpaAmx : public ::testing::Test {
+class SdpaAmx : public ::testing::TestWithParam<Engine> {
  protected:
   void SetUp() override {
-    if (!detail::amx_bf16_usable())
-      GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux did not lend this process its tiles): "
-                      "the bf16 products run on the vector kernels, tested in "
-                      "sdpa_bf16_products_test";
+    const bool usable = with_engine(GetParam(), [] {
+      return GetParam() == Engine::kAmx ? detail::amx_bf16_usable() : detail::dpbf16_usable();
+    });
+    if (!usable)
+      GTEST_SKIP() << "this CPU has no "
+                   << (GetParam() == Engine::kAmx ? "AMX-BF16" : "AVX-512 BF16")
+                   << " (or Linux did not lend this process AMX's tiles): the bf16 products run "
+                      "on the vector kernels, tested in sdpa_bf16_products_test";
   }
 };
 
-TEST_F(SdpaAmx, MatchesTheVectorKernelsBf16ProductsOnEveryShapeAndRule) {
+TEST_P(SdpaAmx, MatchesTheVectorKernelsBf16ProductsOnEveryShapeAndRule) {
   double largest_difference = 0.0;
   for (const AmxCase& c : amx_cases()) {
     SCOPED_TRACE(c.name);
-    const SdpaResult tiles = forward(c, true), vectors = forward(c, false);
+    const SdpaResult tiles = forward(c, GetParam()), vectors = forward(c, Engine::kVector);
     const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, 3);
     double v_max = 0.0, worst = 0.0;
     for (float x : v.to_vector()) v_max = std::max(v_max, double{std::fabs(x)});
@@ -156,13 +175,13 @@ TEST_F(SdpaAmx, MatchesTheVectorKernelsBf16ProductsOnEveryShapeAndRule) {
   EXPECT_GT(largest_difference, 0.0);
 }
 
-TEST_F(SdpaAmx, GradientsMatchTheVectorKernelsBf16ProductsInBothLoopOrders) {
+TEST_P(SdpaAmx, GradientsMatchTheVectorKernelsBf16ProductsInBothLoopOrders) {
   double largest_difference = 0.0;
   for (LoopOrder::Kind order : {LoopOrder::kOneTaskPerHead, LoopOrder::kTwoPasses}) {
     const LoopOrder loop_order(order);
     for (const AmxCase& c : amx_cases()) {
       SCOPED_TRACE(c.name + (order == LoopOrder::kTwoPasses ? ", two passes" : ", per head"));
-      const SdpaGradients tiles = backward(c, true), vectors = backward(c, false);
+      const SdpaGradients tiles = backward(c, GetParam()), vectors = backward(c, Engine::kVector);
       const double dq = relative_worst(tiles.dq, vectors.dq);
       const double dk = relative_worst(tiles.dk, vectors.dk);
       const double dv = relative_worst(tiles.dv, vectors.dv);
@@ -179,32 +198,37 @@ TEST_F(SdpaAmx, GradientsMatchTheVectorKernelsBf16ProductsInBothLoopOrders) {
     }
   }
   std::printf(
-      "AMX against the vector kernels' bf16 products: gradients within %.2e of their "
+      "%s against the vector kernels' bf16 products: gradients within %.2e of their "
       "largest element\n",
-      largest_difference);
+      name_of(GetParam()), largest_difference);
   EXPECT_GT(largest_difference, 0.0);
 }
 
-TEST_F(SdpaAmx, OneAndTwoThreadsGiveTheSameBits) {
+TEST_P(SdpaAmx, OneAndTwoThreadsGiveTheSameBits) {
   const int threads = num_threads();
   for (const AmxCase& c : amx_cases()) {
     SCOPED_TRACE(c.name);
     set_num_threads(1);
-    const SdpaResult one = forward(c, true);
+    const SdpaResult one = forward(c, GetParam());
     set_num_threads(2);
-    const SdpaResult two = forward(c, true);
+    const SdpaResult two = forward(c, GetParam());
     EXPECT_TRUE(BitwiseEqual(one.output, two.output));
     EXPECT_TRUE(BitwiseEqual(one.logsumexp, two.logsumexp));
     set_num_threads(1);
-    const SdpaGradients g1 = backward(c, true);
+    const SdpaGradients g1 = backward(c, GetParam());
     set_num_threads(2);
-    const SdpaGradients g2 = backward(c, true);
+    const SdpaGradients g2 = backward(c, GetParam());
     EXPECT_TRUE(BitwiseEqual(g1.dq, g2.dq));
     EXPECT_TRUE(BitwiseEqual(g1.dk, g2.dk));
     EXPECT_TRUE(BitwiseEqual(g1.dv, g2.dv));
   }
   set_num_threads(threads);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, SdpaAmx, ::testing::Values(Engine::kAmx, Engine::kDpbf16),
+                         [](const ::testing::TestParamInfo<Engine>& info) {
+                           return info.param == Engine::kAmx ? "Amx" : "Dpbf16";
+                         });
 
 }  // namespace
 }  // namespace attn

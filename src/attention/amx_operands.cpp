@@ -69,11 +69,12 @@ kernels::Bf16Matrices pack_transposed(const kernels::FlashProblem& p, Source m,
 }  // namespace
 
 bool products_on_amx(const SdpaOptions& options) {
-  return options.precision == Dtype::kBFloat16 && amx_bf16_usable();
+  return options.precision == Dtype::kBFloat16 && (amx_bf16_usable() || dpbf16_usable());
 }
 
 void attach_amx_operands(kernels::FlashProblem& p, AmxPass pass, AmxOperands& storage,
                          std::atomic<bool>* non_finite_input) {
+  p.amx_tiles = amx_bf16_usable();  // else the same operands go to vdpbf16ps (products_on_amx)
   const Source keys{p.k, p.k_stride, p.d}, values{p.v, p.v_stride, p.dv};
   p.amx_keys = pack_rows(p, keys, storage.keys, non_finite_input);
   if (pass == AmxPass::kForward) {

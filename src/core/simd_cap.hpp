@@ -19,4 +19,14 @@ bool amx_bf16_usable();
 // process, where limit_simd may no longer change once oneDNN has opened.
 void set_amx_allowed(bool allowed);
 
+// Whether attention's bf16 products, where AMX is not usable, run on AVX-512 BF16's vdpbf16ps
+// (src/kernels/dpbf16_tiles.hpp): the CPU has AVX-512 BF16, the AVX-512 kernels are dispatched,
+// no cap is set (limit_simd("avx512") turns it off, as AMX), and — by default — the CPU is one
+// where vdpbf16ps outruns the FMA (AMD's: simd.cpp says why not Intel's).
+bool dpbf16_usable();
+// Tests choose: kAlways (wherever the CPU has it, to test it on any such CPU), kNever (the
+// vector kernels), or the default kWhereFaster.
+enum class Dpbf16Use { kWhereFaster, kAlways, kNever };
+void set_dpbf16_use(Dpbf16Use use);
+
 }  // namespace attn::detail

@@ -4,8 +4,8 @@
 // Why AMX and not vdpbf16ps: on an Emerald Rapids Xeon a loop of independent vdpbf16ps ran at
 // 85 GFLOP/s on one core, half of the 171 of vfmadd231ps (one vdpbf16ps every 2 cycles), so
 // AVX-512 BF16 would make attention slower there; a loop of tdpbf16ps ran at 2.2–2.4 TFLOP/s.
-// (On a Zen 4/5, which has no AMX, vdpbf16ps runs at twice the FMA rate: a kernel of its own
-// for those CPUs is still to be written.)
+// (On a Zen 4/5, which has no AMX, vdpbf16ps runs at twice the FMA rate: dpbf16_tiles.hpp runs
+// this operation, on these layouts, with it.)
 //
 // One operation, C (m × n floats) = or += A·B, where every tile is 16 rows × 64 bytes:
 //   - A: m rows of bfloat16 along the reduction, row-major, `lda` elements apart;

@@ -21,7 +21,8 @@
 // dV takes bf16(P), dK and dQ take bf16(s·dS). D is Σ dO·O of the rounded dO. Each gradient
 // then moves by a few u = 2^-9 of its terms' size (measured: ≤ 5e-3 of the largest element).
 // Where the CPU has AMX (p.amx_keys set, AVX-512 targets), the five products run on its tiles
-// from the same rounded values (the Amx* functions below; design.md has the layouts).
+// from the same rounded values (the Amx* functions below; design.md has the layouts); where it
+// has AVX-512 BF16 and no AMX, the same functions run them on vdpbf16ps (p.amx_tiles false).
 //
 // Memory: Q_i, dO_i (rows and transposed), the two score tiles, dQ_i, and dK/dV accumulators
 // for one chunk of kKeyChunk = 512 keys live in a fixed scratch (about 0.45 MiB at d = 64),
@@ -44,6 +45,7 @@
 
 #include "src/kernels/amx_tiles.hpp"
 #include "src/kernels/block_visibility.hpp"
+#include "src/kernels/dpbf16_tiles.hpp"
 #include "src/kernels/prefetch.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -120,8 +122,9 @@ struct Buffers {
   float *qt, *dot, *q_rows, *do_rows, *pt, *dpt, *k_rows, *tile, *dq, *dk_block, *dv_block, *lse,
       *delta, *softcap_slope;
   // The AMX path (amx set): Q's and dO's d-pairs (B of Sᵀ and dPᵀ), their query pairs (B of dK
-  // and dV), P and dS as bf16 rows (A of dV and dK), dS's key pairs (B of dQᵀ), and dQᵀ.
-  bool amx;
+  // and dV), P and dS as bf16 rows (A of dV and dK), dS's key pairs (B of dQᵀ), and dQᵀ. Its
+  // products run on AMX tiles (amx_tiles) or on vdpbf16ps (dpbf16_tiles.hpp).
+  bool amx, amx_tiles;
   uint32_t *q_pairs, *do_pairs, *q_row_pairs, *do_row_pairs, *ds_pairs;
   uint16_t *pt16, *dst16;
   float* dqt;
@@ -156,6 +159,7 @@ Buffers CarveScratch(const FlashProblem& p, float* scratch) {
           scratch + at.delta,
           scratch + at.softcap_slope,
           UsesAmx(p),
+          UsesAmx(p) && p.amx_tiles,
           words(at.amx_q_pairs),
           words(at.amx_do_pairs),
           words(at.amx_q_row_pairs),
@@ -291,9 +295,9 @@ void AmxScoresOf(const Bf16Matrices& m, const FlashProblem& p, int64_t b, int64_
                  float* out) {
   const int64_t kv_h = h / (p.heads / p.kv_heads);
   const auto row = static_cast<size_t>(m.row);
-  amx_product(false, m.of(b, p.kv_heads, kv_h) + j0 * m.row, row, round_up(z.cols, kTile) / kTile,
-              reinterpret_cast<const uint16_t*>(pairs), z.ldq, z.ldq / kTile, row / kChunk, nullptr,
-              out, z.ldq);
+  packed_product(p.amx_tiles, false, m.of(b, p.kv_heads, kv_h) + j0 * m.row, row,
+                 round_up(z.cols, kTile) / kTile, reinterpret_cast<const uint16_t*>(pairs), z.ldq,
+                 z.ldq / kTile, row / kChunk, nullptr, out, z.ldq);
   ScaleScores(cut, factor, out, z.ldq);
 }
 
@@ -318,9 +322,10 @@ void AmxPackPair(const PairShape& z, const DiagonalCut& cut, const Buffers& s) {
 template <bool kValues>
 void AmxKeyGradient(const PairShape& z, const Buffers& s, float* out) {
   const size_t reach = AmxQueryReach(z.ldq), width = kValues ? z.ldv : z.ldd;
-  amx_product(true, kValues ? s.pt16 : s.dst16, reach, round_up(z.cols, kTile) / kTile,
-              reinterpret_cast<const uint16_t*>(kValues ? s.do_row_pairs : s.q_row_pairs), width,
-              width / kTile, reach / kChunk, nullptr, out, width);
+  packed_product(s.amx_tiles, true, kValues ? s.pt16 : s.dst16, reach,
+                 round_up(z.cols, kTile) / kTile,
+                 reinterpret_cast<const uint16_t*>(kValues ? s.do_row_pairs : s.q_row_pairs), width,
+                 width / kTile, reach / kChunk, nullptr, out, width);
 }
 
 void AmxQueryGradient(const FlashProblem& p, int64_t b, int64_t h, int64_t j0, const PairShape& z,
@@ -328,10 +333,10 @@ void AmxQueryGradient(const FlashProblem& p, int64_t b, int64_t h, int64_t j0, c
   const int64_t kv_h = h / (p.heads / p.kv_heads);
   size_t chunks[kQueryBlockPadded / kTile];
   PackKeyPairs(cut, z.cols, s.dpt, z.ldq, s.ds_pairs, chunks);
-  amx_product(true, p.amx_keys_t.of(b, p.kv_heads, kv_h) + j0,
-              static_cast<size_t>(p.amx_keys_t.row), Rounded16(p.d) / kTile,
-              reinterpret_cast<const uint16_t*>(s.ds_pairs), z.ldq, z.ldq / kTile, 0, chunks, s.dqt,
-              z.ldq);
+  packed_product(p.amx_tiles, true, p.amx_keys_t.of(b, p.kv_heads, kv_h) + j0,
+                 static_cast<size_t>(p.amx_keys_t.row), Rounded16(p.d) / kTile,
+                 reinterpret_cast<const uint16_t*>(s.ds_pairs), z.ldq, z.ldq / kTile, 0, chunks,
+                 s.dqt, z.ldq);
 }
 #else  // never called: UsesAmx is false on these targets
 void AmxScores(const FlashProblem&, int64_t, int64_t, int64_t, const PairShape&, const DiagonalCut&,
@@ -549,19 +554,19 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
     }
   }
   const Buffers buffers = CarveScratch(p, scratch);
-  if (buffers.amx) amx_begin();
+  if (buffers.amx_tiles) amx_begin();
   for (int64_t j_begin = 0; j_begin < p.tk; j_begin += kKeyChunk)
     KeyChunk(bp, b, kv_h, j_begin, true, buffers);
-  if (buffers.amx) amx_end();
+  if (buffers.amx_tiles) amx_end();
 }
 
 // Loop order (c), first pass: a chunk's dK and dV rows alone.
 void FlashBackwardKeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j_begin,
                            float* scratch) {
   const Buffers buffers = CarveScratch(bp.forward, scratch);
-  if (buffers.amx) amx_begin();
+  if (buffers.amx_tiles) amx_begin();
   KeyChunk(bp, b, kv_h, j_begin, false, buffers);
-  if (buffers.amx) amx_end();
+  if (buffers.amx_tiles) amx_end();
 }
 
 // Loop order (c), second pass: the dQ rows of query block [q0, q0 + kQueryBlock) of head h.
@@ -569,9 +574,9 @@ void FlashBackwardQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t 
                              float* scratch) {
   const FlashProblem& p = bp.forward;
   const Buffers buffers = CarveScratch(p, scratch);
-  if (buffers.amx) amx_begin();
+  if (buffers.amx_tiles) amx_begin();
   QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), buffers);
-  if (buffers.amx) amx_end();
+  if (buffers.amx_tiles) amx_end();
 }
 
 }  // namespace HWY_NAMESPACE

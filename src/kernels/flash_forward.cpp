@@ -19,13 +19,13 @@
 //
 // bf16 products (FlashProblem::bf16_products, SdpaOptions::precision): the caller hands Q, K, V
 // already rounded to bfloat16, and P is rounded before o += P·V (l sums the unrounded P, so O is
-// Σ bf16(P)·V / Σ P). Every sum, the softmax and the rescaling stay float. On CPUs with
-// AVX-512 BF16 a vdpbf16ps tile would take these operands as they are; here the rounded values
-// run through the float tiles, so every CPU gives the same results. Error (u = 2^-9, bf16's
-// unit roundoff; A = scale·max Σ_e |q_e·k_e| over the pairs seen): rounding Q and K moves a
-// score by ≤ 2u·A, the weights by a factor within e^{±4u·A}; rounding V and P adds ≤ u·max|V|
-// each: |ΔO| ≤ max|V|·(2u + e^{4u·A} − 1). tests/sdpa_bf16_products_test.cpp checks it against
-// float64 and reports the worst element.
+// Σ bf16(P)·V / Σ P). Every sum, the softmax and the rescaling stay float. Here the rounded
+// values run through the float tiles, so every CPU gives the same results; CPUs with AMX, or
+// with a fast vdpbf16ps, take the same roundings to packed tiles (flash_forward_amx.cpp). Error (u
+// = 2^-9, bf16's unit roundoff; A = scale·max Σ_e |q_e·k_e| over the pairs seen): rounding Q and K
+// moves a score by ≤ 2u·A, the weights by a factor within e^{±4u·A}; rounding V and P adds ≤
+// u·max|V| each: |ΔO| ≤ max|V|·(2u + e^{4u·A} − 1). tests/sdpa_bf16_products_test.cpp checks it
+// against float64 and reports the worst element.
 //
 // SIMD through Highway with runtime dispatch (this file is compiled once per target).
 // The scores are computed transposed, Sᵀ = K·(scale·Q)ᵀ, one key per row and the block's

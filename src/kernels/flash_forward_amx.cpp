@@ -1,7 +1,9 @@
-// The fused attention forward with bf16 products on AMX tiles (amx_tiles.hpp): the algorithm of
-// flash_forward.cpp for one task — a block of up to kQueryBlock queries of one head against the
-// keys in blocks of kKeyBlock, the online softmax (online_softmax-inl.h), the masks and variants
-// — with its two products on the tiles instead of the FMA units:
+// The fused attention forward with bf16 products on packed tiles — AMX's (amx_tiles.hpp), or on
+// CPUs without AMX, AVX-512 BF16's vdpbf16ps on the same operands (dpbf16_tiles.hpp; which one:
+// FlashProblem::amx_tiles). The algorithm of flash_forward.cpp for one task — a block of up to
+// kQueryBlock queries of one head against the keys in blocks of kKeyBlock, the online softmax
+// (online_softmax-inl.h), the masks and variants — with its two products on the tiles instead
+// of the FMA units:
 //   Sᵀ  = K_j · Qᵀ         A = K's bfloat16 rows as packed for the call, B = Q's pairs (below)
 //   Oᵀ += V_jᵀ · Pᵀ        A = V transposed as packed for the call,     B = P's pairs
 // The tiles' product runs the reduction in pairs (B's pair-row k holds (x[2k], x[2k+1]) for
@@ -21,6 +23,7 @@
 
 #include "src/kernels/amx_tiles.hpp"
 #include "src/kernels/block_visibility.hpp"
+#include "src/kernels/dpbf16_tiles.hpp"
 #include "src/kernels/flash_forward.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -143,13 +146,13 @@ void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q
   const float scale2 = p.scale * kLog2e;
   const bool scale_in_softmax =
       scale2 > 0.0f && p.softcap == 0.0f && p.alibi_slopes == nullptr && p.mask == nullptr;
-  amx_begin();
+  if (p.amx_tiles) amx_begin();
   for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
     const size_t cols = static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0));
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, cols);
-    amx_product(false, keys + j0 * key_row, key_row, round_up(cols, kTile) / kTile,
-                reinterpret_cast<const uint16_t*>(qp), ldq, query_tiles, d_pad / kChunk, nullptr,
-                st, ldq);
+    packed_product(p.amx_tiles, false, keys + j0 * key_row, key_row, round_up(cols, kTile) / kTile,
+                   reinterpret_cast<const uint16_t*>(qp), ldq, query_tiles, d_pad / kChunk, nullptr,
+                   st, ldq);
     if (!scale_in_softmax) {
       ScaleScores(cut, scale2, st, ldq);
       ScoreVariants(p, h, q0, j0, cut, st, ldq, nullptr);
@@ -158,10 +161,10 @@ void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q
     SoftmaxUpdateToPairs(cut, cols, st, ldq, scale_in_softmax ? scale2 : 1.0f, m, l, alpha, pp,
                          key_chunks);
     if (j0 != keys_seen.begin) RescaleTransposed(alpha, dv_rows, ldq, ot);  // Oᵀ is 0 before
-    amx_product(true, values_t + j0, value_row, dv_rows / kTile,
-                reinterpret_cast<const uint16_t*>(pp), ldq, query_tiles, 0, key_chunks, ot, ldq);
+    packed_product(p.amx_tiles, true, values_t + j0, value_row, dv_rows / kTile,
+                   reinterpret_cast<const uint16_t*>(pp), ldq, query_tiles, 0, key_chunks, ot, ldq);
   }
-  amx_end();
+  if (p.amx_tiles) amx_end();
 
   if (p.sinks != nullptr) {  // the sink's term joins every row's sum
     FoldSink(p.sinks[h] * kLog2e, ldq, m, l, alpha);

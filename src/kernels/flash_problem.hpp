@@ -59,10 +59,14 @@ struct FlashProblem {
   // the kernels round P before P·V and, in the backward, P and dS before their products.
   bool bf16_products;
 
-  // bf16 products on AMX tiles (amx_tiles.hpp), packed once per call from the rounded K and V
+  // bf16 products on AMX tiles (amx_tiles.hpp) or AVX-512 BF16's register tiles
+  // (dpbf16_tiles.hpp), packed once per call from the rounded K and V
   // (src/attention/amx_operands.hpp); all null when the vector kernels run. The forward reads
   // amx_keys and amx_values_t, the backward amx_keys, amx_keys_t and amx_values.
   Bf16Matrices amx_keys, amx_values_t, amx_keys_t, amx_values;
+  // With those set: true when the products run on AMX tiles, false on AVX-512 BF16's vdpbf16ps
+  // (dpbf16_tiles.hpp: the same packed operands, for CPUs without AMX, as a Zen 4 or 5).
+  bool amx_tiles;
 };
 
 }  // namespace attn::kernels

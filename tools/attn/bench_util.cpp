@@ -66,9 +66,9 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
       ->excludes("--block");
   command
       .add_option("--precision", a.precision,
-                  "the products' operands: f32, or bf16 (rounded to bfloat16 for them; the "
-                  "forward's on AMX tiles where the CPU has them, ATTN_SIMD=avx512 to time the "
-                  "float kernels instead)")
+                  "the products' operands: f32, or bf16 (rounded to bfloat16 for them; on AMX "
+                  "tiles where the CPU has them, else on AVX-512 BF16's vdpbf16ps on AMD's CPUs; "
+                  "ATTN_SIMD=avx512 to time the float kernels instead)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->excludes("--block");
