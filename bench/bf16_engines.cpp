@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   using attn::detail::Dpbf16Use;
   const int64_t t = argc > 1 ? std::atoll(argv[1]) : 1024;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 9;
-  const attn::Tensor q = attn::rand_normal({1, 16, t, 64}, 1), k = attn::rand_normal({1, 16, t, 64}, 2),
+  const attn::Tensor q = attn::rand_normal({1, 16, t, 64}, 1),
+                     k = attn::rand_normal({1, 16, t, 64}, 2),
                      v = attn::rand_normal({1, 16, t, 64}, 3),
                      d_out = attn::rand_normal({1, 16, t, 64}, 4);
   std::vector<Engine> engines = {

@@ -23,8 +23,8 @@ constexpr size_t kChunk = 32;  // bfloat16 along the reduction per chunk: 16 pai
 // rows `lda` bf16 apart, their pairs side by side; B's pair-row k a vector of 16 pairs, `ldb`
 // pairs after pair-row k − 1.
 __attribute__((target("avx512f,avx512bf16"))) void Tile(bool accumulate, const uint16_t* a,
-                                                       size_t lda, const uint16_t* b, size_t ldb,
-                                                       size_t pair_rows, float* c, size_t ldc) {
+                                                        size_t lda, const uint16_t* b, size_t ldb,
+                                                        size_t pair_rows, float* c, size_t ldc) {
   __m512 acc[kTile];
 #pragma GCC unroll 16
   for (size_t i = 0; i < kTile; ++i)
