@@ -114,6 +114,13 @@ TEST(SdpaVarlen, EachSequenceIsTheSameAsAlone) {
       {"softcap, ALiBi, sinks", {150, 20, 77}, {150, 20, 77}, 4, 2, 32, variants},
   };
   for (const VarlenCase& c : cases) CheckEachSequenceAlone(c);
+  // bf16 products: on a CPU with AMX (or vdpbf16ps), K and V are packed from the packed rows
+  // in place rather than from a head-major copy; the bits are still each sequence's alone.
+  for (VarlenCase c : cases) {
+    SCOPED_TRACE("bf16 products");
+    c.options.precision = Dtype::kBFloat16;
+    CheckEachSequenceAlone(c);
+  }
 }
 
 TEST(SdpaVarlen, OneAndTwoThreadsGiveTheSameBits) {

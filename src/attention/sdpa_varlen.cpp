@@ -96,21 +96,36 @@ Tensor swap_leading_dims(const Tensor& in) {
   return out;
 }
 
-// A packed (total, heads, width) tensor in head-major (heads, total, width) order, contiguous.
-Tensor head_major(const Tensor& packed) { return swap_leading_dims(packed); }
-
-// Rows [first, first + length) of a head-major (heads, total, width) tensor: (heads, length,
-// width), rows contiguous.
-Tensor sequence_view(const Tensor& heads_first, int64_t first, int64_t length) {
-  return heads_first.permute({1, 0, 2}).slice(first, length).permute({1, 0, 2});
-}
-
 // Rows [first, first + length) of a packed (total, heads, width) tensor, in place: (heads,
 // length, width) with rows heads·width floats apart. For what the kernels read once per task
 // (Q, O, dO: packed into their scratch) or write once (the output and the gradients).
 Tensor packed_view(const Tensor& packed, int64_t first, int64_t length) {
   return packed.slice(first, length).permute({1, 0, 2});
 }
+
+// K or V of a call, as its kernels read them. The vector kernels read a key block's rows again
+// for every query block, and packed rows are heads·width floats apart (4 KiB at 16 × 64: a few
+// L1 sets), so they get a head-major (heads, total, width) copy, rows consecutive. On packed
+// tiles (on_amx) the packers read each row once, rounding it: the packed rows in place, no copy
+// (the copy of K and V was ~8 % of eight packed sequences' forward).
+class KeyRows {
+ public:
+  KeyRows(const Tensor& packed, const SdpaOptions& options, bool on_amx)
+      : in_place_(on_amx),
+        rows_(on_amx ? detail::with_contiguous_rows(packed)
+                     : swap_leading_dims(detail::as_product_operand(packed, options, false))) {}
+  // Rows [first, first + length) of every head: (heads, length, width).
+  Tensor of_sequence(int64_t first, int64_t length) const {
+    if (in_place_) return packed_view(rows_, first, length);
+    return rows_.permute({1, 0, 2}).slice(first, length).permute({1, 0, 2});
+  }
+  // All of them, (total, heads, width) or head-major, for the non-finite check's message.
+  const Tensor& all() const { return rows_; }
+
+ private:
+  bool in_place_;
+  Tensor rows_;
+};
 
 }  // namespace
 
@@ -120,9 +135,8 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options);
   // On AMX tiles the packing rounds Q, K and V as it reads them (amx_operands.hpp).
   const bool on_amx = detail::products_on_amx(options);
-  const Tensor q = detail::query_rows_for(q_in, options, on_amx),
-               k = head_major(detail::as_product_operand(k_in, options, on_amx)),
-               v = head_major(detail::as_product_operand(v_in, options, on_amx));
+  const Tensor q = detail::query_rows_for(q_in, options, on_amx);
+  const KeyRows k(k_in, options, on_amx), v(v_in, options, on_amx);
   // Not zeroed (16 MiB at 4096 × 16 × 64, 5 % of eight packed sequences' time): the kernels
   // write every row of a sequence that has keys, and the rows of one without are zeroed below.
   SdpaResult result{Tensor::uninitialized({dims.tq_total, dims.heads, dims.dv}), Tensor{},
@@ -142,8 +156,8 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
       }
       continue;
     }
-    const Tensor q_s = packed_view(q, q0, lq), k_s = sequence_view(k, k0, lk),
-                 v_s = sequence_view(v, k0, lk);
+    const Tensor q_s = packed_view(q, q0, lq), k_s = k.of_sequence(k0, lk),
+                 v_s = v.of_sequence(k0, lk);
     problems.push_back(
         detail::flash_problem(detail::check_attention(q_s, k_s, v_s, options),
                               detail::as_rank4(q_s), detail::as_rank4(k_s), detail::as_rank4(v_s),
@@ -154,7 +168,8 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
     const detail::PhaseScope clock(Phase::kAttention);
     detail::forward_tasks(problems, &non_finite, on_amx);  // every sequence's tasks in one list
   }
-  if (non_finite.load()) detail::check_finite_qkv("sdpa_varlen", q, k, v);  // throws, naming it
+  if (non_finite.load())
+    detail::check_finite_qkv("sdpa_varlen", q, k.all(), v.all());  // throws, naming it
   // (H, L) per sequence -> (Tq_total, H).
   float* lse = result.logsumexp.data();
   for (int64_t s = 0; s < dims.sequences; ++s) {
@@ -184,10 +199,8 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
              "), what sdpa_varlen returned");
   // On AMX tiles the packing rounds Q, K, V and dO as it reads them (amx_operands.hpp).
   const bool on_amx = detail::products_on_amx(options);
-  const Tensor q = detail::query_rows_for(q_in, options, on_amx),
-               k = head_major(detail::as_product_operand(k_in, options, on_amx)),
-               v = head_major(detail::as_product_operand(v_in, options, on_amx)),
-               out = out_in.contiguous(),
+  const KeyRows k(k_in, options, on_amx), v(v_in, options, on_amx);
+  const Tensor q = detail::query_rows_for(q_in, options, on_amx), out = out_in.contiguous(),
                d_out = detail::as_product_operand(d_out_in, options, on_amx).contiguous(),
                lse_in = logsumexp.contiguous();
   for (float x : lse_in.to_vector()) {
@@ -220,8 +233,8 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
       zero_rows(grads.dv, k0, lk);
       continue;
     }
-    const Tensor q_s = packed_view(q, q0, lq), k_s = sequence_view(k, k0, lk),
-                 v_s = sequence_view(v, k0, lk);
+    const Tensor q_s = packed_view(q, q0, lq), k_s = k.of_sequence(k0, lk),
+                 v_s = v.of_sequence(k0, lk);
     detail::sdpa_backward_into(detail::check_attention(q_s, k_s, v_s, options), q_s, k_s, v_s,
                                packed_view(out, q0, lq), lse_by_sequence.data() + q0 * dims.heads,
                                packed_view(d_out, q0, lq), options, packed_view(grads.dq, q0, lq),
@@ -229,7 +242,7 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
                                &non_finite);
   }
   if (non_finite.load()) {
-    detail::check_finite_qkv("sdpa_varlen_backward", q, k, v);
+    detail::check_finite_qkv("sdpa_varlen_backward", q, k.all(), v.all());
     detail::check_finite(out, "sdpa_varlen_backward", "out");
     detail::check_finite(d_out, "sdpa_varlen_backward", "d_out");
   }
