@@ -55,35 +55,6 @@ void RescaleTransposed(const float* alpha, size_t dv_rows, size_t ldq, float* ot
   }
 }
 
-// Sixteen vectors of 16 floats transposed in place: x[j] lane i ← x[i] lane j. Four rounds of
-// 16 shuffles (pairs of elements, then of pairs, then 128-bit lanes twice).
-HWY_INLINE void Transpose16x16(__m512 (&x)[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]);
-  }
-  // x[4i + k], 128-bit lane L: rows 4i … 4i + 3 of column 4L + k.
-  for (int i = 0; i < 4; ++i) {
-    x[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    x[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    x[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    x[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  for (int k = 0; k < 4; ++k) {
-    t[k] = _mm512_shuffle_f32x4(x[k], x[4 + k], 0x88);
-    t[4 + k] = _mm512_shuffle_f32x4(x[k], x[4 + k], 0xDD);
-    t[8 + k] = _mm512_shuffle_f32x4(x[8 + k], x[12 + k], 0x88);
-    t[12 + k] = _mm512_shuffle_f32x4(x[8 + k], x[12 + k], 0xDD);
-  }
-  for (int k = 0; k < 4; ++k) {
-    x[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
-    x[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xDD);
-    x[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);
-    x[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xDD);
-  }
-}
-
 // O's rows from Oᵀ (dv × ldq, padded to 16 rows): out[r·ld + e] = ot[e·ldq + r]·inverse[r] for
 // r < rows, e < dv, by 16 × 16 blocks transposed in registers (the element-by-element loop it
 // replaces was 3.5 % of the causal forward at T = 1024). The same products, so the same bits.
