@@ -1,6 +1,7 @@
 #include "src/attention/amx_operands.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 
 #include "attn/threads.hpp"
@@ -22,48 +23,61 @@ struct Source {
 
 using PackHead = void (*)(const float*, int64_t, size_t, size_t, size_t, uint16_t*);
 
-// Packs m for every (b, K/V head) with `pack` into rows of out.row elements, the first
-// `packed_rows` of them written by it and the rest of out.head zeroed. With non_finite, also
-// scans each head's rows for NaN and ±inf right after packing them, while they are in cache.
-kernels::Bf16Matrices pack_heads(const kernels::FlashProblem& p, Source m, PackHead pack,
-                                 kernels::Bf16Matrices out, int64_t packed_rows,
-                                 std::unique_ptr<uint16_t[]>& storage,
-                                 std::atomic<bool>* non_finite) {
-  storage.reset(new uint16_t[static_cast<size_t>(p.batch * p.kv_heads * out.head)]);
-  parallel_for(p.batch * p.kv_heads, [&](int64_t i) {
-    const int64_t b = i / p.kv_heads, h = i % p.kv_heads;
-    const float* rows = m.data + b * m.stride[0] + h * m.stride[1];
-    uint16_t* dst = storage.get() + i * out.head;
-    pack(rows, m.stride[2], static_cast<size_t>(p.tk), static_cast<size_t>(m.width),
-         static_cast<size_t>(out.row), dst);
-    std::fill(dst + packed_rows * out.row, dst + out.head, uint16_t{0});
-    if (non_finite != nullptr && kernels::any_non_finite(rows, p.tk, m.width, m.stride[2]))
-      non_finite->store(true, std::memory_order_relaxed);
-  });
-  out.data = storage.get();
-  return out;
-}
+// One matrix a pass packs: from what, how, in which layout (out.row and out.head; out.data is
+// set once packed), the first `packed_rows` rows of each head written by `pack` and the rest
+// zeroed, and whether m's rows are scanned for NaN and ±inf.
+struct Packing {
+  Source m;
+  PackHead pack;
+  kernels::Bf16Matrices out;
+  int64_t packed_rows;
+  std::unique_ptr<uint16_t[]>* storage;
+  bool scan;
+};
 
 // As rows: width padded to 32 (a tile row's reduction), and 16 zero rows past T (a block's
 // last 16-row tile may run past its keys).
-kernels::Bf16Matrices pack_rows(const kernels::FlashProblem& p, Source m,
-                                std::unique_ptr<uint16_t[]>& storage,
-                                std::atomic<bool>* non_finite) {
+Packing as_rows(const kernels::FlashProblem& p, Source m, std::unique_ptr<uint16_t[]>& storage,
+                bool scan) {
   kernels::Bf16Matrices out;
   out.row = amx_padded(m.width, 32);
   out.head = (p.tk + 16) * out.row;
-  return pack_heads(p, m, kernels::pack_bfloat16_rows, out, p.tk, storage, non_finite);
+  return {m, kernels::pack_bfloat16_rows, out, p.tk, &storage, scan};
 }
 
 // Transposed: width rows padded to 16 (a tile's rows), each T keys and 32 zeros past them (a
 // key block's products reduce over whole chunks of 32 keys).
-kernels::Bf16Matrices pack_transposed(const kernels::FlashProblem& p, Source m,
-                                      std::unique_ptr<uint16_t[]>& storage,
-                                      std::atomic<bool>* non_finite) {
+Packing transposed(const kernels::FlashProblem& p, Source m, std::unique_ptr<uint16_t[]>& storage,
+                   bool scan) {
   kernels::Bf16Matrices out;
   out.row = amx_padded(p.tk + 32, 16);
   out.head = amx_padded(m.width, 16) * out.row;
-  return pack_heads(p, m, kernels::pack_bfloat16_transposed, out, m.width, storage, non_finite);
+  return {m, kernels::pack_bfloat16_transposed, out, m.width, &storage, scan};
+}
+
+// Packs every matrix of `packings` for every (b, K/V head), one job per head doing all of them
+// (a pool dispatch per matrix was a fixed cost that weighed at short sequences: the training
+// step's 48 heads of 64 keys). With non_finite, the rows marked `scan` are scanned for NaN and
+// ±inf right after they are packed, while they are in cache.
+template <size_t kCount>
+void pack_heads(const kernels::FlashProblem& p, std::array<Packing, kCount>& packings,
+                std::atomic<bool>* non_finite) {
+  for (Packing& x : packings)
+    x.storage->reset(new uint16_t[static_cast<size_t>(p.batch * p.kv_heads * x.out.head)]);
+  parallel_for(p.batch * p.kv_heads, [&](int64_t i) {
+    const int64_t b = i / p.kv_heads, h = i % p.kv_heads;
+    for (const Packing& x : packings) {
+      const float* rows = x.m.data + b * x.m.stride[0] + h * x.m.stride[1];
+      uint16_t* dst = x.storage->get() + i * x.out.head;
+      x.pack(rows, x.m.stride[2], static_cast<size_t>(p.tk), static_cast<size_t>(x.m.width),
+             static_cast<size_t>(x.out.row), dst);
+      std::fill(dst + x.packed_rows * x.out.row, dst + x.out.head, uint16_t{0});
+      if (x.scan && non_finite != nullptr &&
+          kernels::any_non_finite(rows, p.tk, x.m.width, x.m.stride[2]))
+        non_finite->store(true, std::memory_order_relaxed);
+    }
+  });
+  for (Packing& x : packings) x.out.data = x.storage->get();
 }
 
 }  // namespace
@@ -76,12 +90,20 @@ void attach_amx_operands(kernels::FlashProblem& p, AmxPass pass, AmxOperands& st
                          std::atomic<bool>* non_finite_input) {
   p.amx_tiles = amx_bf16_usable();  // else the same operands go to vdpbf16ps (products_on_amx)
   const Source keys{p.k, p.k_stride, p.d}, values{p.v, p.v_stride, p.dv};
-  p.amx_keys = pack_rows(p, keys, storage.keys, non_finite_input);
   if (pass == AmxPass::kForward) {
-    p.amx_values_t = pack_transposed(p, values, storage.values_t, non_finite_input);
+    std::array<Packing, 2> packings{as_rows(p, keys, storage.keys, true),
+                                    transposed(p, values, storage.values_t, true)};
+    pack_heads(p, packings, non_finite_input);
+    p.amx_keys = packings[0].out;
+    p.amx_values_t = packings[1].out;
   } else {
-    p.amx_keys_t = pack_transposed(p, keys, storage.keys_t, nullptr);  // K: scanned above
-    p.amx_values = pack_rows(p, values, storage.values, non_finite_input);
+    std::array<Packing, 3> packings{as_rows(p, keys, storage.keys, true),
+                                    transposed(p, keys, storage.keys_t, false),  // K: scanned
+                                    as_rows(p, values, storage.values, true)};
+    pack_heads(p, packings, non_finite_input);
+    p.amx_keys = packings[0].out;
+    p.amx_keys_t = packings[1].out;
+    p.amx_values = packings[2].out;
   }
 }
 
