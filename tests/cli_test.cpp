@@ -1279,6 +1279,24 @@ TEST_F(Cli, BenchPackedCountsEachSequencesOwnSquare) {
   expect_error("bench backward --seq 48 --packed 2 --impl reference", "fused path only");
 }
 
+// The bench names what bf16 products ran on (AMX tiles, vdpbf16ps or the float kernels), in its
+// header and in its JSON, beside the precision.
+TEST_F(Cli, BenchNamesTheBf16Engine) {
+  const CliResult table =
+      run("bench forward --seq 32 --heads 2 --head-dim 16 --threads 1 --runs 1 --precision bf16");
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("bf16 products on "), std::string::npos) << table.out;
+  const CliResult json =
+      run("bench backward --seq 32 --heads 2 --head-dim 16 --threads 1 --runs 1 --precision bf16 "
+          "--json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  EXPECT_NE(json.out.find("\"precision\": \"bf16\""), std::string::npos) << json.out;
+  const bool named = json.out.find("\"bf16_engine\": \"amx\"") != std::string::npos ||
+                     json.out.find("\"bf16_engine\": \"vdpbf16ps\"") != std::string::npos ||
+                     json.out.find("\"bf16_engine\": \"vector\"") != std::string::npos;
+  EXPECT_TRUE(named) << json.out;
+}
+
 // Outside mpirun the ring bench says how to run it (with MPI built) or how to get MPI.
 TEST_F(Cli, BenchRingOutsideMpirunSaysHow) { expect_error("bench ring --seq 64", "MPI"); }
 

@@ -20,6 +20,7 @@
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
+#include "attn/simd.hpp"
 #include "attn/threads.hpp"
 #include "gradient_checks.hpp"
 #include "src/core/simd_cap.hpp"
@@ -223,6 +224,17 @@ TEST_P(SdpaAmx, OneAndTwoThreadsGiveTheSameBits) {
     EXPECT_TRUE(BitwiseEqual(g1.dv, g2.dv));
   }
   set_num_threads(threads);
+}
+
+// attn::bf16_attention_engine names the engine each switch setting runs.
+TEST(Bf16AttentionEngine, NamesTheEngineThatRuns) {
+  const bool amx = with_engine(Engine::kAmx, [] { return detail::amx_bf16_usable(); });
+  const bool dpbf16 = with_engine(Engine::kDpbf16, [] { return detail::dpbf16_usable(); });
+  EXPECT_EQ(with_engine(Engine::kAmx, [] { return bf16_attention_engine(); }),
+            amx ? "amx" : "vector");
+  EXPECT_EQ(with_engine(Engine::kDpbf16, [] { return bf16_attention_engine(); }),
+            dpbf16 ? "vdpbf16ps" : "vector");
+  EXPECT_EQ(with_engine(Engine::kVector, [] { return bf16_attention_engine(); }), "vector");
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, SdpaAmx, ::testing::Values(Engine::kAmx, Engine::kDpbf16),

@@ -27,4 +27,10 @@ std::string simd_target();
 // within the cap: the bf16 matrix products pay off only then.
 bool simd_has_bf16_products();
 
+// What attention's bf16 products (SdpaOptions::precision = kBFloat16) run on now: "amx" (AMX
+// tiles), "vdpbf16ps" (AVX-512 BF16's dot products, on AMD's CPUs without AMX) or "vector" (the
+// float kernels on rounded values: every other CPU, or under a cap). The same roundings on all
+// three; docs/design.md says how each is chosen.
+std::string bf16_attention_engine();
+
 }  // namespace attn

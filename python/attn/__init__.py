@@ -20,6 +20,7 @@ from ._attn import (  # noqa: F401  (the public API)
     TokenEmbedding,
     __version__,
     add_positional,
+    bf16_attention_engine,
     causal_mask,
     get_num_threads,
     explorer_html,

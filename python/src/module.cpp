@@ -49,6 +49,10 @@ PYBIND11_MODULE(_attn, m) {
       py::arg("name"));
   m.def("simd_target", &attn::simd_target,
         "The SIMD instruction set the kernels run, as Highway names it ('AVX3' is AVX-512).");
+  m.def("bf16_attention_engine", &attn::bf16_attention_engine,
+        "What attention's bf16 products (precision='bf16') run on now: 'amx' (AMX tiles), "
+        "'vdpbf16ps' (AVX-512 BF16, AMD's CPUs without AMX) or 'vector' (the float kernels on "
+        "rounded values).");
   m.def("_set_torch_types", &attn::python::set_torch_types,
         "attn.torch hands over torch.Tensor and torch.float32 as it loads, so that float32 CPU "
         "tensors are read in place without numpy.",

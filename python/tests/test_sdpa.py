@@ -159,12 +159,14 @@ def test_simd_cap_from_the_environment_and_by_call():
         attn.limit_simd("sse9")
     if "avx2" not in open("/proc/cpuinfo").read():
         pytest.skip("this CPU has no AVX2 to cap at")
+    assert attn.bf16_attention_engine() in ("amx", "vdpbf16ps", "vector")
     script = ("import attn, numpy as np; q = np.ones((1, 3, 4), np.float32); "
-              "print(attn.simd_target(), float(attn.sdpa(q, q, q, causal=True)[0].sum()))")
+              "print(attn.simd_target(), attn.bf16_attention_engine(), "
+              "float(attn.sdpa(q, q, q, causal=True)[0].sum()))")
     env = dict(os.environ, ATTN_SIMD="avx2")
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          check=True).stdout.split()
-    assert out == ["AVX2", "12.0"]
+    assert out == ["AVX2", "vector", "12.0"]  # under a cap bf16 products take the float kernels
     env["ATTN_SIMD"] = "sse9"
     failed = subprocess.run([sys.executable, "-c", "import attn"], env=env, capture_output=True,
                             text=True)

@@ -120,6 +120,14 @@ void apply_bench_variant(const AttentionBenchArgs& a, int64_t t_len, SdpaOptions
   options.precision = float_dtype_from_string(a.precision, "--precision");
 }
 
+// Where the fused kernels' bf16 products run on this CPU now, in words.
+std::string bf16_engine_words() {
+  const std::string engine = bf16_attention_engine();
+  if (engine == "amx") return "AMX tiles";
+  if (engine == "vdpbf16ps") return "vdpbf16ps";
+  return "the float kernels (rounded values)";
+}
+
 std::string bench_variant_words(const AttentionBenchArgs& a) {
   std::string words;
   if (a.variant == "softcap") words = ", soft-capped at 50";
@@ -127,7 +135,7 @@ std::string bench_variant_words(const AttentionBenchArgs& a) {
   if (a.variant == "sinks") words = ", a sink per head";
   if (a.variant == "bias") words = ", an additive (H, T, T) bias";
   if (a.variant == "bias-grad") words = ", an additive (H, T, T) bias and its gradient";
-  if (a.precision == "bf16") words += ", bf16 products";
+  if (a.precision == "bf16") words += ", bf16 products on " + bf16_engine_words();
   return words;
 }
 
@@ -155,14 +163,15 @@ std::string attention_json_fields(const AttentionBenchArgs& a, const AttentionBe
       "\"causal\": %s, \"threads\": %d, \"impl\": \"%s\", \"ms\": %.6g, \"gflops\": %.6g, "
       "\"useful_gflops\": %.6g, \"peak_gflops\": %.6g, \"reference_ms\": %s, "
       "\"block\": %s, \"compete\": %s, \"rss_mib\": %.1f, \"simd\": \"%s\", "
-      "\"variant\": \"%s\", \"packed\": %lld",
+      "\"variant\": \"%s\", \"packed\": %lld, \"precision\": \"%s\", \"bf16_engine\": \"%s\"",
       static_cast<long long>(r.seq), static_cast<long long>(a.batch),
       static_cast<long long>(a.heads), static_cast<long long>(r.kv_heads),
       static_cast<long long>(a.head_dim), a.causal ? "true" : "false", r.threads, a.impl.c_str(),
       r.ms, r.gflops, r.useful_gflops, r.peak_gflops,
       r.reference_ms < 0 ? "null" : std::to_string(r.reference_ms).c_str(),
       a.block ? "true" : "false", a.compete ? "true" : "false", r.rss_mib, simd_target().c_str(),
-      a.variant.c_str(), static_cast<long long>(a.packed));
+      a.variant.c_str(), static_cast<long long>(a.packed), a.precision.c_str(),
+      bf16_attention_engine().c_str());
   return fields;
 }
 
