@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "attn/error.hpp"
 #include "src/core/checked_size.hpp"
@@ -70,18 +71,20 @@ int64_t KVCache::size() const {
 
 namespace {
 
-// The buffer of the cache's storage type among its three (the other two are empty).
-const void* storage_of(Dtype dtype, const std::vector<float>& f32,
-                       const std::vector<uint16_t>& bf16, const std::vector<int8_t>& q8) {
+// The buffer of the cache's storage type among its three (the other two are empty): read-only
+// for the readers, writable for append.
+template <class F32, class Bf16, class Q8>
+auto storage_of(Dtype dtype, F32& f32, Bf16& bf16, Q8& q8) {
+  using Pointer = std::conditional_t<std::is_const_v<F32>, const void*, void*>;
   switch (dtype) {
     case Dtype::kBFloat16:
-      return bf16.data();
+      return static_cast<Pointer>(bf16.data());
     case Dtype::kQ8:
-      return q8.data();
+      return static_cast<Pointer>(q8.data());
     case Dtype::kFloat32:
       break;
   }
-  return f32.data();
+  return static_cast<Pointer>(f32.data());
 }
 
 }  // namespace
@@ -177,20 +180,6 @@ const float* head_rows(const Tensor& x, int64_t b, int64_t h) {
   return x.data() + b * x.strides()[0] + h * x.strides()[1];
 }
 
-// The storage of the cache's type among its three buffers, as bytes to write rows into.
-unsigned char* writable_bytes(Dtype dtype, std::vector<float>& f32, std::vector<uint16_t>& bf16,
-                              std::vector<int8_t>& q8) {
-  switch (dtype) {
-    case Dtype::kBFloat16:
-      return reinterpret_cast<unsigned char*>(bf16.data());
-    case Dtype::kQ8:
-      return reinterpret_cast<unsigned char*>(q8.data());
-    case Dtype::kFloat32:
-      break;
-  }
-  return reinterpret_cast<unsigned char*>(f32.data());
-}
-
 // `rows` rows of d floats, `stride` apart from x, stored in `dtype` as consecutive rows of
 // `row_bytes` at out.
 void store_rows(Dtype dtype, const float* x, int64_t stride, int64_t rows, int64_t d,
@@ -250,8 +239,8 @@ void KVCache::append(const Tensor& k_in, const Tensor& v_in) {
     }
   });
   if (non_finite.load()) throw_non_finite(k, v);
-  unsigned char* const key_bytes = writable_bytes(config_.dtype, k32_, k16_, k8_);
-  unsigned char* const value_bytes = writable_bytes(config_.dtype, v32_, v16_, v8_);
+  auto* const key_bytes = static_cast<unsigned char*>(storage_of(config_.dtype, k32_, k16_, k8_));
+  auto* const value_bytes = static_cast<unsigned char*>(storage_of(config_.dtype, v32_, v16_, v8_));
   detail::parallel_ranges(heads, grain, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
       const int64_t b = i / config_.n_kv_heads, h = i % config_.n_kv_heads;
