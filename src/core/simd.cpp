@@ -195,15 +195,6 @@ bool dpbf16_usable() {
 
 void set_dpbf16_use(Dpbf16Use use) { dpbf16_use.store(use); }
 
-}  // namespace detail
-
-std::string bf16_attention_engine() {
-  if (detail::amx_bf16_usable()) return "amx";
-  return detail::dpbf16_usable() ? "vdpbf16ps" : "vector";
-}
-
-namespace detail {
-
 SimdCap simd_cap() { return state().cap.load(); }
 
 void matrix_library_opened() {
@@ -213,4 +204,10 @@ void matrix_library_opened() {
 }
 
 }  // namespace detail
+
+std::string bf16_attention_engine() {
+  if (detail::amx_bf16_usable()) return "amx";
+  return detail::dpbf16_usable() ? "vdpbf16ps" : "vector";
+}
+
 }  // namespace attn
