@@ -4,8 +4,11 @@
 // kernels' masked scores and flushed probabilities).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "simd_targets.hpp"
@@ -70,6 +73,34 @@ void ExpectAccurate(bool base2, float low, float high) {
 TEST(ExpFlushed, MatchesStdExpOnEveryTarget) { ExpectAccurate(false, -64.0f, 88.0f); }
 
 TEST(Exp2Flushed, MatchesStdExp2OnEveryTarget) { ExpectAccurate(true, -92.0f, 127.0f); }
+
+// AVX-512's Exp2Flushed takes x − round(x) and the scaling by 2^n from single instructions
+// (vreduceps, vscalefps) where the other targets use integer tricks; the rounding and the
+// polynomial are the same, so the bits must be too. Compared with AVX2, whose FMAs round as
+// AVX-512's do (targets without FMA round the polynomial's steps twice).
+TEST(Exp2Flushed, Avx512GivesAvx2sBits) {
+  std::vector<float> x;
+  for (float v = -95.0f; v <= 128.0f; v += 1.0f / 64.0f) x.push_back(v);
+  for (float v = -1.0f; v <= 1.0f; v += 1.0f / 4096.0f) x.push_back(v);
+  for (float v : {-0.5f, 0.5f, -1.5f, 1.5f, -91.5f, -92.0f, 127.0f, 127.5f, 200.0f}) x.push_back(v);
+  x.resize((x.size() + 15) / 16 * 16, 0.0f);
+  std::vector<float> avx2;
+  int avx512_targets = 0;
+  attn::testing::for_each_simd_target([&](const char* target) {
+    if (std::string(target) == "AVX2") avx2 = exp_flushed(x, true);
+  });
+  if (avx2.empty()) GTEST_SKIP() << "this CPU or build has no AVX2 target to compare with";
+  attn::testing::for_each_simd_target([&](const char* target) {
+    if (std::string(target).rfind("AVX3", 0) != 0) return;
+    ++avx512_targets;
+    const std::vector<float> e = exp_flushed(x, true);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(e[i]), std::bit_cast<uint32_t>(avx2[i]))
+          << target << " at x = " << x[i] << ": " << e[i] << " against AVX2's " << avx2[i];
+    }
+  });
+  if (avx512_targets == 0) GTEST_SKIP() << "this CPU has no AVX-512 target";
+}
 
 void ExpectFlushed(bool base2, std::vector<float> x) {
   x.resize(16, -200.0f);
