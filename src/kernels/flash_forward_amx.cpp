@@ -16,6 +16,7 @@
 // Rounding: the same as the vector kernels' bf16 products (flash_forward.cpp's opening comment
 // has the error bound): Q, K, V and P are bfloat16, every product of two is exact, and the
 // sums are float32 — in the tiles' order, so the last bits differ from the vector kernels'.
+// P's 2^x is Exp2ForBfloat16's shorter polynomial (2.9e−6, against the 2^−9 of P's rounding).
 // Only the Highway targets with 16 float lanes (AVX-512) run it; amx_bf16_usable() implies one.
 #include <algorithm>
 #include <cstdint>
@@ -105,7 +106,7 @@ void SoftmaxUpdateToPairs(const DiagonalCut& cut, size_t cols, const float* st, 
   const size_t all_pairs = round_up(std::min(KeysForQueryVector(cut, ldq - N), cols), kChunk) / 2;
   const VF factor = hn::Set(df, score_scale);
   auto probability = [&](const SoftmaxShift& s, size_t c, size_t r) {
-    return Exp2Flushed(df, hn::MulSub(hn::LoadU(df, st + c * ldq + r), factor, s.shift));
+    return Exp2ForBfloat16(df, hn::MulSub(hn::LoadU(df, st + c * ldq + r), factor, s.shift));
   };
   for (size_t r = 0; r < ldq; r += N) {
     const size_t seen = std::min(KeysForQueryVector(cut, r), cols);
