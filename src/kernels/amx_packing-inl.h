@@ -1,7 +1,7 @@
 // Packing for the AMX kernels' tile operands (amx_tiles.hpp) inside a task, shared by the
 // forward (flash_forward_amx.cpp) and the backward (flash_backward.cpp): Q and dO rounded to
-// the nearest bfloat16 here (both passes read the caller's floats), P and dS rounded already
-// (as floats) and taken as their top halves. Compiled once per Highway target
+// the nearest bfloat16 here (both passes read the caller's floats), and so are the backward's P
+// and dS (the forward's P is paired by its softmax). Compiled once per Highway target
 // (include it after tile_product-inl.h); only the AVX-512 targets define it (16 float lanes,
 // the tiles' width).
 #if defined(ATTN_KERNELS_AMX_PACKING_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -120,8 +120,8 @@ inline void ScaleScores(const DiagonalCut& cut, float scale2, float* st, size_t 
 
 // B of the backward's dQᵀ += Kᵀ·dSᵀ (the forward's Oᵀ += Vᵀ·Pᵀ gets its pairs straight from
 // the softmax: SoftmaxUpdateToPairs): the values of keys 2k and 2k + 1 side by side for each
-// query, one 32-bit word per (pair-row k, query), from a transposed block (dS, already rounded
-// to bfloat16).
+// query, one 32-bit word per (pair-row k, query), from a transposed block (dS in float), each
+// rounded to bfloat16 here.
 // chunks[t] = the chunks of 32 keys query tile t needs. A block of two tiles reads as many as
 // the later one needs (amx_product), so every tile's pairs are written that far: zero past the
 // keys the softmax computed for it.
@@ -137,9 +137,13 @@ inline void PackKeyPairs(const DiagonalCut& cut, size_t cols, const float* st, s
     chunks[r / kTile] = round_up(seen, kChunk) / kChunk;
     for (size_t k = 0; k < all_pairs; ++k) {
       const size_t c = 2 * k;
-      const auto even = c < seen ? hn::BitCast(du, hn::LoadU(df, st + c * ldq + r)) : hn::Zero(du);
+      const auto even =
+          c < seen ? hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, st + c * ldq + r)))
+                   : hn::Zero(du);
       const auto odd =
-          c + 1 < seen ? hn::BitCast(du, hn::LoadU(df, st + (c + 1) * ldq + r)) : hn::Zero(du);
+          c + 1 < seen
+              ? hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, st + (c + 1) * ldq + r)))
+              : hn::Zero(du);
       hn::StoreU(PairWords(du, even, odd), du, pp + k * ldq + r);
     }
   }
@@ -172,9 +176,9 @@ inline void PackRowPairs(const float* x, int64_t stride, size_t rows, size_t wid
   }
 }
 
-// A of the same products: a transposed block (keys × ldq, P or dS) as bfloat16 rows of ld ≥ ldq
-// queries, for the keys [0, round_up(cols, 16)) the tiles cover; zero past the keys the softmax
-// computed for each query vector and past ldq.
+// A of the same products: a transposed block (keys × ldq, P or dS in float) as bfloat16 rows of
+// ld ≥ ldq queries, each value rounded here, for the keys [0, round_up(cols, 16)) the tiles
+// cover; zero past the keys the softmax computed for each query vector and past ldq.
 inline void PackTransposedRows(const DiagonalCut& cut, size_t cols, const float* st, size_t ldq,
                                size_t ld, uint16_t* out) {
   const DF df;
@@ -186,9 +190,9 @@ inline void PackTransposedRows(const DiagonalCut& cut, size_t cols, const float*
   for (size_t r = 0; r < ldq; r += N) {
     const size_t seen = std::min(KeysForQueryVector(cut, r), cols);
     for (size_t c = 0; c < key_rows; ++c) {
-      const auto top = c < seen
-                           ? hn::ShiftRight<16>(hn::BitCast(du, hn::LoadU(df, st + c * ldq + r)))
-                           : hn::Zero(du);
+      const auto top = c < seen ? hn::ShiftRight<16>(hn::BitCast(
+                                      du, RoundedToBfloat16(df, hn::LoadU(df, st + c * ldq + r))))
+                                : hn::Zero(du);
       hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, top)), d16, out + c * ld + r);
     }
   }

@@ -17,12 +17,13 @@
 // dS is read down its columns for dQ.
 //
 // bf16 products (FlashProblem::bf16_products): Q, K, V and dO arrive rounded to bfloat16; P and
-// s·dS are rounded after every element-wise step has used them in float (RoundForProducts), so
-// dV takes bf16(P), dK and dQ take bf16(s·dS). D is Σ dO·O of the rounded dO. Each gradient
-// then moves by a few u = 2^-9 of its terms' size (measured: ≤ 5e-3 of the largest element).
-// Where the CPU has AMX (p.amx_keys set, AVX-512 targets), the five products run on its tiles
-// from the same rounded values (the Amx* functions below; design.md has the layouts); where it
-// has AVX-512 BF16 and no AMX, the same functions run them on vdpbf16ps (p.amx_tiles false).
+// s·dS are rounded after every element-wise step has used them in float (RoundForProducts; on
+// packed tiles by the packers that read them), so dV takes bf16(P), dK and dQ take bf16(s·dS). D is
+// Σ dO·O of the rounded dO. Each gradient then moves by a few u = 2^-9 of its terms' size
+// (measured: ≤ 5e-3 of the largest element). Where the CPU has AMX (p.amx_keys set, AVX-512
+// targets), the five products run on its tiles from the same rounded values (the Amx* functions
+// below; design.md has the layouts); where it has AVX-512 BF16 and no AMX, the same functions run
+// them on vdpbf16ps (p.amx_tiles false).
 //
 // Memory: Q_i, dO_i (rows and transposed), the two score tiles, dQ_i, and dK/dV accumulators
 // for one chunk of kKeyChunk = 512 keys live in a fixed scratch (about 0.45 MiB at d = 64),
@@ -377,8 +378,13 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
   ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta);  // s·dSᵀ
   if (dscores != nullptr) StoreScoreGradient(cut, z, s.dpt, 1.0f / p.scale, dscores, ld_dscores);
   if (p.softcap > 0.0f) ChainSoftcap(cut, s.softcap_slope, s.dpt, z.ldq);
-  if (p.bf16_products) RoundForProducts(cut, s.pt, s.dpt, z.ldq);
-  if (s.amx) AmxPackPair(z, cut, s);
+  // The vector kernels read P and dS rounded in place; the packed tiles' packers round them as
+  // they read them (one pass over both blocks less).
+  if (s.amx) {
+    AmxPackPair(z, cut, s);
+  } else if (p.bf16_products) {
+    RoundForProducts(cut, s.pt, s.dpt, z.ldq);
+  }
 }
 
 // out (+)= Aᵀ·X for the pair's keys: dV_j from (Pᵀ, dO_i), dK_j from (s·dSᵀ, Q_i), out and X
