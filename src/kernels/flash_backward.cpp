@@ -64,36 +64,44 @@ HWY_BEFORE_NAMESPACE();
 namespace attn::kernels {
 namespace HWY_NAMESPACE {
 
-// Pᵀ = 2^(Sᵀ − L) in place (both in base 2), the queries' L in the lanes. Masked scores (−inf)
-// and rows with no visible key (L = +inf) give 0.
-void Probabilities(const DiagonalCut& cut, float* st, size_t ldq, const float* lse) {
+// Pᵀ = 2^(score_scale·Sᵀ − L) in place (both in base 2), the queries' L in the lanes:
+// score_scale > 0 is what the scores are still to be multiplied by (1 when they are scaled
+// already), in one fused multiply-subtract. Masked scores (−inf) and rows with no visible key
+// (L = +inf) give 0.
+void Probabilities(const DiagonalCut& cut, float* st, size_t ldq, const float* lse,
+                   float score_scale) {
   const DF df;
   const size_t N = hn::Lanes(df);
+  const VF factor = hn::Set(df, score_scale);
   for (size_t r = 0; r < ldq; r += N) {
     const VF l = hn::LoadU(df, lse + r);
     const size_t cols = KeysForQueryVector(cut, r);
     for (size_t c = 0; c < cols; ++c) {
       float* s = st + c * ldq + r;
-      hn::StoreU(Exp2Flushed(df, hn::Sub(hn::LoadU(df, s), l)), df, s);
+      const VF x = score_scale == 1.0f ? hn::Sub(hn::LoadU(df, s), l)
+                                       : hn::MulSub(hn::LoadU(df, s), factor, l);
+      hn::StoreU(Exp2Flushed(df, x), df, s);
     }
   }
 }
 
-// s·dSᵀ = Pᵀ ∘ (s·dPᵀ − s·D), in place of dPᵀ: dOᵀ was packed times s, so dPᵀ and D arrive
-// scaled (one multiply per score less). Where P = 0 (masked) dS is set to 0: dPᵀ tiles above
-// the diagonal are not computed, and what the scratch held there is not to be multiplied by 0
-// (inf·0).
+// s·dSᵀ = Pᵀ ∘ (s·dPᵀ − s·D), in place of dPᵀ: the vector path packed dOᵀ times s, so its dPᵀ
+// and D arrive scaled (one multiply per score less; dp_scale 1); the packed tiles' dPᵀ is
+// multiplied by dp_scale = s here, as it is read (fused with the subtraction). Where P = 0 (masked)
+// dS is set to 0: dPᵀ tiles above the diagonal are not computed, and what the scratch held there is
+// not to be multiplied by 0 (inf·0).
 void ScoreGradient(const DiagonalCut& cut, const float* pt, float* dpt, size_t ldq,
-                   const float* scaled_delta) {
+                   const float* scaled_delta, float dp_scale) {
   const DF df;
   const size_t N = hn::Lanes(df);
-  const VF zero = hn::Zero(df);
+  const VF zero = hn::Zero(df), factor = hn::Set(df, dp_scale);
   for (size_t r = 0; r < ldq; r += N) {
     const VF d = hn::LoadU(df, scaled_delta + r);
     const size_t cols = KeysForQueryVector(cut, r);
     for (size_t c = 0; c < cols; ++c) {
       const VF pr = hn::LoadU(df, pt + c * ldq + r);
-      const VF ds = hn::Mul(pr, hn::Sub(hn::LoadU(df, dpt + c * ldq + r), d));
+      const VF dp = hn::LoadU(df, dpt + c * ldq + r);
+      const VF ds = hn::Mul(pr, dp_scale == 1.0f ? hn::Sub(dp, d) : hn::MulSub(dp, factor, d));
       hn::StoreU(hn::IfThenZeroElse(hn::Eq(pr, zero), ds), df, dpt + c * ldq + r);
     }
   }
@@ -289,8 +297,8 @@ void StoreScoreGradient(const DiagonalCut& cut, const PairShape& z, const float*
 //   dV_j += Pᵀ·dO_i    dK_j += s·dSᵀ·Q_i                (A: Pᵀ, dSᵀ as bf16 rows)
 //   dQ_iᵀ += K_jᵀ·s·dSᵀ                                 (A: Kᵀ packed per call)
 #if ATTN_AVX512_TARGET
-// out = (rows of m from key j0) · (pairs)ᵀ · factor: Sᵀ (K, Q's pairs, s·log2 e) or dPᵀ (V,
-// dO's pairs, s).
+// out = (rows of m from key j0) · (pairs)ᵀ · factor: Sᵀ (K, Q's pairs, s·log2 e, or 1 when
+// Probabilities scales them) or dPᵀ (V, dO's pairs, 1: ScoreGradient scales them).
 void AmxScoresOf(const Bf16Matrices& m, const FlashProblem& p, int64_t b, int64_t h, int64_t j0,
                  const PairShape& z, const DiagonalCut& cut, const uint32_t* pairs, float factor,
                  float* out) {
@@ -299,18 +307,18 @@ void AmxScoresOf(const Bf16Matrices& m, const FlashProblem& p, int64_t b, int64_
   packed_product(p.amx_tiles, false, m.of(b, p.kv_heads, kv_h) + j0 * m.row, row,
                  round_up(z.cols, kTile) / kTile, reinterpret_cast<const uint16_t*>(pairs), z.ldq,
                  z.ldq / kTile, row / kChunk, nullptr, out, z.ldq);
-  ScaleScores(cut, factor, out, z.ldq);
+  if (factor != 1.0f) ScaleScores(cut, factor, out, z.ldq);
 }
 
 void AmxScores(const FlashProblem& p, int64_t b, int64_t h, int64_t j0, const PairShape& z,
-               const DiagonalCut& cut, const Buffers& s) {
-  AmxScoresOf(p.amx_keys, p, b, h, j0, z, cut, s.q_pairs, p.scale * kLog2e, s.pt);
+               const DiagonalCut& cut, const Buffers& s, float factor) {
+  AmxScoresOf(p.amx_keys, p, b, h, j0, z, cut, s.q_pairs, factor, s.pt);
 }
 
-// s·dPᵀ, as the vector path's s·dOᵀ gives it.
+// dPᵀ, unscaled (ScoreGradient multiplies it by s).
 void AmxValueScores(const FlashProblem& p, int64_t b, int64_t h, int64_t j0, const PairShape& z,
                     const DiagonalCut& cut, const Buffers& s) {
-  AmxScoresOf(p.amx_values, p, b, h, j0, z, cut, s.do_pairs, p.scale, s.dpt);
+  AmxScoresOf(p.amx_values, p, b, h, j0, z, cut, s.do_pairs, 1.0f, s.dpt);
 }
 
 // Pᵀ and s·dSᵀ (rounded) as bf16 rows, the A operands of dV and dK.
@@ -341,7 +349,7 @@ void AmxQueryGradient(const FlashProblem& p, int64_t b, int64_t h, int64_t j0, c
 }
 #else  // never called: UsesAmx is false on these targets
 void AmxScores(const FlashProblem&, int64_t, int64_t, int64_t, const PairShape&, const DiagonalCut&,
-               const Buffers&) {}
+               const Buffers&, float) {}
 void AmxValueScores(const FlashProblem&, int64_t, int64_t, int64_t, const PairShape&,
                     const DiagonalCut&, const Buffers&) {}
 void AmxPackPair(const PairShape&, const DiagonalCut&, const Buffers&) {}
@@ -360,22 +368,28 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
                 float* dscores = nullptr, int64_t ld_dscores = 0) {
   const size_t N = hn::Lanes(DF());
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
+  // The packed tiles' scores come out unscaled. Without variants or an explicit mask, which need
+  // them scaled, Probabilities scales them as it reads them (−inf stays −inf for a positive
+  // scale): one pass over the block less, as in the forward.
+  const float scale2 = p.scale * kLog2e;
+  const bool scale_in_probabilities =
+      s.amx && scale2 > 0.0f && p.softcap == 0.0f && p.alibi_slopes == nullptr && p.mask == nullptr;
   if (s.amx) {
-    AmxScores(p, b, h, j0, z, cut, s);  // Sᵀ, as the AMX forward computes it
+    AmxScores(p, b, h, j0, z, cut, s, scale_in_probabilities ? 1.0f : scale2);  // Sᵀ
   } else {
     TileProductFromVector<false>(cut, z.cols, z.ldq / N, KeyRows(p, b, h, j0), ldk, 1, z.d, s.qt,
                                  z.ldq, s.pt, z.ldq);  // Sᵀ
   }
   ScoreVariants(p, h, q0, j0, cut, s.pt, z.ldq, s.softcap_slope);  // softcap, ALiBi
   mask_block(p, b, h, q0, z.rows, j0, z.cols, kLog2e, s.pt, z.ldq);
-  Probabilities(cut, s.pt, z.ldq, s.lse);  // Pᵀ
+  Probabilities(cut, s.pt, z.ldq, s.lse, scale_in_probabilities ? scale2 : 1.0f);  // Pᵀ
   if (s.amx) {
     AmxValueScores(p, b, h, j0, z, cut, s);  // dPᵀ
   } else {
     TileProductFromVector<false>(cut, z.cols, z.ldq / N, ValueRows(p, b, h, j0), ldv_in, 1, z.dv,
                                  s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ
   }
-  ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta);  // s·dSᵀ
+  ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta, s.amx ? p.scale : 1.0f);  // s·dSᵀ
   if (dscores != nullptr) StoreScoreGradient(cut, z, s.dpt, 1.0f / p.scale, dscores, ld_dscores);
   if (p.softcap > 0.0f) ChainSoftcap(cut, s.softcap_slope, s.dpt, z.ldq);
   // The vector kernels read P and dS rounded in place; the packed tiles' packers round them as
