@@ -216,10 +216,10 @@ HWY_INLINE VF ExpFlushed(DF df, VF x) {
 // vscalefps multiplies by 2^n (with the flush as its zero-masking): 10 operations instead of 14,
 // the same rounding of x and the same polynomial, so the same bits (tests/exp_flushed_test.cpp
 // compares them with the AVX2 target's).
-template <size_t kTerms>
+template <bool kClamp, size_t kTerms>
 HWY_INLINE VF Exp2FlushedBy(DF df, VF x, const float (&polynomial)[kTerms]) {
 #if ATTN_AVX512_TARGET
-  const __m512 clamped = _mm512_min_ps(x.raw, _mm512_set1_ps(127.0f));
+  const __m512 clamped = kClamp ? _mm512_min_ps(x.raw, _mm512_set1_ps(127.0f)) : x.raw;
   // Rounding to nearest even, as the 1.5·2^23 below; 0 fraction bits kept, no exception flag.
   const __m512 r = _mm512_reduce_ps(clamped, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const VF p = Horner(df, VF{r}, polynomial);  // 2^r
@@ -227,7 +227,7 @@ HWY_INLINE VF Exp2FlushedBy(DF df, VF x, const float (&polynomial)[kTerms]) {
   return VF{_mm512_maskz_scalef_ps(keep, p.raw, _mm512_sub_ps(clamped, r))};  // p·2^round(x)
 #else
   const VF round_bias = hn::Set(df, 12582912.0f);  // 1.5·2^23: the sum's unit is 1
-  const VF clamped = hn::Min(x, hn::Set(df, 127.0f));
+  const VF clamped = kClamp ? hn::Min(x, hn::Set(df, 127.0f)) : x;
   const VF biased = hn::Add(clamped, round_bias);
   const VF r = hn::Sub(clamped, hn::Sub(biased, round_bias));  // x − round(x), exactly
   const VF p = Horner(df, r, polynomial);                      // 2^r
@@ -243,17 +243,18 @@ HWY_INLINE VF Exp2Flushed(DF df, VF x) {
                                     2.402264774e-1f,
                                     6.931471825e-1f,
                                     1.0f};
-  return Exp2FlushedBy(df, x, kMinimaxExp2);
+  return Exp2FlushedBy</*kClamp=*/true>(df, x, kMinimaxExp2);
 }
 
 // Exp2Flushed for probabilities that are rounded to bfloat16 next (the packed-tile forward's P,
 // whose rounding is 2^−9 = 2e−3): the minimax polynomial of degree 4 (scripts/exp2_polynomial.py
 // 4), 2.9e−6 evaluated in float, two FMAs fewer. l sums these unrounded probabilities, so the
-// normalisation moves by 2.9e−6 at most, against the bound of the bf16 products' 2u.
+// normalisation moves by 2.9e−6 at most, against the bound of the bf16 products' 2u. For
+// x ≤ 127 only, with no clamp above (a softmax's x = score − max is ≤ 0): one operation less.
 HWY_INLINE VF Exp2ForBfloat16(DF df, VF x) {
   constexpr float kMinimaxExp2Degree4[] = {9.582852945e-3f, 5.590642616e-2f, 2.402409911e-1f,
                                            6.931241751e-1f, 1.0f};
-  return Exp2FlushedBy(df, x, kMinimaxExp2Degree4);
+  return Exp2FlushedBy</*kClamp=*/false>(df, x, kMinimaxExp2Degree4);
 }
 
 // tanh(u) = u·P(u²) / Q(u²) on |u| ≤ 9 (past it tanh is ±1 to float's precision), a rational
