@@ -182,18 +182,15 @@ inline void PackRowPairs(const float* x, int64_t stride, size_t rows, size_t wid
 inline void PackTransposedRows(const DiagonalCut& cut, size_t cols, const float* st, size_t ldq,
                                size_t ld, uint16_t* out) {
   const DF df;
-  const hn::RebindToUnsigned<DF> du;
-  const hn::RebindToSigned<DF> di;
   const hn::Rebind<uint16_t, DF> d16;
   const size_t N = hn::Lanes(df);
   const size_t key_rows = round_up(cols, kTile);
   for (size_t r = 0; r < ldq; r += N) {
     const size_t seen = std::min(KeysForQueryVector(cut, r), cols);
     for (size_t c = 0; c < key_rows; ++c) {
-      const auto top = c < seen ? hn::ShiftRight<16>(hn::BitCast(
-                                      du, RoundedToBfloat16(df, hn::LoadU(df, st + c * ldq + r))))
-                                : hn::Zero(du);
-      hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, top)), d16, out + c * ld + r);
+      const auto words =
+          c < seen ? Bfloat16Words(df, hn::LoadU(df, st + c * ldq + r)) : hn::Zero(d16);
+      hn::StoreU(words, d16, out + c * ld + r);
     }
   }
   for (size_t c = 0; c < key_rows; ++c)

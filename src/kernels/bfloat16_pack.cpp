@@ -18,34 +18,17 @@ namespace HWY_NAMESPACE {
 
 void PackBfloat16Rows(const float* k, int64_t stride, size_t rows, size_t d, size_t ld,
                       uint16_t* dst) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const hn::RebindToSigned<decltype(df)> di;  // (Highway demotes signed 32-bit lanes to u16)
-  const hn::Rebind<uint16_t, decltype(df)> d16;
+  const DF df;
+  const hn::Rebind<uint16_t, DF> d16;
   const size_t N = hn::Lanes(df);
   for (size_t t = 0; t < rows; ++t) {
     const float* row = k + static_cast<int64_t>(t) * stride;
     uint16_t* out = dst + t * ld;
     size_t e = 0;
-    for (; e + N <= d; e += N) {
-      const auto rounded = RoundedToBfloat16(df, hn::LoadU(df, row + e));
-      const auto top = hn::ShiftRight<16>(hn::BitCast(du, rounded));
-      hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, top)), d16, out + e);
-    }
+    for (; e + N <= d; e += N) hn::StoreU(Bfloat16Words(df, hn::LoadU(df, row + e)), d16, out + e);
     for (; e < d; ++e) out[e] = to_bfloat16(row[e]);
     std::fill(out + d, out + ld, uint16_t{0});
   }
-}
-
-// The top halves of N floats, each rounded to the nearest bfloat16, stored as N words.
-HWY_INLINE void StoreBfloat16(const float* x, uint16_t* out) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const hn::RebindToSigned<decltype(df)> di;
-  const hn::Rebind<uint16_t, decltype(df)> d16;
-  const auto rounded = RoundedToBfloat16(df, hn::LoadU(df, x));
-  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, rounded)))), d16,
-             out);
 }
 
 // Blocks of N keys. Where the target has TransposeTile (AVX-512, AVX2), N × N tiles are
@@ -55,8 +38,9 @@ HWY_INLINE void StoreBfloat16(const float* x, uint16_t* out) {
 // T = 1024, H = 16, d = 64, two Emerald Rapids threads), the tiles 0.08.
 void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t dv, size_t ld,
                             uint16_t* dst) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> d16;
   const size_t N = hn::Lanes(df);
   size_t t = 0;
   if (kHasTransposeTile && N * N <= 256) {
@@ -66,7 +50,8 @@ void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t 
       const float* block = v + static_cast<int64_t>(t) * stride;
       for (size_t e0 = 0; e0 < tiled_width; e0 += N) {
         TransposeTile(block + e0, stride, 1.0f, tile, N);  // tile[j·N + i] = block row i, e0 + j
-        for (size_t j = 0; j < N; ++j) StoreBfloat16(tile + j * N, dst + (e0 + j) * ld + t);
+        for (size_t j = 0; j < N; ++j)
+          hn::StoreU(Bfloat16Words(df, hn::Load(df, tile + j * N)), d16, dst + (e0 + j) * ld + t);
       }
       for (size_t e = tiled_width; e < dv; ++e) {
         for (size_t i = 0; i < N; ++i) dst[e * ld + t + i] = to_bfloat16(block[i * stride + e]);
@@ -76,13 +61,10 @@ void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t 
   const auto offsets = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(stride)));
   // (The gather's offsets are 32-bit: rows farther apart than that take the scalar loop.)
   const bool gather = stride <= INT32_MAX / static_cast<int64_t>(N);
-  HWY_ALIGN float column[64];  // N ≤ 64 lanes
   for (; gather && t + N <= rows; t += N) {
     const float* block = v + static_cast<int64_t>(t) * stride;
-    for (size_t e = 0; e < dv; ++e) {
-      hn::Store(hn::GatherIndex(df, block + e, offsets), df, column);
-      StoreBfloat16(column, dst + e * ld + t);
-    }
+    for (size_t e = 0; e < dv; ++e)
+      hn::StoreU(Bfloat16Words(df, hn::GatherIndex(df, block + e, offsets)), d16, dst + e * ld + t);
   }
   for (; t < rows; ++t) {
     const float* row = v + static_cast<int64_t>(t) * stride;

@@ -46,6 +46,14 @@ HWY_INLINE VF RoundedToBfloat16(DF df, VF v) {
 // The same for one float (a loop's tail).
 inline float RoundedToBfloat16(float x) { return from_bfloat16(to_bfloat16(x)); }
 
+// v as the bfloat16 words it rounds to (RoundedToBfloat16's top halves), what the packers store.
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bfloat16Words(DF df, VF v) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;  // (Highway demotes signed 32-bit lanes to u16)
+  const auto top = hn::ShiftRight<16>(hn::BitCast(du, RoundedToBfloat16(df, v)));
+  return hn::DemoteTo(hn::Rebind<uint16_t, DF>(), hn::BitCast(di, top));
+}
+
 // `rows` rows of `width` floats (src, stride apart) into dst rows ld apart, zero-padded: rows
 // the register tiles can read as whole vectors.
 inline void PackRows(const float* src, int64_t stride, size_t rows, size_t width, float* dst,
