@@ -368,12 +368,10 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
                 float* dscores = nullptr, int64_t ld_dscores = 0) {
   const size_t N = hn::Lanes(DF());
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
-  // The packed tiles' scores come out unscaled. Without variants or an explicit mask, which need
-  // them scaled, Probabilities scales them as it reads them (−inf stays −inf for a positive
-  // scale): one pass over the block less, as in the forward.
+  // The packed tiles' scores come out unscaled; where scores_scaled_as_read, Probabilities
+  // scales them as it reads them: one pass over the block less, as in the forward.
   const float scale2 = p.scale * kLog2e;
-  const bool scale_in_probabilities =
-      s.amx && scale2 > 0.0f && p.softcap == 0.0f && p.alibi_slopes == nullptr && p.mask == nullptr;
+  const bool scale_in_probabilities = s.amx && scores_scaled_as_read(p);
   if (s.amx) {
     AmxScores(p, b, h, j0, z, cut, s, scale_in_probabilities ? 1.0f : scale2);  // Sᵀ
   } else {

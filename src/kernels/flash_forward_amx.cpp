@@ -160,12 +160,10 @@ void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q
   size_t key_chunks[kQueryBlockPadded / kTile];
 
   const KeyRange keys_seen = visible_keys(p, b, q0, rows_in);
-  // The scores come out unscaled. Without variants or an explicit mask, which need them scaled,
-  // the softmax applies a positive scale as it reads them (the max of the scaled scores is the
-  // scaled max; the causal mask's -inf stays -inf): one pass over the block less.
+  // The scores come out unscaled; where scores_scaled_as_read, the softmax applies the scale as
+  // it reads them (the max of the scaled scores is the scaled max): one pass over the block less.
   const float scale2 = p.scale * kLog2e;
-  const bool scale_in_softmax =
-      scale2 > 0.0f && p.softcap == 0.0f && p.alibi_slopes == nullptr && p.mask == nullptr;
+  const bool scale_in_softmax = scores_scaled_as_read(p);
   if (p.amx_tiles) amx_begin();
   for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
     const size_t cols = static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0));

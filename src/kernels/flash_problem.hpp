@@ -69,4 +69,12 @@ struct FlashProblem {
   bool amx_tiles;
 };
 
+// Whether the packed-tile kernels, whose products give the scores unscaled, may leave the scale
+// to the step that reads them (the forward's softmax, the backward's probabilities) instead of
+// a pass of its own: a positive scale (the causal −inf stays −inf) and nothing else that needs
+// the scores scaled first (soft-capping, ALiBi, an explicit mask).
+inline bool scores_scaled_as_read(const FlashProblem& p) {
+  return p.scale > 0.0f && p.softcap == 0.0f && p.alibi_slopes == nullptr && p.mask == nullptr;
+}
+
 }  // namespace attn::kernels
