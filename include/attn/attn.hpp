@@ -20,6 +20,7 @@
 #include "attn/rope.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
+#include "attn/sdpa_bfloat16.hpp"
 #include "attn/sdpa_varlen.hpp"
 #include "attn/simd.hpp"
 #include "attn/tensor.hpp"

@@ -15,8 +15,11 @@ gradient autograd gets from attn's fused backward).
   is the memory attn wrote; other float dtypes, and tensors whose last dim is strided (an
   expanded gradient), are copied once.
 - bfloat16 tensors run attn's bf16 products (q, k, v and the weights rounded to bfloat16 for
-  the products, sums and softmax in float32: `attn.sdpa(..., precision="bf16")`), converted
-  in to float32 and the result converted back; float16 is computed in float32.
+  the products, sums and softmax in float32: `attn.sdpa(..., precision="bf16")`). The forward
+  reads bfloat16 q, k and v in place and writes its bfloat16 output directly (on a CPU with AMX
+  or AVX-512 BF16 the kernels read the words themselves; elsewhere attn widens them first, with
+  the same result); the backward converts them to float32 and its gradients back. float16 is
+  computed in float32.
 - A query row that may attend to no key gives zeros, as PyTorch 2.13's CPU kernel does.
 - A float attn_mask that requires a gradient (a learned bias) gets one: dS, summed over the dims
   it is broadcast along, from attn's fused backward.
@@ -31,7 +34,8 @@ from . import _attn
 
 __all__ = ["scaled_dot_product_attention", "attention", "varlen_attention"]
 
-_attn._set_torch_types(torch.Tensor, torch.float32)  # float32 CPU tensors: read in place
+# float32 and bfloat16 CPU tensors: read in place
+_attn._set_torch_types(torch.Tensor, torch.float32, torch.bfloat16)
 
 
 def _check_cpu(t: torch.Tensor, name: str) -> None:
@@ -103,10 +107,26 @@ def _variants(softcap, alibi_slopes, sinks, dtype=torch.float32) -> dict:
             "precision": "bf16" if dtype is torch.bfloat16 else "f32"}
 
 
+def _bfloat16_in_place(*tensors: torch.Tensor) -> bool:
+    """Whether attn reads these as bfloat16, in place: bfloat16 CPU tensors (exactly
+    torch.Tensor) of rank 2 to 4, no dim empty, the last one contiguous."""
+    return all(type(t) is torch.Tensor and t.dtype is torch.bfloat16 and t.is_cpu
+               and 2 <= t.dim() <= 4 and t.numel() > 0 and (t.stride(-1) == 1 or t.shape[-1] == 1)
+               for t in tensors)
+
+
 def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_starts=None,
              softcap=0.0, alibi_slopes=None, sinks=None):
     """attn's fused forward: the output in query's dtype and, with_lse, the float32 logsumexp
     (else None)."""
+    if _bfloat16_in_place(query, key, value):  # read as they are, the output written in bf16
+        out = query.new_empty(query.shape[:-1] + value.shape[-1:])
+        variants = _variants(softcap, alibi_slopes, sinks, torch.bfloat16)
+        lse = _attn._torch_sdpa_bfloat16(
+            query, key, value, out, is_causal, _mask_array(attn_mask), scale,
+            _starts_list(key_starts), variants["softcap"], variants["alibi_slopes"],
+            variants["sinks"])
+        return out, torch.from_numpy(lse) if with_lse else None
     result = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
                         _as_input(value, "value"), causal=is_causal, causal_align="top-left",
                         mask=_mask_array(attn_mask), scale=scale, return_lse=with_lse,

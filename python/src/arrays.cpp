@@ -17,6 +17,7 @@ std::atomic<int64_t> g_conversions{0};
 // made once; never freed (the interpreter may be gone by then).
 PyObject* g_torch_tensor_type = nullptr;
 PyObject* g_torch_float32 = nullptr;
+PyObject* g_torch_bfloat16 = nullptr;
 struct TensorAttributes {
   PyObject* is_cpu = PyUnicode_InternFromString("is_cpu");
   PyObject* dtype = PyUnicode_InternFromString("dtype");
@@ -98,10 +99,28 @@ std::optional<Tensor> torch_view(const py::handle& obj) {
 
 }  // namespace
 
-void set_torch_types(py::object tensor_type, py::object float32) {
+void set_torch_types(py::object tensor_type, py::object float32, py::object bfloat16) {
   if (g_tensor_attributes == nullptr) g_tensor_attributes = new TensorAttributes;
   g_torch_tensor_type = tensor_type.release().ptr();
   g_torch_float32 = float32.release().ptr();
+  g_torch_bfloat16 = bfloat16.release().ptr();
+}
+
+std::optional<Bfloat16View> torch_bfloat16_view(const py::handle& obj) {
+  if (!is_torch_tensor(obj)) return std::nullopt;
+  const TensorAttributes& names = *g_tensor_attributes;
+  if (!obj.attr(py::handle(names.is_cpu)).cast<bool>()) return std::nullopt;
+  if (obj.attr(py::handle(names.dtype)).ptr() != g_torch_bfloat16) return std::nullopt;
+  const auto sizes = obj.attr(py::handle(names.shape)).cast<py::tuple>();
+  const auto strides = obj.attr(py::handle(names.stride))().cast<py::tuple>();
+  Bfloat16View view;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    view.shape.push_back(sizes[d].cast<int64_t>());
+    view.strides.push_back(strides[d].cast<int64_t>());
+  }
+  view.data =
+      reinterpret_cast<const uint16_t*>(obj.attr(py::handle(names.data_ptr))().cast<uintptr_t>());
+  return view;
 }
 
 std::optional<Tensor> torch_in_place(const py::handle& obj) {

@@ -4,7 +4,8 @@
 //        integers only where a mask is taken (non-zero = allowed).
 //   out: a Tensor becomes an array over the tensor's own memory (the array keeps it alive).
 //   torch: once attn.torch has named torch's types (set_torch_types), a float32 CPU
-//        torch.Tensor whose last dim is contiguous is read in place too, without numpy.
+//        torch.Tensor whose last dim is contiguous is read in place too, without numpy, and a
+//        bfloat16 one can be seen as a Bfloat16View (attn.torch's bf16 forward).
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "attn/sdpa_bfloat16.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn::python {
@@ -33,11 +35,17 @@ bool is_boolean_like(const py::handle& obj);
 // The tensor's memory as a float32 array of its shape and strides (no copy).
 py::array to_array(const Tensor& t);
 
-// torch.Tensor and torch.float32, from attn.torch as it loads: attn never imports torch itself.
-void set_torch_types(py::object tensor_type, py::object float32);
+// torch.Tensor, torch.float32 and torch.bfloat16, from attn.torch as it loads: attn never
+// imports torch itself.
+void set_torch_types(py::object tensor_type, py::object float32, py::object bfloat16);
 // obj as a Tensor over its own memory when it is a float32 CPU torch.Tensor of rank 1..4, no
 // dim empty, its last dim contiguous; nullopt for anything else.
 std::optional<Tensor> torch_in_place(const py::handle& obj);
+
+// obj as a view of its own memory when it is a bfloat16 CPU torch.Tensor (exactly that type),
+// valid while obj lives; nullopt for anything else. Its rank and strides are sdpa_bfloat16's to
+// check.
+std::optional<Bfloat16View> torch_bfloat16_view(const py::handle& obj);
 
 // How many inputs were converted (copied) so far: the zero-copy tests read it.
 int64_t conversions();

@@ -12,6 +12,7 @@
 #include "attn/mha.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
+#include "attn/sdpa_bfloat16.hpp"
 #include "attn/sdpa_varlen.hpp"
 #include "bindings.hpp"
 
@@ -161,6 +162,41 @@ py::object torch_plain_sdpa(const py::handle& query, const py::handle& key, cons
     r = sdpa(*q, *k, *v, o);
   }
   return to_array(r.output);
+}
+
+// attn.torch's forward on bfloat16 CPU tensors (attn/sdpa_bfloat16.hpp): query, key and value
+// read in place, the output written into `out` (a contiguous bfloat16 tensor of the output's
+// shape, which attn.torch allocates); returns the logsumexp. ValueError for an argument that is
+// not such a tensor.
+py::array torch_sdpa_bfloat16(const py::handle& query, const py::handle& key,
+                              const py::handle& value, const py::handle& out, bool causal,
+                              const py::handle& mask, std::optional<float> scale,
+                              std::optional<std::vector<int64_t>> key_starts, float softcap,
+                              std::optional<std::vector<float>> alibi_slopes,
+                              std::optional<std::vector<float>> sinks) {
+  auto view = [](const py::handle& t, const char* name) {
+    std::optional<Bfloat16View> v = torch_bfloat16_view(t);
+    if (!v) throw py::value_error(std::string(name) + " must be a bfloat16 CPU torch.Tensor");
+    return *std::move(v);
+  };
+  const Bfloat16View q = view(query, "query"), k = view(key, "key"), v = view(value, "value"),
+                     o = view(out, "out");
+  Shape out_shape = q.shape;
+  if (!out_shape.empty() && !v.shape.empty()) out_shape.back() = v.shape.back();
+  Shape contiguous(o.shape.size(), 1);
+  for (size_t d = o.shape.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * o.shape[d];
+  if (o.shape != out_shape || o.strides != contiguous)
+    throw py::value_error("out must be a contiguous bfloat16 tensor of shape " +
+                          to_string(out_shape) + ", got " + to_string(o.shape));
+  SdpaOptions opts =
+      options_of(causal, std::nullopt, mask, scale, std::nullopt, std::move(key_starts), "top-left",
+                 {softcap, std::move(alibi_slopes), std::move(sinks), "bf16"});
+  Tensor lse;
+  {
+    py::gil_scoped_release unlocked;
+    lse = sdpa_bfloat16(q, k, v, const_cast<uint16_t*>(o.data), opts);
+  }
+  return to_array(lse);
 }
 
 py::tuple reference_sdpa(const py::handle& q, const py::handle& k, const py::handle& v, bool causal,
@@ -353,6 +389,11 @@ where True, a float one is added; fewer K/V heads only with enable_gqa. dropout_
         "is_causal"_a = false, "scale"_a = py::none(), "enable_gqa"_a = false);
   m.def("_torch_plain_sdpa", &torch_plain_sdpa,
         "attn.torch's quick path (float32 CPU tensors, no mask); None when it does not apply.");
+  m.def("_torch_sdpa_bfloat16", &torch_sdpa_bfloat16,
+        "attn.torch's forward on bfloat16 CPU tensors, read in place, into out; returns the "
+        "logsumexp.",
+        "query"_a, "key"_a, "value"_a, "out"_a, "causal"_a, "mask"_a, "scale"_a, "key_starts"_a,
+        "softcap"_a, "alibi_slopes"_a, "sinks"_a);
   reference.def("sdpa", &reference_sdpa,
                 R"(reference.sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
                key_lengths=None, key_starts=None, causal_align="bottom-right", softcap=0.0,

@@ -54,9 +54,9 @@ PYBIND11_MODULE(_attn, m) {
         "'vdpbf16ps' (AVX-512 BF16, AMD's CPUs without AMX) or 'vector' (the float kernels on "
         "rounded values).");
   m.def("_set_torch_types", &attn::python::set_torch_types,
-        "attn.torch hands over torch.Tensor and torch.float32 as it loads, so that float32 CPU "
-        "tensors are read in place without numpy.",
-        py::arg("tensor_type"), py::arg("float32"));
+        "attn.torch hands over torch.Tensor, torch.float32 and torch.bfloat16 as it loads, so "
+        "that float32 and bfloat16 CPU tensors are read in place without numpy.",
+        py::arg("tensor_type"), py::arg("float32"), py::arg("bfloat16"));
   m.def("_conversions", &attn::python::conversions,
         "How many array arguments were converted (copied) so far: for the zero-copy tests.");
   py::module_ reference = m.def_submodule("reference", "The readable reference path.");

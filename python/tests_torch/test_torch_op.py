@@ -122,6 +122,50 @@ def test_bfloat16_runs_the_bf16_products_and_returns_bfloat16():
         torch.testing.assert_close(a.float(), c.float(), atol=5e-2, rtol=5e-2)
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_bfloat16_is_read_in_place_and_is_the_widened_products(name, monkeypatch):
+    """bfloat16 tensors go to the kernels as they are (one call of the module's bf16 entry, no
+    float32 copy) and give, bit for bit, attn's bf16 products on the values widened to float32,
+    rounded back to bfloat16."""
+    (q, k, v), kwargs = make_case(name)
+    q, k, v = (t.bfloat16() for t in (q, k, v))
+    calls = []
+    entry = attn._attn._torch_sdpa_bfloat16
+    monkeypatch.setattr(attn._attn, "_torch_sdpa_bfloat16",
+                        lambda *args: calls.append(name) or entry(*args))
+    out = at.scaled_dot_product_attention(q, k, v, **kwargs)
+    assert calls == [name] and out.dtype == torch.bfloat16
+    mask = kwargs.get("attn_mask")
+    widened = attn.sdpa(*(t.float().numpy() for t in (q, k, v)),
+                        causal=kwargs.get("is_causal", False), causal_align="top-left",
+                        mask=None if mask is None else mask.numpy(), scale=kwargs.get("scale"),
+                        precision="bf16")
+    assert torch.equal(out, torch.from_numpy(widened).bfloat16())
+
+
+def test_bfloat16_views_are_read_through_their_strides_and_offset():
+    # transformers' layout in bfloat16: (batch, time, heads, d) seen heads first, k and v
+    # starting past the storage's first element.
+    g = torch.Generator().manual_seed(5)
+    packed = torch.randn(2, 70, 3 * 4, 64, generator=g).bfloat16()
+    q, k, v = (packed[:, :, i * 4:(i + 1) * 4].transpose(1, 2) for i in range(3))
+    assert k.storage_offset() > 0 and not q.is_contiguous()
+    for causal in (False, True):
+        out = at.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        contiguous = at.scaled_dot_product_attention(*(t.contiguous() for t in (q, k, v)),
+                                                     is_causal=causal)
+        assert torch.equal(out, contiguous)
+        torch.testing.assert_close(out.float(), F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal).float(), atol=2e-2, rtol=2e-2)
+
+
+def test_bfloat16_inputs_with_nan_are_a_value_error():
+    q, k, v = qkv(dtype=torch.bfloat16)
+    k[1, 2, 3, 4] = float("nan")
+    with pytest.raises(ValueError, match="k holds nan"):
+        at.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 class TinyAttention(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -177,7 +221,7 @@ def test_the_quick_path_is_taken_only_for_plain_float32_inference(monkeypatch):
     with pytest.raises(ValueError, match="enable_gqa=True"):  # the quick path declines, then
         at.scaled_dot_product_attention(q, kv_few, kv_few)   # the general one says why
     assert taken == [True, False]
-    at.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16())  # converted
+    at.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16())  # bf16's own entry
     at.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(37, 37, dtype=torch.bool))
     q.requires_grad_(True)
     at.scaled_dot_product_attention(q, k, v)  # the operator, for autograd

@@ -14,26 +14,41 @@ namespace {
 
 int64_t amx_padded(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// One (T, width) matrix per (b, K/V head), strides as p's K or V.
+// One (T, width) matrix per (b, K/V head), strides as p's K or V: the caller's floats, or the
+// words of bfloat16 tensors (FlashProblem::k_words, v_words).
 struct Source {
   const float* data;
+  const uint16_t* words;
   const int64_t* stride;
   int64_t width;
 };
 
-using PackHead = void (*)(const float*, int64_t, size_t, size_t, size_t, uint16_t*);
-
-// One matrix a pass packs: from what, how, in which layout (out.row and out.head; out.data is
-// set once packed), the first `packed_rows` rows of each head written by `pack` and the rest
-// zeroed, and whether m's rows are scanned for NaN and ±inf.
+// One matrix a pass packs: from what, in which layout (as rows or transposed; out.row and
+// out.head; out.data is set once packed), the first `packed_rows` rows of each head written by
+// the packer and the rest zeroed, and whether m's rows are scanned for NaN and ±inf.
 struct Packing {
   Source m;
-  PackHead pack;
+  bool transposed;
   kernels::Bf16Matrices out;
   int64_t packed_rows;
   std::unique_ptr<uint16_t[]>* storage;
   bool scan;
 };
+
+// Packs `rows` rows of x.m from `first` (floats or words) into dst; true when `scan` and one
+// of those rows holds NaN or ±inf (scanned right after, while they are in cache).
+template <class Element>
+bool pack_head(const Packing& x, const Element* first, int64_t rows, uint16_t* dst, bool scan) {
+  const int64_t stride = x.m.stride[2];
+  const auto n = static_cast<size_t>(rows), width = static_cast<size_t>(x.m.width),
+             ld = static_cast<size_t>(x.out.row);
+  if (x.transposed) {
+    kernels::pack_bfloat16_transposed(first, stride, n, width, ld, dst);
+  } else {
+    kernels::pack_bfloat16_rows(first, stride, n, width, ld, dst);
+  }
+  return scan && kernels::any_non_finite(first, rows, x.m.width, stride);
+}
 
 // As rows: width padded to 32 (a tile row's reduction), and 16 zero rows past T (a block's
 // last 16-row tile may run past its keys).
@@ -42,7 +57,7 @@ Packing as_rows(const kernels::FlashProblem& p, Source m, std::unique_ptr<uint16
   kernels::Bf16Matrices out;
   out.row = amx_padded(m.width, 32);
   out.head = (p.tk + 16) * out.row;
-  return {m, kernels::pack_bfloat16_rows, out, p.tk, &storage, scan};
+  return {m, false, out, p.tk, &storage, scan};
 }
 
 // Transposed: width rows padded to 16 (a tile's rows), each T keys and 32 zeros past them (a
@@ -52,7 +67,7 @@ Packing transposed(const kernels::FlashProblem& p, Source m, std::unique_ptr<uin
   kernels::Bf16Matrices out;
   out.row = amx_padded(p.tk + 32, 16);
   out.head = amx_padded(m.width, 16) * out.row;
-  return {m, kernels::pack_bfloat16_transposed, out, m.width, &storage, scan};
+  return {m, true, out, m.width, &storage, scan};
 }
 
 // Packs every matrix of `packings` for every (b, K/V head), one job per head doing all of them
@@ -67,14 +82,13 @@ void pack_heads(const kernels::FlashProblem& p, std::array<Packing, kCount>& pac
   parallel_for(p.batch * p.kv_heads, [&](int64_t i) {
     const int64_t b = i / p.kv_heads, h = i % p.kv_heads;
     for (const Packing& x : packings) {
-      const float* rows = x.m.data + b * x.m.stride[0] + h * x.m.stride[1];
       uint16_t* dst = x.storage->get() + i * x.out.head;
-      x.pack(rows, x.m.stride[2], static_cast<size_t>(p.tk), static_cast<size_t>(x.m.width),
-             static_cast<size_t>(x.out.row), dst);
-      std::fill(dst + x.packed_rows * x.out.row, dst + x.out.head, uint16_t{0});
-      if (x.scan && non_finite != nullptr &&
-          kernels::any_non_finite(rows, p.tk, x.m.width, x.m.stride[2]))
+      const int64_t offset = b * x.m.stride[0] + h * x.m.stride[1];
+      const bool scan = x.scan && non_finite != nullptr;
+      if (x.m.words != nullptr ? pack_head(x, x.m.words + offset, p.tk, dst, scan)
+                               : pack_head(x, x.m.data + offset, p.tk, dst, scan))
         non_finite->store(true, std::memory_order_relaxed);
+      std::fill(dst + x.packed_rows * x.out.row, dst + x.out.head, uint16_t{0});
     }
   });
   for (Packing& x : packings) x.out.data = x.storage->get();
@@ -89,7 +103,7 @@ bool products_on_amx(const SdpaOptions& options) {
 void attach_amx_operands(kernels::FlashProblem& p, AmxPass pass, AmxOperands& storage,
                          std::atomic<bool>* non_finite_input) {
   p.amx_tiles = amx_bf16_usable();  // else the same operands go to vdpbf16ps (products_on_amx)
-  const Source keys{p.k, p.k_stride, p.d}, values{p.v, p.v_stride, p.dv};
+  const Source keys{p.k, p.k_words, p.k_stride, p.d}, values{p.v, p.v_words, p.v_stride, p.dv};
   if (pass == AmxPass::kForward) {
     std::array<Packing, 2> packings{as_rows(p, keys, storage.keys, true),
                                     transposed(p, values, storage.values_t, true)};

@@ -31,7 +31,7 @@ void copy_strides(const Tensor& t4, int64_t (&strides)[3]) {
 kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4, const Tensor& k4,
                                     const Tensor& v4, const Tensor& out4, const Tensor& mask4,
                                     const SdpaOptions& options, float* logsumexp) {
-  kernels::FlashProblem p{};
+  kernels::FlashProblem p = flash_problem_without_operands(dims, mask4, options, logsumexp);
   p.q = q4.data();
   copy_strides(q4, p.q_stride);
   p.k = k4.data();
@@ -40,6 +40,12 @@ kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4,
   copy_strides(v4, p.v_stride);
   p.out = const_cast<float*>(out4.data());  // a Tensor is a handle: its storage is writable
   copy_strides(out4, p.out_stride);
+  return p;
+}
+
+kernels::FlashProblem flash_problem_without_operands(const AttentionDims& dims, const Tensor& mask4,
+                                                     const SdpaOptions& options, float* logsumexp) {
+  kernels::FlashProblem p{};
   p.logsumexp = logsumexp;
   p.batch = dims.batch;
   p.heads = dims.heads;
@@ -67,6 +73,12 @@ kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4,
 }
 
 bool rows_non_finite(const float* base, const int64_t (&stride)[3], int64_t b, int64_t h,
+                     int64_t r0, int64_t rows, int64_t width) {
+  return kernels::any_non_finite(base + b * stride[0] + h * stride[1] + r0 * stride[2], rows, width,
+                                 stride[2]);
+}
+
+bool rows_non_finite(const uint16_t* base, const int64_t (&stride)[3], int64_t b, int64_t h,
                      int64_t r0, int64_t rows, int64_t width) {
   return kernels::any_non_finite(base + b * stride[0] + h * stride[1] + r0 * stride[2], rows, width,
                                  stride[2]);

@@ -46,11 +46,19 @@ kernels::FlashProblem flash_problem(const AttentionDims& dims, const Tensor& q4,
                                     const Tensor& v4, const Tensor& out4, const Tensor& mask4,
                                     const SdpaOptions& options, float* logsumexp);
 
+// The same with the operands' pointers and strides (q, k, v, out and their *_words) left for
+// the caller to set: for operands that are not float32 tensors (sdpa_bfloat16.cpp).
+kernels::FlashProblem flash_problem_without_operands(const AttentionDims& dims, const Tensor& mask4,
+                                                     const SdpaOptions& options, float* logsumexp);
+
 // The scans of attn's policy for non-finite inputs (src/reference/finite.hpp) that the fused
 // forward's and backward's tasks make on the rows they read (fused.hpp). True when rows
 // [r0, r0 + rows) of head h of batch b, in a (B, H, T, width) view at `base` with b, h, t
 // strides `stride`, hold NaN or ±inf …
 bool rows_non_finite(const float* base, const int64_t (&stride)[3], int64_t b, int64_t h,
+                     int64_t r0, int64_t rows, int64_t width);
+// (the same over a view of bfloat16 words) …
+bool rows_non_finite(const uint16_t* base, const int64_t (&stride)[3], int64_t b, int64_t h,
                      int64_t r0, int64_t rows, int64_t width);
 // … and when p's K or V rows [j0, j0 + rows) of K/V head (b, kv_h) do.
 bool key_rows_non_finite(const kernels::FlashProblem& p, int64_t b, int64_t kv_h, int64_t j0,

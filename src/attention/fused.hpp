@@ -32,6 +32,12 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, cons
 void forward_tasks(const std::vector<kernels::FlashProblem>& problems,
                    std::atomic<bool>* non_finite_input, bool on_amx);
 
+// The check after a fused forward: finite inputs must give a finite result or an error (scores
+// past float32's range make the online softmax NaN, or hide every key), which shows in the
+// logsumexp. Throws attn::Error naming the query. Defined in sdpa.cpp.
+void check_scores_fit(const AttentionDims& dims, const SdpaOptions& options,
+                      const Tensor& logsumexp);
+
 // The sinks' gradient (attn/sdpa_backward.hpp), (H,), from the forward's output, dL/dO (both
 // (B, H, Tq, dv) views with contiguous rows) and logsumexp (a (B, H, Tq) view): sdpa_backward's
 // and, on views of its packed tensors, sdpa_varlen_backward's. Defined in sdpa_backward.cpp.

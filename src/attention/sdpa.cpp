@@ -33,7 +33,9 @@ namespace {
 // AMX tiles the packing of K and V scanned them (attach_amx_operands).
 bool task_inputs_non_finite(const kernels::FlashProblem& p, int64_t b, int64_t h, int64_t q0,
                             int64_t rows, int64_t blocks) {
-  if (rows_non_finite(p.q, p.q_stride, b, h, q0, rows, p.d)) return true;
+  if (p.q_words != nullptr ? rows_non_finite(p.q_words, p.q_stride, b, h, q0, rows, p.d)
+                           : rows_non_finite(p.q, p.q_stride, b, h, q0, rows, p.d))
+    return true;
   const int64_t group = p.heads / p.kv_heads;
   if (h % group != 0 || p.amx_keys.data != nullptr) return false;
   const int64_t block = q0 / kernels::kQueryBlock;
@@ -117,15 +119,13 @@ void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
   });
 }
 
-}  // namespace detail
-
 namespace {
 
 // Finite inputs must give a finite result or an error: scores past float32's range (|q|, |k|
 // near 1e19 and up at d = 64) make the online softmax NaN (+inf scores) or hide every key
 // (-inf scores, a row of zeros). Both show in the logsumexp: NaN, or +inf for a row that sees
 // keys (without an explicit mask or key lengths: a row whose causal/window range holds a key).
-bool row_sees_keys(const detail::AttentionDims& dims, const SdpaOptions& options, int64_t i) {
+bool row_sees_keys(const AttentionDims& dims, const SdpaOptions& options, int64_t i) {
   if (!options.mask.empty() || !options.key_lengths.empty() || !options.key_starts.empty())
     return false;  // not known here
   if (!options.causal && options.window == 0) return true;
@@ -135,7 +135,9 @@ bool row_sees_keys(const detail::AttentionDims& dims, const SdpaOptions& options
   return first <= last;
 }
 
-void check_scores_fit(const detail::AttentionDims& dims, const SdpaOptions& options,
+}  // namespace
+
+void check_scores_fit(const AttentionDims& dims, const SdpaOptions& options,
                       const Tensor& logsumexp) {
   const float* lse = logsumexp.data();
   // Most often every value is finite: one vector scan says so (the row-by-row test below was
@@ -149,6 +151,10 @@ void check_scores_fit(const detail::AttentionDims& dims, const SdpaOptions& opti
                "3.4e38); scale q or k down");
   }
 }
+
+}  // namespace detail
+
+namespace {
 
 // One query row, or a few at the end of the keys (causal), against contiguous K and V, with no
 // mask and no weights asked for: the decode kernel's problem. Its tasks split the keys, so both
@@ -203,7 +209,7 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
   detail::check_fits_in_memory(detail::with_last_dim(q, dims.dv), "sdpa: the output");
   if (decode_applies(dims, q, k, v, options)) {
     SdpaResult result = decode(dims, q, k, v, options);
-    check_scores_fit(dims, options, result.logsumexp);
+    detail::check_scores_fit(dims, options, result.logsumexp);
     return result;
   }
   if (options.return_weights)
@@ -217,7 +223,7 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
   detail::sdpa_into(dims, q, k, v, options, result.output, result.logsumexp.data(),
                     &non_finite_input);
   if (non_finite_input.load()) detail::check_finite_qkv("sdpa", q, k, v);  // throws, naming it
-  check_scores_fit(dims, options, result.logsumexp);
+  detail::check_scores_fit(dims, options, result.logsumexp);
   if (options.return_weights) result.weights = reference::sdpa(q, k, v, options).weights;
   return result;
 }

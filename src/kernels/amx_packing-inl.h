@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "src/kernels/bfloat16.hpp"
@@ -73,9 +74,12 @@ HWY_INLINE void Transpose16x16(__m512 (&x)[16]) {
 // bfloat16, in pairs, as words — at qp[k·ldq + r]: a transpose of the rows' words, 16 rows × 16
 // words at a time in registers (Transpose16x16; one scatter per row and 32 values, as before,
 // was 2 % of the causal forward at T = 1024). Zero past the rows and past d, for the d_pad / 2
-// pair-rows.
-inline void PackQueryPairs(const float* q, int64_t stride, size_t rows, size_t d, size_t d_pad,
-                           size_t ldq, uint32_t* qp) {
+// pair-rows. From bfloat16 words (Element uint16_t) a pair is two adjacent words as they lie:
+// one 32-bit load, nothing to round.
+template <class Element>
+void PackQueryPairs(const Element* q, int64_t stride, size_t rows, size_t d, size_t d_pad,
+                    size_t ldq, uint32_t* qp) {
+  constexpr bool kWords = std::is_same_v<Element, uint16_t>;
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   const size_t N = hn::Lanes(df);
@@ -88,11 +92,15 @@ inline void PackQueryPairs(const float* q, int64_t stride, size_t rows, size_t d
           words[i] = _mm512_setzero_ps();
           continue;
         }
-        const float* row = q + static_cast<int64_t>(r0 + i) * stride;
-        const auto lo = hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, row + e)));
-        const auto hi = hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, row + e + N)));
-        words[i] = _mm512_castsi512_ps(
-            PairWords(du, hn::ConcatEven(du, hi, lo), hn::ConcatOdd(du, hi, lo)).raw);
+        const Element* row = q + static_cast<int64_t>(r0 + i) * stride;
+        if constexpr (kWords) {
+          words[i] = _mm512_loadu_ps(row + e);
+        } else {
+          const auto lo = hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, row + e)));
+          const auto hi = hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, row + e + N)));
+          words[i] = _mm512_castsi512_ps(
+              PairWords(du, hn::ConcatEven(du, hi, lo), hn::ConcatOdd(du, hi, lo)).raw);
+        }
       }
       Transpose16x16(words);  // words[k]: word e / 2 + k of the 16 rows
       for (size_t k = 0; k < kTile; ++k)
@@ -100,11 +108,16 @@ inline void PackQueryPairs(const float* q, int64_t stride, size_t rows, size_t d
     }
   }
   for (size_t r = 0; r < ldq; ++r) {
-    const float* row = q + static_cast<int64_t>(r) * stride;
+    const Element* row = q + static_cast<int64_t>(r) * stride;
     for (size_t e = vector_part; e < d_pad; e += 2) {
-      const float even = r < rows && e < d ? row[e] : 0.0f;
-      const float odd = r < rows && e + 1 < d ? row[e + 1] : 0.0f;
-      qp[(e / 2) * ldq + r] = PairWord(RoundedToBfloat16(even), RoundedToBfloat16(odd));
+      const bool even = r < rows && e < d, odd = r < rows && e + 1 < d;
+      if constexpr (kWords) {
+        qp[(e / 2) * ldq + r] =
+            uint32_t{odd ? row[e + 1] : uint16_t{0}} << 16 | (even ? row[e] : uint16_t{0});
+      } else {
+        qp[(e / 2) * ldq + r] = PairWord(RoundedToBfloat16(even ? row[e] : 0.0f),
+                                         RoundedToBfloat16(odd ? row[e + 1] : 0.0f));
+      }
     }
   }
 }

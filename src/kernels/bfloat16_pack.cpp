@@ -73,6 +73,42 @@ void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t 
   for (size_t e = 0; e < dv; ++e) std::fill(dst + e * ld + rows, dst + (e + 1) * ld, uint16_t{0});
 }
 
+// From words: N × N blocks widened to floats (exactly), transposed as the floats' blocks are,
+// and stored as the same words again; the edges word by word.
+void PackBfloat16TransposedWords(const uint16_t* v, int64_t stride, size_t rows, size_t dv,
+                                 size_t ld, uint16_t* dst) {
+  const DF df;
+  const hn::Rebind<uint16_t, DF> d16;
+  const size_t N = hn::Lanes(df);
+  size_t t = 0;
+  if (kHasTransposeTile && N * N <= 256) {
+    HWY_ALIGN float widened[256];
+    HWY_ALIGN float tile[256];
+    const size_t tiled_width = dv / N * N;
+    for (; t + N <= rows; t += N) {
+      const uint16_t* block = v + static_cast<int64_t>(t) * stride;
+      for (size_t e0 = 0; e0 < tiled_width; e0 += N) {
+        for (size_t i = 0; i < N; ++i)
+          hn::Store(
+              WidenedBfloat16(df, hn::LoadU(d16, block + static_cast<int64_t>(i) * stride + e0)),
+              df, widened + i * N);
+        TransposeTile(widened, static_cast<int64_t>(N), 1.0f, tile, N);
+        for (size_t j = 0; j < N; ++j)
+          hn::StoreU(Bfloat16Words(df, hn::Load(df, tile + j * N)), d16, dst + (e0 + j) * ld + t);
+      }
+      for (size_t e = tiled_width; e < dv; ++e) {
+        for (size_t i = 0; i < N; ++i)
+          dst[e * ld + t + i] = block[static_cast<int64_t>(i) * stride + e];
+      }
+    }
+  }
+  for (; t < rows; ++t) {
+    const uint16_t* row = v + static_cast<int64_t>(t) * stride;
+    for (size_t e = 0; e < dv; ++e) dst[e * ld + t] = row[e];
+  }
+  for (size_t e = 0; e < dv; ++e) std::fill(dst + e * ld + rows, dst + (e + 1) * ld, uint16_t{0});
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace attn::kernels
 HWY_AFTER_NAMESPACE();
@@ -91,6 +127,22 @@ void pack_bfloat16_rows(const float* k, int64_t stride, size_t rows, size_t d, s
 void pack_bfloat16_transposed(const float* v, int64_t stride, size_t rows, size_t dv, size_t ld,
                               uint16_t* dst) {
   HWY_DYNAMIC_DISPATCH(PackBfloat16Transposed)(v, stride, rows, dv, ld, dst);
+}
+
+HWY_EXPORT(PackBfloat16TransposedWords);
+
+void pack_bfloat16_rows(const uint16_t* k, int64_t stride, size_t rows, size_t d, size_t ld,
+                        uint16_t* dst) {
+  for (size_t t = 0; t < rows; ++t) {
+    const uint16_t* row = k + static_cast<int64_t>(t) * stride;
+    std::copy(row, row + d, dst + t * ld);
+    std::fill(dst + t * ld + d, dst + (t + 1) * ld, uint16_t{0});
+  }
+}
+
+void pack_bfloat16_transposed(const uint16_t* v, int64_t stride, size_t rows, size_t dv, size_t ld,
+                              uint16_t* dst) {
+  HWY_DYNAMIC_DISPATCH(PackBfloat16TransposedWords)(v, stride, rows, dv, ld, dst);
 }
 
 }  // namespace attn::kernels

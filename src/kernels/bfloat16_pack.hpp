@@ -17,4 +17,10 @@ void pack_bfloat16_rows(const float* k, int64_t stride, size_t rows, size_t d, s
 void pack_bfloat16_transposed(const float* v, int64_t stride, size_t rows, size_t dv, size_t ld,
                               uint16_t* dst);
 
+// The same two layouts from bfloat16 words (rows `stride` words apart): copied, not rounded.
+void pack_bfloat16_rows(const uint16_t* k, int64_t stride, size_t rows, size_t d, size_t ld,
+                        uint16_t* dst);
+void pack_bfloat16_transposed(const uint16_t* v, int64_t stride, size_t rows, size_t dv, size_t ld,
+                              uint16_t* dst);
+
 }  // namespace attn::kernels

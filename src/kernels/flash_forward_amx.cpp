@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "src/kernels/amx_tiles.hpp"
 #include "src/kernels/block_visibility.hpp"
@@ -59,8 +60,11 @@ void RescaleTransposed(const float* alpha, size_t dv_rows, size_t ldq, float* ot
 // O's rows from Oᵀ (dv × ldq, padded to 16 rows): out[r·ld + e] = ot[e·ldq + r]·inverse[r] for
 // r < rows, e < dv, by 16 × 16 blocks transposed in registers (the element-by-element loop it
 // replaces was 3.5 % of the causal forward at T = 1024). The same products, so the same bits.
+// Into bfloat16 words (Element uint16_t), each rounded to nearest even as it is stored.
+template <class Element>
 void WriteOutputRows(const float* ot, size_t ldq, size_t rows, size_t dv, const float* inverse,
-                     float* out, size_t ld) {
+                     Element* out, size_t ld) {
+  const DF df;
   for (size_t r0 = 0; r0 < rows; r0 += kTile) {
     for (size_t e0 = 0; e0 < dv; e0 += kTile) {
       __m512 x[16];
@@ -68,8 +72,13 @@ void WriteOutputRows(const float* ot, size_t ldq, size_t rows, size_t dv, const 
       Transpose16x16(x);  // x[j]: O's row r0 + j, columns e0 …
       const auto columns = static_cast<__mmask16>((1u << std::min<size_t>(kTile, dv - e0)) - 1);
       for (size_t j = 0; j < kTile && r0 + j < rows; ++j) {
-        _mm512_mask_storeu_ps(out + (r0 + j) * ld + e0, columns,
-                              _mm512_mul_ps(x[j], _mm512_set1_ps(inverse[r0 + j])));
+        const __m512 row = _mm512_mul_ps(x[j], _mm512_set1_ps(inverse[r0 + j]));
+        if constexpr (std::is_same_v<Element, uint16_t>) {
+          _mm256_mask_storeu_epi16(out + (r0 + j) * ld + e0, columns,
+                                   Bfloat16Words(df, VF{row}).raw);
+        } else {
+          _mm512_mask_storeu_ps(out + (r0 + j) * ld + e0, columns, row);
+        }
       }
     }
   }
@@ -152,8 +161,12 @@ void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q
   const auto key_row = static_cast<size_t>(p.amx_keys.row);
   const auto value_row = static_cast<size_t>(p.amx_values_t.row);
 
-  PackQueryPairs(p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2], p.q_stride[2],
-                 rows, d, d_pad, ldq, qp);
+  const int64_t q_first = b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
+  if (p.q_words != nullptr) {
+    PackQueryPairs(p.q_words + q_first, p.q_stride[2], rows, d, d_pad, ldq, qp);
+  } else {
+    PackQueryPairs(p.q + q_first, p.q_stride[2], rows, d, d_pad, ldq, qp);
+  }
   std::fill(ot, ot + dv_rows * ldq, 0.0f);
   std::fill(m, m + ldq, kMinusInf);
   std::fill(l, l + ldq, 0.0f);
@@ -190,9 +203,13 @@ void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q
   }
   float* inverse = alpha;
   FinishSums(p, b, h, q0, rows, m, l, inverse);
-  WriteOutputRows(ot, ldq, rows, dv, inverse,
-                  p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2],
-                  static_cast<size_t>(p.out_stride[2]));
+  const int64_t out_first = b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
+  const auto out_ld = static_cast<size_t>(p.out_stride[2]);
+  if (p.out_words != nullptr) {
+    WriteOutputRows(ot, ldq, rows, dv, inverse, p.out_words + out_first, out_ld);
+  } else {
+    WriteOutputRows(ot, ldq, rows, dv, inverse, p.out + out_first, out_ld);
+  }
 }
 
 #else  // narrower vectors (a test may narrow the dispatch): the vector kernel, on p's floats

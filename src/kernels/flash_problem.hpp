@@ -59,6 +59,15 @@ struct FlashProblem {
   // the kernels round P before P·V and, in the backward, P and dS before their products.
   bool bf16_products;
 
+  // bfloat16 tensors (attn/sdpa_bfloat16.hpp): Q, K and V read as bfloat16 words at these
+  // pointers, with the strides above, and O written as bfloat16 words (rounded to nearest even),
+  // where q, k, v and out are then null. Only on packed tiles: the packers read the words as they
+  // are, the output is rounded as it is written. Null otherwise.
+  const uint16_t* q_words = nullptr;
+  const uint16_t* k_words = nullptr;
+  const uint16_t* v_words = nullptr;
+  uint16_t* out_words = nullptr;
+
   // bf16 products on AMX tiles (amx_tiles.hpp) or AVX-512 BF16's register tiles
   // (dpbf16_tiles.hpp), packed once per call from the rounded K and V
   // (src/attention/amx_operands.hpp); all null when the vector kernels run. The forward reads

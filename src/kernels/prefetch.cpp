@@ -8,14 +8,17 @@
 namespace attn::kernels {
 namespace {
 
-constexpr int64_t kLineFloats = 16;  // 64-byte cache lines
+constexpr int64_t kLineBytes = 64;
 
-// Every cache line of `rows` rows of `width` floats, `stride` apart, towards L2 (locality 2:
-// the current task keeps L1 to itself).
-void prefetch_rows(const float* first, int64_t stride, int64_t rows, int64_t width) {
+// Every cache line of `rows` rows of `width` elements (floats, or the words of bfloat16
+// tensors), `stride` elements apart, towards L2 (locality 2: the current task keeps L1 to
+// itself).
+template <class Element>
+void prefetch_rows(const Element* first, int64_t stride, int64_t rows, int64_t width) {
+  constexpr auto kLine = kLineBytes / static_cast<int64_t>(sizeof(Element));
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = first + r * stride;
-    for (int64_t e = 0; e < width; e += kLineFloats) __builtin_prefetch(row + e, 0, 2);
+    const Element* row = first + r * stride;
+    for (int64_t e = 0; e < width; e += kLine) __builtin_prefetch(row + e, 0, 2);
     __builtin_prefetch(row + width - 1, 0, 2);  // a row that straddles one more line
   }
 }
@@ -37,8 +40,12 @@ void prefetch_first_keys(const FlashProblem& p, int64_t b, int64_t kv_h, int64_t
 }  // namespace
 
 void prefetch_forward_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t rows) {
-  prefetch_rows(p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2], p.q_stride[2],
-                rows, p.d);
+  const int64_t q_first = b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
+  if (p.q_words != nullptr) {
+    prefetch_rows(p.q_words + q_first, p.q_stride[2], rows, p.d);
+  } else {
+    prefetch_rows(p.q + q_first, p.q_stride[2], rows, p.d);
+  }
   prefetch_first_keys(p, b, h / (p.heads / p.kv_heads), q0, rows);
 }
 

@@ -1,6 +1,7 @@
 // See reductions.hpp.
 #include "src/kernels/reductions.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #undef HWY_TARGET_INCLUDE
@@ -95,6 +96,25 @@ bool AnyNonFinite(const float* HWY_RESTRICT x, int64_t rows, int64_t width, int6
   return !hn::AllFalse(d, hn::IsNaN(all)) || tail != tail;
 }
 
+// As AnyNonFinite over bfloat16 words: a word is NaN or ±inf when its 8 exponent bits are all
+// ones (0x7F80 under the mask), so the test is on the integers, with no widening.
+bool AnyNonFiniteBfloat16(const uint16_t* HWY_RESTRICT x, int64_t rows, int64_t width,
+                          int64_t stride) {
+  const hn::ScalableTag<uint16_t> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto exponent = hn::Set(d, uint16_t{0x7F80});
+  auto worst = hn::Zero(d);  // the largest masked exponent seen; 0x7F80 only for NaN and ±inf
+  uint16_t tail = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* row = x + r * stride;
+    int64_t i = 0;
+    for (; i + lanes <= width; i += lanes)
+      worst = hn::Max(worst, hn::And(hn::LoadU(d, row + i), exponent));
+    for (; i < width; ++i) tail = std::max<uint16_t>(tail, row[i] & 0x7F80);
+  }
+  return !hn::AllFalse(d, hn::Eq(worst, exponent)) || tail == 0x7F80;
+}
+
 // As AnyNonFinite, over n contiguous floats, with -inf allowed (it hides a key in an additive
 // mask): -inf becomes 0 before the multiply by 0 that turns NaN and +inf into NaN.
 bool AnyNanOrPlusInf(const float* HWY_RESTRICT x, int64_t n) {
@@ -125,6 +145,7 @@ namespace attn::kernels {
 HWY_EXPORT(SumOfSquares);
 HWY_EXPORT(AddColumnSums);
 HWY_EXPORT(AnyNonFinite);
+HWY_EXPORT(AnyNonFiniteBfloat16);
 HWY_EXPORT(AnyNanOrPlusInf);
 
 double sum_of_squares(const float* x, int64_t n) {
@@ -137,6 +158,10 @@ void add_column_sums(const float* m, int64_t rows, int64_t cols, int64_t ld, flo
 
 bool any_non_finite(const float* x, int64_t rows, int64_t width, int64_t stride) {
   return HWY_DYNAMIC_DISPATCH(AnyNonFinite)(x, rows, width, stride);
+}
+
+bool any_non_finite(const uint16_t* x, int64_t rows, int64_t width, int64_t stride) {
+  return HWY_DYNAMIC_DISPATCH(AnyNonFiniteBfloat16)(x, rows, width, stride);
 }
 
 bool any_nan_or_plus_inf(const float* x, int64_t n) {

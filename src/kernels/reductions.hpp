@@ -18,6 +18,8 @@ void add_column_sums(const float* m, int64_t rows, int64_t cols, int64_t ld, flo
 // True when one of `rows` rows of `width` contiguous floats, `stride` floats apart, holds NaN
 // or ±inf: the scan of attn's policy for non-finite inputs (src/reference/finite.hpp).
 bool any_non_finite(const float* x, int64_t rows, int64_t width, int64_t stride);
+// The same over bfloat16 words, `stride` words apart.
+bool any_non_finite(const uint16_t* x, int64_t rows, int64_t width, int64_t stride);
 
 // True when one of n contiguous floats is NaN or +inf (-inf is allowed): the scan of an
 // additive mask, where -inf hides a key.

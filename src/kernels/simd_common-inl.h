@@ -54,6 +54,13 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bfloat16Words(DF df, VF v) {
   return hn::DemoteTo(hn::Rebind<uint16_t, DF>(), hn::BitCast(di, top));
 }
 
+// bfloat16 words as the floats they hold, exactly (a word is a float's top half): Bfloat16Words
+// gives the same words back.
+HWY_INLINE VF WidenedBfloat16(DF df, hn::Vec<hn::Rebind<uint16_t, DF>> words) {
+  const hn::RebindToUnsigned<DF> du;
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, words)));
+}
+
 // `rows` rows of `width` floats (src, stride apart) into dst rows ld apart, zero-padded: rows
 // the register tiles can read as whole vectors.
 inline void PackRows(const float* src, int64_t stride, size_t rows, size_t width, float* dst,

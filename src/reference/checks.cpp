@@ -16,28 +16,32 @@
 namespace attn::detail {
 namespace {
 
-std::string shapes_of(const Tensor& q, const Tensor& k, const Tensor& v) {
-  return concat("q ", q.shape_string(), ", k ", k.shape_string(), ", v ", v.shape_string());
+std::string shapes_of(const Shape& q, const Shape& k, const Shape& v) {
+  return concat("q ", to_string(q), ", k ", to_string(k), ", v ", to_string(v));
 }
 
-void check_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
-  ATTN_CHECK(q.defined() && k.defined() && v.defined(), "sdpa: q, k and v must all be given");
-  const int r = q.rank();
-  ATTN_CHECK(r >= 2 && k.rank() == r && v.rank() == r,
+// dim(i) of a shape, i < 0 counting from the end.
+int64_t dim_of(const Shape& s, int i) {
+  return s[static_cast<size_t>(i < 0 ? i + static_cast<int>(s.size()) : i)];
+}
+
+void check_shapes(const Shape& q, const Shape& k, const Shape& v) {
+  const int r = static_cast<int>(q.size());
+  ATTN_CHECK(r >= 2 && r <= 4 && static_cast<int>(k.size()) == r && static_cast<int>(v.size()) == r,
              "sdpa: q, k and v must have the same rank, 2 to 4: ", shapes_of(q, k, v));
-  ATTN_CHECK(k.dim(-1) == q.dim(-1), "sdpa: k's last dim (", k.dim(-1), ") must equal q's (",
-             q.dim(-1), "): ", shapes_of(q, k, v));
-  ATTN_CHECK(v.dim(-2) == k.dim(-2), "sdpa: v's key count (", v.dim(-2), ") must equal k's (",
-             k.dim(-2), "): ", shapes_of(q, k, v));
+  ATTN_CHECK(dim_of(k, -1) == dim_of(q, -1), "sdpa: k's last dim (", dim_of(k, -1),
+             ") must equal q's (", dim_of(q, -1), "): ", shapes_of(q, k, v));
+  ATTN_CHECK(dim_of(v, -2) == dim_of(k, -2), "sdpa: v's key count (", dim_of(v, -2),
+             ") must equal k's (", dim_of(k, -2), "): ", shapes_of(q, k, v));
   for (int i = 0; i < r - 2; ++i) {
-    ATTN_CHECK(k.dim(i) == v.dim(i), "sdpa: k and v leading dim ", i,
+    ATTN_CHECK(dim_of(k, i) == dim_of(v, i), "sdpa: k and v leading dim ", i,
                " differ: ", shapes_of(q, k, v));
     const bool head_dim = (i == r - 3);
     if (head_dim) {
-      ATTN_CHECK(q.dim(i) % k.dim(i) == 0, "sdpa: k/v heads (", k.dim(i), ") must divide q heads (",
-                 q.dim(i), "): ", shapes_of(q, k, v));
+      ATTN_CHECK(dim_of(q, i) % dim_of(k, i) == 0, "sdpa: k/v heads (", dim_of(k, i),
+                 ") must divide q heads (", dim_of(q, i), "): ", shapes_of(q, k, v));
     } else {
-      ATTN_CHECK(q.dim(i) == k.dim(i), "sdpa: q and k/v leading dim ", i,
+      ATTN_CHECK(dim_of(q, i) == dim_of(k, i), "sdpa: q and k/v leading dim ", i,
                  " differ: ", shapes_of(q, k, v));
     }
   }
@@ -103,10 +107,23 @@ Shape with_last_dim(const Tensor& q, int64_t width) {
 
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const SdpaOptions& options) {
+  ATTN_CHECK(q.defined() && k.defined() && v.defined(), "sdpa: q, k and v must all be given");
+  return check_attention(q.shape(), k.shape(), v.shape(), options);
+}
+
+AttentionDims check_attention(const Shape& q, const Shape& k, const Shape& v,
+                              const SdpaOptions& options) {
   check_shapes(q, k, v);
-  const Tensor q4 = as_rank4(q), k4 = as_rank4(k);
-  AttentionDims dims{q4.dim(0), q4.dim(1), k4.dim(1), q.dim(-2), k.dim(-2),
-                     q.dim(-1), v.dim(-1), 0.0f,      0};
+  const size_t r = q.size();  // the batch and head dims are 1 where the rank leaves them out
+  AttentionDims dims{r == 4 ? q[0] : 1,
+                     r >= 3 ? q[r - 3] : 1,
+                     r >= 3 ? k[r - 3] : 1,
+                     q[r - 2],
+                     k[r - 2],
+                     q[r - 1],
+                     v[r - 1],
+                     0.0f,
+                     0};
   dims.query_position0 = causal_position(0, dims.tq, dims.tk, options.causal_align);
   dims.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(dims.d)));
   ATTN_CHECK(std::isfinite(dims.scale), "sdpa: scale must be finite, got ", dims.scale);

@@ -25,6 +25,9 @@ Tensor as_rank4(const Tensor& t);
 // Checks q, k, v and every option against them; throws attn::Error naming what is wrong.
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const SdpaOptions& options);
+// The same from the shapes alone (views of memory that is not float32: attn/sdpa_bfloat16.hpp).
+AttentionDims check_attention(const Shape& q, const Shape& k, const Shape& v,
+                              const SdpaOptions& options);
 
 // softcap finite and >= 0; alibi_slopes and sinks empty or one finite value per query head.
 // `where` starts the message.

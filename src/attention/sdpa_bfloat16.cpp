@@ -1,0 +1,111 @@
+// attn::sdpa_bfloat16: the fused forward on bfloat16 views. On packed tiles the problem points
+// at the caller's words (FlashProblem::q_words …) and the tasks of sdpa.cpp run it; elsewhere
+// the views are widened to float32 tensors for sdpa, and its output is rounded back.
+#include "attn/sdpa_bfloat16.hpp"
+
+#include <atomic>
+#include <string>
+
+#include "attn/bfloat16.hpp"
+#include "attn/error.hpp"
+#include "attn/threads.hpp"
+#include "src/attention/amx_operands.hpp"
+#include "src/attention/flash_problem.hpp"
+#include "src/attention/fused.hpp"
+#include "src/core/phase_scope.hpp"
+#include "src/reference/checks.hpp"
+
+namespace attn {
+namespace {
+
+void check_view(const Bfloat16View& x, const char* name) {
+  ATTN_CHECK(x.data != nullptr, "sdpa_bfloat16: ", name, " has no data");
+  ATTN_CHECK(x.shape.size() >= 2 && x.shape.size() <= 4 && x.strides.size() == x.shape.size(),
+             "sdpa_bfloat16: ", name, " must have rank 2 to 4 and one stride per dim, got shape ",
+             to_string(x.shape), " with ", x.strides.size(), " strides");
+  for (int64_t size : x.shape) {
+    ATTN_CHECK(size >= 1, "sdpa_bfloat16: ", name, " has an empty dim: ", to_string(x.shape));
+  }
+  ATTN_CHECK(x.shape.back() == 1 || x.strides.back() == 1, "sdpa_bfloat16: ", name,
+             "'s last dim must be contiguous (stride 1), got strides ", to_string(x.strides));
+}
+
+// The b, h, t strides of x viewed as rank 4 (size-1 dims prepended, as as_rank4).
+void rank4_strides(const Bfloat16View& x, int64_t (&strides)[3]) {
+  const size_t r = x.shape.size();
+  strides[0] = r == 4 ? x.strides[0] : 0;
+  strides[1] = r >= 3 ? x.strides[r - 3] : 0;
+  strides[2] = x.strides[r - 2];
+}
+
+// x's values as a contiguous float32 tensor (exact: a bfloat16 is a float's top half), its rows
+// widened over the threads.
+Tensor widened(const Bfloat16View& x) {
+  Tensor t = Tensor::uninitialized(x.shape);
+  int64_t s[3];
+  rank4_strides(x, s);
+  const int64_t width = x.shape.back(), t_rows = x.shape[x.shape.size() - 2];
+  const int64_t heads = x.shape.size() >= 3 ? x.shape[x.shape.size() - 3] : 1;
+  float* dst = t.data();
+  parallel_for(t.numel() / width, [&](int64_t row) {
+    const int64_t bh = row / t_rows, i = row % t_rows;
+    const uint16_t* src = x.data + (bh / heads) * s[0] + (bh % heads) * s[1] + i * s[2];
+    for (int64_t e = 0; e < width; ++e) dst[row * width + e] = from_bfloat16(src[e]);
+  });
+  return t;
+}
+
+}  // namespace
+
+Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat16View& v,
+                     uint16_t* out, const SdpaOptions& options_in) {
+  SdpaOptions options = options_in;
+  options.precision = Dtype::kBFloat16;
+  ATTN_CHECK(!options.return_weights,
+             "sdpa_bfloat16: return_weights is not available on bfloat16 views (the weights are "
+             "float32: call sdpa on float32 tensors)");
+  check_view(q, "q");
+  check_view(k, "k");
+  check_view(v, "v");
+  ATTN_CHECK(out != nullptr, "sdpa_bfloat16: out has no data");
+  const detail::AttentionDims dims = detail::check_attention(q.shape, k.shape, v.shape, options);
+  Shape out_shape = q.shape, lse_shape = q.shape;
+  out_shape.back() = dims.dv;
+  lse_shape.pop_back();
+  Tensor logsumexp = Tensor::uninitialized(lse_shape);  // the kernels write every element
+
+  if (!detail::products_on_amx(options)) {  // the vector kernels read float32
+    const SdpaResult r = sdpa(widened(q), widened(k), widened(v), options);
+    const float* o = r.output.data();
+    parallel_for(r.output.numel() / dims.dv, [&](int64_t row) {
+      for (int64_t e = row * dims.dv; e < (row + 1) * dims.dv; ++e) out[e] = to_bfloat16(o[e]);
+    });
+    return r.logsumexp;
+  }
+
+  const detail::PhaseScope clock(Phase::kAttention);
+  Shape scores_shape = q.shape;
+  scores_shape.back() = dims.tk;
+  const Tensor mask4 = detail::broadcast_mask(options.mask, scores_shape);
+  kernels::FlashProblem p =
+      detail::flash_problem_without_operands(dims, mask4, options, logsumexp.data());
+  p.q_words = q.data;
+  rank4_strides(q, p.q_stride);
+  p.k_words = k.data;
+  rank4_strides(k, p.k_stride);
+  p.v_words = v.data;
+  rank4_strides(v, p.v_stride);
+  p.out_words = out;
+  p.out_stride[2] = dims.dv;
+  p.out_stride[1] = dims.tq * dims.dv;
+  p.out_stride[0] = dims.heads * dims.tq * dims.dv;
+  std::atomic<bool> non_finite_input{false};
+  detail::forward_tasks({p}, &non_finite_input, true);
+  if (non_finite_input.load()) {  // throws, naming it
+    detail::check_finite_qkv("sdpa", widened(q), widened(k), widened(v));
+  }
+  detail::check_scores_fit(dims, options, logsumexp);
+  return logsumexp;
+}
+
+}  // namespace attn
