@@ -14,9 +14,10 @@ kernel is aten::_scaled_dot_product_flash_attention_for_cpu). Each row gives the
 PyTorch ms / attn ms (above 1: attn is faster) and both sides' useful GFLOP/s as a fraction of
 the FMA peak that `attn bench` measures on as many threads at the start of the run (forward
 4·H·T²·d, 2·H·T·(T+1)·d when causal; forward + backward 3.5 times that, the backward
-recomputing the scores, as `attn bench backward` counts). bfloat16: attn computes in float32
-(its bf16 attention kernels are not in this build), PyTorch in bfloat16; the peak is the
-float32 one for both.
+recomputing the scores, as `attn bench backward` counts). bfloat16: both sides take bfloat16
+tensors and return bfloat16; attn runs its bf16 products (on AMX tiles or vdpbf16ps where the
+CPU has them), PyTorch its bf16 kernel; the peak is the float32 FMA one for both, so a side on
+AMX tiles can pass 100 %.
 """
 import argparse
 import os
