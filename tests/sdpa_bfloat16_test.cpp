@@ -1,10 +1,14 @@
-// attn::sdpa_bfloat16 (attn/sdpa_bfloat16.hpp) against its definition: sdpa on the same values
-// widened to float32 with bf16 products, its output rounded to bfloat16 — bit for bit, output
-// and logsumexp, on each engine of the bf16 products this CPU has (AMX tiles and vdpbf16ps read
-// the words in place; the vector kernels take the widened route), over the shapes and rules the
-// kernels take: GQA, Tq ≠ Tk and both causal alignments, widths that need padding, ranks 2 and
-// 3, strided views, windows, key lengths and starts, both mask kinds, the score variants and a
-// negative scale. Then its errors: non-finite inputs named, bad views, return_weights.
+// attn::sdpa_bfloat16 and sdpa_backward_bfloat16 (attn/sdpa_bfloat16.hpp) against their
+// definition: sdpa and sdpa_backward on the same values widened to float32 with bf16 products,
+// the forward's output rounded to bfloat16 — bit for bit, output and logsumexp, every gradient
+// (the sinks' and the additive mask's too) in both backward loop orders, on each engine of the bf16
+// products this CPU has (AMX tiles and vdpbf16ps read the words in place; the vector kernels take
+// the widened route), over the shapes and rules the kernels take: GQA, Tq ≠ Tk and both causal
+// alignments, widths that need padding, ranks 2 and 3, strided views, windows, key lengths and
+// starts, both mask kinds, the score variants and a negative scale. Then its errors: non-finite
+// inputs named, bad views, return_weights.
+#include "attn/sdpa_bfloat16.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +20,8 @@
 #include "attn/error.hpp"
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
-#include "attn/sdpa_bfloat16.hpp"
+#include "attn/sdpa_backward.hpp"
+#include "gradient_checks.hpp"
 #include "src/core/simd_cap.hpp"
 #include "test_util.hpp"
 
@@ -24,6 +29,7 @@ namespace attn {
 namespace {
 
 using testing::BitwiseEqual;
+using testing::LoopOrder;
 using testing::ThrowsWith;
 
 // bfloat16 values in memory the test owns, seen through a view: (B, H, T, width) as given, or
@@ -78,8 +84,8 @@ std::vector<Case> cases() {
   all.push_back({"rank 2", {33, 32}, {33, 32}, {33, 32}, full});
   all.push_back(
       {"interleaved views", {1, 3, 140, 64}, {1, 3, 140, 64}, {1, 3, 140, 64}, causal, true});
-  all.push_back({"Tq < Tk, bottom-right", {1, 2, 50, 64}, {1, 2, 333, 64}, {1, 2, 333, 64},
-                 causal});
+  all.push_back(
+      {"Tq < Tk, bottom-right", {1, 2, 50, 64}, {1, 2, 333, 64}, {1, 2, 333, 64}, causal});
   SdpaOptions top_left = causal;
   top_left.causal_align = CausalAlign::kTopLeft;
   all.push_back({"Tq < Tk, top-left", {1, 2, 50, 64}, {1, 2, 333, 64}, {1, 2, 333, 64}, top_left});
@@ -89,8 +95,8 @@ std::vector<Case> cases() {
   SdpaOptions padded;
   padded.key_lengths = {150, 37};
   padded.key_starts = {0, 5};
-  all.push_back({"key lengths and starts", {2, 2, 60, 64}, {2, 2, 150, 64}, {2, 2, 150, 64},
-                 padded});
+  all.push_back(
+      {"key lengths and starts", {2, 2, 60, 64}, {2, 2, 150, 64}, {2, 2, 150, 64}, padded});
   SdpaOptions allowed;
   Tensor allow = rand_uniform({1, 1, 90, 90}, 11);
   for (int64_t i = 0; i < allow.numel(); ++i)
@@ -99,17 +105,18 @@ std::vector<Case> cases() {
   all.push_back({"boolean mask", {1, 2, 90, 64}, {1, 2, 90, 64}, {1, 2, 90, 64}, allowed});
   SdpaOptions additive;
   additive.mask = Mask::additive(rand_normal({1, 2, 90, 90}, 12));
+  additive.return_mask_gradient = true;  // the backward's (the forward ignores it)
   all.push_back({"additive mask", {1, 2, 90, 64}, {1, 2, 90, 64}, {1, 2, 90, 64}, additive});
   SdpaOptions variants = causal;
   variants.softcap = 5.0f;
   variants.alibi_slopes = {0.5f, 0.0625f};
   variants.sinks = {1.5f, -0.5f};
-  all.push_back({"softcap, ALiBi, sinks", {1, 2, 140, 64}, {1, 2, 140, 64}, {1, 2, 140, 64},
-                 variants});
+  all.push_back(
+      {"softcap, ALiBi, sinks", {1, 2, 140, 64}, {1, 2, 140, 64}, {1, 2, 140, 64}, variants});
   SdpaOptions negative_scale = causal;
   negative_scale.scale = -0.125f;
-  all.push_back({"negative scale", {1, 2, 140, 64}, {1, 2, 140, 64}, {1, 2, 140, 64},
-                 negative_scale});
+  all.push_back(
+      {"negative scale", {1, 2, 140, 64}, {1, 2, 140, 64}, {1, 2, 140, 64}, negative_scale});
   return all;
 }
 
@@ -167,6 +174,42 @@ TEST_P(SdpaBfloat16, IsSdpaOnTheWidenedValuesRoundedBitForBit) {
   }
 }
 
+TEST_P(SdpaBfloat16, GradientsAreSdpaBackwardsOnTheWidenedValuesBitForBit) {
+  for (LoopOrder::Kind order : {LoopOrder::kOneTaskPerHead, LoopOrder::kTwoPasses}) {
+    const LoopOrder loop_order(order);
+    for (const Case& c : cases()) {
+      SCOPED_TRACE(c.name + (order == LoopOrder::kTwoPasses ? ", two passes" : ", per head"));
+      const Words q(c.q, 1, c.interleaved), k(c.k, 2, c.interleaved), v(c.v, 3, c.interleaved);
+      Shape out_shape = c.q;
+      out_shape.back() = c.v.back();
+      const Words d_out(out_shape, 4);
+      Words out(out_shape, 5);  // overwritten with the forward's output
+      SdpaOptions expected_options = c.options;
+      expected_options.precision = Dtype::kBFloat16;
+      SdpaGradients got, expected;
+      with_engine(GetParam(), [&] {
+        const Tensor lse = sdpa_bfloat16(q.view, k.view, v.view, out.storage.data(), c.options);
+        for (int64_t i = 0; i < out.as_float.numel(); ++i)
+          out.as_float.data()[i] = from_bfloat16(out.storage[static_cast<size_t>(i)]);
+        got = sdpa_backward_bfloat16(q.view, k.view, v.view, out.view, d_out.view, lse, c.options);
+        expected = sdpa_backward(q.as_float, k.as_float, v.as_float, out.as_float, lse,
+                                 d_out.as_float, expected_options);
+      });
+      EXPECT_TRUE(BitwiseEqual(got.dq, expected.dq));
+      EXPECT_TRUE(BitwiseEqual(got.dk, expected.dk));
+      EXPECT_TRUE(BitwiseEqual(got.dv, expected.dv));
+      ASSERT_EQ(got.dsinks.defined(), !c.options.sinks.empty());
+      if (got.dsinks.defined()) {
+        EXPECT_TRUE(BitwiseEqual(got.dsinks, expected.dsinks));
+      }
+      ASSERT_EQ(got.dmask.defined(), c.options.return_mask_gradient);
+      if (got.dmask.defined()) {
+        EXPECT_TRUE(BitwiseEqual(got.dmask, expected.dmask));
+      }
+    }
+  }
+}
+
 TEST_P(SdpaBfloat16, NamesTheInputThatHoldsNaNOrInfinity) {
   for (const char* name : {"q", "k", "v"}) {
     const float bad = std::string(name) == "k" ? std::numeric_limits<float>::quiet_NaN()
@@ -178,7 +221,24 @@ TEST_P(SdpaBfloat16, NamesTheInputThatHoldsNaNOrInfinity) {
     SdpaOptions causal;
     causal.causal = true;
     with_engine(GetParam(), [&] {
-      EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, k.view, v.view, out.data(), causal); }, std::string("sdpa: ") + name + " holds"));
+      EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, k.view, v.view, out.data(), causal); },
+                             std::string("sdpa: ") + name + " holds"));
+    });
+  }
+}
+
+TEST_P(SdpaBfloat16, TheBackwardNamesTheInputThatHoldsNaNOrInfinity) {
+  for (const char* name : {"q", "v", "out", "d_out"}) {
+    Words q({1, 2, 40, 64}, 1), k({1, 2, 40, 64}, 2), v({1, 2, 40, 64}, 3), out({1, 2, 40, 64}, 4),
+        d_out({1, 2, 40, 64}, 5);
+    const std::string which = name;
+    Words& target = which == "q" ? q : which == "v" ? v : which == "out" ? out : d_out;
+    target.storage[2000] = to_bfloat16(std::numeric_limits<float>::quiet_NaN());
+    const Tensor lse = Tensor::full({1, 2, 40}, 1.0f);
+    with_engine(GetParam(), [&] {
+      EXPECT_TRUE(ThrowsWith(
+          [&] { sdpa_backward_bfloat16(q.view, k.view, v.view, out.view, d_out.view, lse); },
+          "sdpa_backward: " + which + " holds"));
     });
   }
 }
@@ -196,19 +256,37 @@ TEST(SdpaBfloat16Errors, RefusesBadViewsAndTheWeights) {
   std::vector<uint16_t> out(2 * 8 * 16);
   SdpaOptions weights;
   weights.return_weights = true;
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, k.view, v.view, out.data(), weights); }, "return_weights"));
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, k.view, v.view, out.data(), weights); },
+                         "return_weights"));
   Bfloat16View strided = q.view;
   strided.strides.back() = 2;
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(strided, k.view, v.view, out.data()); }, "last dim must be contiguous"));
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(strided, k.view, v.view, out.data()); },
+                         "last dim must be contiguous"));
   Bfloat16View missing = k.view;
   missing.data = nullptr;
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, missing, v.view, out.data()); }, "k has no data"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { sdpa_bfloat16(q.view, missing, v.view, out.data()); }, "k has no data"));
   Bfloat16View no_strides = v.view;
   no_strides.strides.pop_back();
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, k.view, no_strides, out.data()); }, "one stride per dim"));
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, k.view, v.view, nullptr); }, "out has no data"));
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, k.view, no_strides, out.data()); },
+                         "one stride per dim"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { sdpa_bfloat16(q.view, k.view, v.view, nullptr); }, "out has no data"));
+  const Tensor lse = Tensor::full({1, 2, 8}, 1.0f);
+  EXPECT_TRUE(
+      ThrowsWith([&] { sdpa_backward_bfloat16(q.view, k.view, v.view, q.view, strided, lse); },
+                 "last dim must be contiguous"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sdpa_backward_bfloat16(q.view, k.view, v.view, q.view, q.view, Tensor::full({2, 8}, 1.0f));
+      },
+      "logsumexp must be"));
   Words wide({1, 2, 8, 32}, 4);
-  EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, wide.view, v.view, out.data()); }, "k's last dim"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { sdpa_backward_bfloat16(q.view, k.view, v.view, wide.view, q.view, lse); },
+                 "out must be"));
+  EXPECT_TRUE(
+      ThrowsWith([&] { sdpa_bfloat16(q.view, wide.view, v.view, out.data()); }, "k's last dim"));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "attn/sdpa.hpp"
+#include "attn/sdpa_backward.hpp"
 #include "attn/tensor.hpp"
 
 namespace attn {
@@ -32,5 +33,15 @@ struct Bfloat16View {
 // v is an attn::Error, as in sdpa.
 Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat16View& v,
                      uint16_t* out, const SdpaOptions& options = {});
+
+// The gradients of sdpa_bfloat16 for dL/d(out) = d_out: sdpa_backward's (attn/sdpa_backward.hpp)
+// on the same values widened to float32 with bf16 products, bit for bit — every option it
+// takes, the sinks' and an additive mask's gradients too. out is the forward's output as
+// sdpa_bfloat16 wrote it (bfloat16), logsumexp what it returned. The gradients are float32
+// tensors (accumulated in float32; round them if bfloat16 is wanted).
+SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& k,
+                                     const Bfloat16View& v, const Bfloat16View& out,
+                                     const Bfloat16View& d_out, const Tensor& logsumexp,
+                                     const SdpaOptions& options = {});
 
 }  // namespace attn

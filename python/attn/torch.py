@@ -18,8 +18,8 @@ gradient autograd gets from attn's fused backward).
   the products, sums and softmax in float32: `attn.sdpa(..., precision="bf16")`). The forward
   reads bfloat16 q, k and v in place and writes its bfloat16 output directly (on a CPU with AMX
   or AVX-512 BF16 the kernels read the words themselves; elsewhere attn widens them first, with
-  the same result); the backward converts them to float32 and its gradients back. float16 is
-  computed in float32.
+  the same result); so does the backward, whose gradients (float32 sums) are rounded to
+  bfloat16. float16 is computed in float32.
 - A query row that may attend to no key gives zeros, as PyTorch 2.13's CPU kernel does.
 - A float attn_mask that requires a gradient (a learned bias) gets one: dS, summed over the dims
   it is broadcast along, from attn's fused backward.
@@ -164,12 +164,19 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
                               torch.Tensor]:
     """dq, dk, dv, the sinks' gradient and, with mask_gradient, the float mask's (empty tensors
     where not asked for)."""
-    grads = list(_attn.sdpa_backward(
-        _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
-        _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
-        causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
-        key_starts=_starts_list(key_starts), return_mask_gradient=mask_gradient,
-        **_variants(softcap, alibi_slopes, sinks, query.dtype)))
+    variants = _variants(softcap, alibi_slopes, sinks, query.dtype)
+    if _bfloat16_in_place(grad_out, query, key, value, out):  # read as they are
+        grads = list(_attn._torch_sdpa_backward_bfloat16(
+            grad_out, query, key, value, out, _as_input(lse, "lse"), is_causal,
+            _mask_array(attn_mask), scale, _starts_list(key_starts), variants["softcap"],
+            variants["alibi_slopes"], variants["sinks"], mask_gradient))
+    else:
+        grads = list(_attn.sdpa_backward(
+            _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
+            _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
+            causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
+            key_starts=_starts_list(key_starts), return_mask_gradient=mask_gradient,
+            **variants))
     dmask = _tensor(grads.pop(), attn_mask.dtype) if mask_gradient else _no_gradient(query)
     dsinks = _tensor(grads.pop(), sinks.dtype) if sinks is not None else _no_gradient(query)
     return (_tensor(grads[0], query.dtype), _tensor(grads[1], key.dtype),

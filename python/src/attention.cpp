@@ -164,6 +164,13 @@ py::object torch_plain_sdpa(const py::handle& query, const py::handle& key, cons
   return to_array(r.output);
 }
 
+// A bfloat16 CPU torch.Tensor as a view of its memory; ValueError for anything else.
+Bfloat16View bfloat16_view(const py::handle& t, const char* name) {
+  std::optional<Bfloat16View> view = torch_bfloat16_view(t);
+  if (!view) throw py::value_error(std::string(name) + " must be a bfloat16 CPU torch.Tensor");
+  return *std::move(view);
+}
+
 // attn.torch's forward on bfloat16 CPU tensors (attn/sdpa_bfloat16.hpp): query, key and value
 // read in place, the output written into `out` (a contiguous bfloat16 tensor of the output's
 // shape, which attn.torch allocates); returns the logsumexp. ValueError for an argument that is
@@ -174,13 +181,8 @@ py::array torch_sdpa_bfloat16(const py::handle& query, const py::handle& key,
                               std::optional<std::vector<int64_t>> key_starts, float softcap,
                               std::optional<std::vector<float>> alibi_slopes,
                               std::optional<std::vector<float>> sinks) {
-  auto view = [](const py::handle& t, const char* name) {
-    std::optional<Bfloat16View> v = torch_bfloat16_view(t);
-    if (!v) throw py::value_error(std::string(name) + " must be a bfloat16 CPU torch.Tensor");
-    return *std::move(v);
-  };
-  const Bfloat16View q = view(query, "query"), k = view(key, "key"), v = view(value, "value"),
-                     o = view(out, "out");
+  const Bfloat16View q = bfloat16_view(query, "query"), k = bfloat16_view(key, "key"),
+                     v = bfloat16_view(value, "value"), o = bfloat16_view(out, "out");
   Shape out_shape = q.shape;
   if (!out_shape.empty() && !v.shape.empty()) out_shape.back() = v.shape.back();
   Shape contiguous(o.shape.size(), 1);
@@ -197,6 +199,38 @@ py::array torch_sdpa_bfloat16(const py::handle& query, const py::handle& key,
     lse = sdpa_bfloat16(q, k, v, const_cast<uint16_t*>(o.data), opts);
   }
   return to_array(lse);
+}
+
+// attn.torch's backward on bfloat16 CPU tensors (attn/sdpa_bfloat16.hpp), read in place; lse is
+// the forward's float32 logsumexp. Returns (dq, dk, dv[, dsinks][, dmask]) in float32, as
+// sdpa_backward does.
+py::tuple torch_sdpa_backward_bfloat16(const py::handle& grad_out, const py::handle& query,
+                                       const py::handle& key, const py::handle& value,
+                                       const py::handle& out, const py::handle& lse, bool causal,
+                                       const py::handle& mask, std::optional<float> scale,
+                                       std::optional<std::vector<int64_t>> key_starts,
+                                       float softcap,
+                                       std::optional<std::vector<float>> alibi_slopes,
+                                       std::optional<std::vector<float>> sinks,
+                                       bool return_mask_gradient) {
+  const Bfloat16View q = bfloat16_view(query, "query"), k = bfloat16_view(key, "key"),
+                     v = bfloat16_view(value, "value"), o = bfloat16_view(out, "out"),
+                     d_o = bfloat16_view(grad_out, "grad_out");
+  const Tensor t_lse = to_tensor(lse, "lse");
+  SdpaOptions opts =
+      options_of(causal, std::nullopt, mask, scale, std::nullopt, std::move(key_starts), "top-left",
+                 {softcap, std::move(alibi_slopes), std::move(sinks), "bf16"});
+  opts.return_mask_gradient = return_mask_gradient;
+  SdpaGradients g;
+  {
+    py::gil_scoped_release unlocked;
+    g = sdpa_backward_bfloat16(q, k, v, o, d_o, t_lse, opts);
+  }
+  py::list grads;
+  for (const Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dsinks, &g.dmask}) {
+    if (t->defined()) grads.append(to_array(*t));
+  }
+  return py::tuple(grads);
 }
 
 py::tuple reference_sdpa(const py::handle& q, const py::handle& k, const py::handle& v, bool causal,
@@ -394,6 +428,12 @@ where True, a float one is added; fewer K/V heads only with enable_gqa. dropout_
         "logsumexp.",
         "query"_a, "key"_a, "value"_a, "out"_a, "causal"_a, "mask"_a, "scale"_a, "key_starts"_a,
         "softcap"_a, "alibi_slopes"_a, "sinks"_a);
+  m.def("_torch_sdpa_backward_bfloat16", &torch_sdpa_backward_bfloat16,
+        "attn.torch's backward on bfloat16 CPU tensors, read in place: (dq, dk, dv[, dsinks]"
+        "[, dmask]) in float32.",
+        "grad_out"_a, "query"_a, "key"_a, "value"_a, "out"_a, "lse"_a, "causal"_a, "mask"_a,
+        "scale"_a, "key_starts"_a, "softcap"_a, "alibi_slopes"_a, "sinks"_a,
+        "return_mask_gradient"_a);
   reference.def("sdpa", &reference_sdpa,
                 R"(reference.sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
                key_lengths=None, key_starts=None, causal_align="bottom-right", softcap=0.0,

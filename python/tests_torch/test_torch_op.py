@@ -143,6 +143,32 @@ def test_bfloat16_is_read_in_place_and_is_the_widened_products(name, monkeypatch
     assert torch.equal(out, torch.from_numpy(widened).bfloat16())
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_bfloat16_gradients_are_read_in_place_and_are_the_widened_products(name, monkeypatch):
+    """The backward on bfloat16 tensors reads them as they are too, and its gradients are attn's
+    bf16-product gradients of the widened values, rounded to bfloat16, bit for bit."""
+    (q, k, v), kwargs = make_case(name)
+    q, k, v = (t.bfloat16().requires_grad_(True) for t in (q, k, v))
+    calls = []
+    entry = attn._attn._torch_sdpa_backward_bfloat16
+    monkeypatch.setattr(attn._attn, "_torch_sdpa_backward_bfloat16",
+                        lambda *args: calls.append(name) or entry(*args))
+    out = at.scaled_dot_product_attention(q, k, v, **kwargs)
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(9)).bfloat16()
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), grad)
+    assert calls == [name] and dq.dtype == torch.bfloat16
+    mask = kwargs.get("attn_mask")
+    settings = dict(causal=kwargs.get("is_causal", False), causal_align="top-left",
+                    mask=None if mask is None else mask.numpy(), scale=kwargs.get("scale"),
+                    precision="bf16")
+    floats = [t.detach().float().numpy() for t in (q, k, v)]
+    _, lse = attn.sdpa(*floats, return_lse=True, **settings)
+    widened = attn.sdpa_backward(*floats, out.detach().float().numpy(), lse,
+                                 grad.float().numpy(), **settings)
+    for got, expected in zip((dq, dk, dv), widened):
+        assert torch.equal(got, torch.from_numpy(expected).bfloat16())
+
+
 def test_bfloat16_views_are_read_through_their_strides_and_offset():
     # transformers' layout in bfloat16: (batch, time, heads, d) seen heads first, k and v
     # starting past the storage's first element.

@@ -9,6 +9,7 @@
 
 #include "attn/sdpa.hpp"
 #include "attn/tensor.hpp"
+#include "src/kernels/flash_backward.hpp"
 #include "src/kernels/flash_problem.hpp"
 #include "src/reference/checks.hpp"
 
@@ -64,5 +65,16 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q, const Tensor
                         const Tensor& dk, const Tensor& dv,
                         std::atomic<bool>* non_finite_input = nullptr,
                         const Tensor& score_gradient = Tensor{});
+
+// The task partition of the fused backward over a problem whose pointers are set
+// (sdpa_backward_into's, or sdpa_backward_bfloat16's words): one task per (batch, K/V head), or the
+// two passes. scan_keys: the tasks scan K and V for NaN and ±inf (not when the packing scanned
+// them).
+void backward_tasks(const kernels::FlashBackwardProblem& p, const AttentionDims& dims,
+                    std::atomic<bool>* non_finite_input, bool scan_keys);
+
+// The logsumexp sdpa_backward takes: of the shape `expected` and the forward's (finite, or +inf
+// for a row that sees no key); throws attn::Error otherwise. Defined in sdpa_backward.cpp.
+void check_logsumexp(const Tensor& logsumexp, const Shape& expected);
 
 }  // namespace attn::detail

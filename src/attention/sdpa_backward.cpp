@@ -32,6 +32,10 @@ void check_gradient_view(const Tensor& grad, const Tensor& input, const char* na
              " with contiguous rows");
 }
 
+}  // namespace
+
+namespace detail {
+
 // The logsumexp must be the forward's: finite, or +inf for a row that sees no key.
 void check_logsumexp(const Tensor& logsumexp, const Shape& expected) {
   ATTN_CHECK(logsumexp.defined() && logsumexp.shape() == expected,
@@ -45,10 +49,6 @@ void check_logsumexp(const Tensor& logsumexp, const Shape& expected) {
   }
 }
 
-}  // namespace
-
-namespace detail {
-
 namespace {
 std::atomic<int64_t> two_pass_below{0};  // 0: the machine's core count
 
@@ -57,6 +57,11 @@ std::atomic<int64_t> two_pass_below{0};  // 0: the machine's core count
 bool query_rows_non_finite(const kernels::FlashBackwardProblem& p, int64_t b, int64_t h, int64_t q0,
                            int64_t rows) {
   const kernels::FlashProblem& f = p.forward;
+  if (f.q_words != nullptr) {  // bfloat16 tensors
+    return rows_non_finite(f.q_words, f.q_stride, b, h, q0, rows, f.d) ||
+           rows_non_finite(f.out_words, f.out_stride, b, h, q0, rows, f.dv) ||
+           rows_non_finite(p.d_out_words, p.d_out_stride, b, h, q0, rows, f.dv);
+  }
   return rows_non_finite(f.q, f.q_stride, b, h, q0, rows, f.d) ||
          rows_non_finite(f.out, f.out_stride, b, h, q0, rows, f.dv) ||
          rows_non_finite(p.d_out, p.d_out_stride, b, h, q0, rows, f.dv);
@@ -122,7 +127,6 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   if (on_amx) {  // K and V scanned for NaN and ±inf as they are packed: the tasks skip them
     attach_amx_operands(p.forward, AmxPass::kBackward, amx_operands, non_finite_input);
   }
-  const bool scan_keys = non_finite_input != nullptr && !on_amx;
   p.d_out = d_out4.data();
   copy_strides(d_out4, p.d_out_stride);
   p.dq = const_cast<float*>(dq4.data());  // the gradient views' storage is writable
@@ -136,7 +140,11 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
     p.dscores = const_cast<float*>(ds4.data());
     copy_strides(ds4, p.dscores_stride);
   }
+  backward_tasks(p, dims, non_finite_input, non_finite_input != nullptr && !on_amx);
+}
 
+void backward_tasks(const kernels::FlashBackwardProblem& p, const AttentionDims& dims,
+                    std::atomic<bool>* non_finite_input, bool scan_keys) {
   // Every task owns the gradient rows it writes, so there are no races, and sums its
   // contributions in one fixed order: the result does not depend on the thread count.
   const size_t scratch_floats = kernels::flash_backward_scratch_floats(p.forward);
@@ -208,7 +216,7 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   detail::check_output_gradient(q, dims, d_out);
   Shape lse_shape = q.shape();
   lse_shape.pop_back();
-  check_logsumexp(logsumexp, lse_shape);
+  detail::check_logsumexp(logsumexp, lse_shape);
   const Tensor lse = logsumexp.contiguous();
 
   detail::check_mask_gradient_request(options, "sdpa_backward");

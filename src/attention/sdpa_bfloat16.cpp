@@ -1,6 +1,7 @@
-// attn::sdpa_bfloat16: the fused forward on bfloat16 views. On packed tiles the problem points
-// at the caller's words (FlashProblem::q_words …) and the tasks of sdpa.cpp run it; elsewhere
-// the views are widened to float32 tensors for sdpa, and its output is rounded back.
+// attn::sdpa_bfloat16 and sdpa_backward_bfloat16: the fused forward and backward on bfloat16
+// views. On packed tiles the problem points at the caller's words (FlashProblem::q_words …) and
+// the tasks of sdpa.cpp and sdpa_backward.cpp run it; elsewhere the views are widened to float32
+// tensors for sdpa or sdpa_backward (and the forward's output is rounded back).
 #include "attn/sdpa_bfloat16.hpp"
 
 #include <atomic>
@@ -8,12 +9,17 @@
 
 #include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
+#include "attn/sdpa_backward.hpp"
 #include "attn/threads.hpp"
 #include "src/attention/amx_operands.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
+#include "src/kernels/flash_backward.hpp"
 #include "src/reference/checks.hpp"
+#include "src/reference/finite.hpp"
+#include "src/reference/mask_gradient.hpp"
 
 namespace attn {
 namespace {
@@ -106,6 +112,93 @@ Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat1
   }
   detail::check_scores_fit(dims, options, logsumexp);
   return logsumexp;
+}
+
+SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& k,
+                                     const Bfloat16View& v, const Bfloat16View& out,
+                                     const Bfloat16View& d_out, const Tensor& logsumexp,
+                                     const SdpaOptions& options_in) {
+  SdpaOptions options = options_in;
+  options.precision = Dtype::kBFloat16;
+  check_view(q, "q");
+  check_view(k, "k");
+  check_view(v, "v");
+  check_view(out, "out");
+  check_view(d_out, "d_out");
+  const detail::AttentionDims dims = detail::check_attention(q.shape, k.shape, v.shape, options);
+  Shape out_shape = q.shape, lse_shape = q.shape;
+  out_shape.back() = dims.dv;
+  lse_shape.pop_back();
+  ATTN_CHECK(out.shape == out_shape, "sdpa_backward: out must be ", to_string(out_shape),
+             " (what attn::sdpa returned), got ", to_string(out.shape));
+  ATTN_CHECK(d_out.shape == out_shape, "sdpa_backward: d_out must have the output's shape ",
+             to_string(out_shape), ", got ", to_string(d_out.shape));
+  detail::check_logsumexp(logsumexp, lse_shape);
+  if (!detail::products_on_amx(options)) {  // the vector kernels read float32
+    return sdpa_backward(widened(q), widened(k), widened(v), widened(out), logsumexp,
+                         widened(d_out), options);
+  }
+  detail::check_mask_gradient_request(options, "sdpa_backward");
+  const Tensor lse = logsumexp.contiguous();
+
+  const detail::PhaseScope clock(Phase::kAttention);
+  Shape scores_shape = q.shape;
+  scores_shape.back() = dims.tk;
+  const Tensor mask4 = detail::broadcast_mask(options.mask, scores_shape);
+  kernels::FlashBackwardProblem p{};
+  p.forward = detail::flash_problem_without_operands(dims, mask4, options,
+                                                     const_cast<float*>(lse.data()));  // read only
+  p.forward.q_words = q.data;
+  rank4_strides(q, p.forward.q_stride);
+  p.forward.k_words = k.data;
+  rank4_strides(k, p.forward.k_stride);
+  p.forward.v_words = v.data;
+  rank4_strides(v, p.forward.v_stride);
+  p.forward.out_words = const_cast<uint16_t*>(out.data);  // read only in the backward
+  rank4_strides(out, p.forward.out_stride);
+  p.d_out_words = d_out.data;
+  rank4_strides(d_out, p.d_out_stride);
+  std::atomic<bool> non_finite_input{false};
+  detail::AmxOperands amx_operands;  // K and V scanned as they are packed
+  detail::attach_amx_operands(p.forward, detail::AmxPass::kBackward, amx_operands,
+                              &non_finite_input);
+
+  // Not zeroed: the kernels write every element of the three.
+  SdpaGradients grads{Tensor::uninitialized(q.shape), Tensor::uninitialized(k.shape),
+                      Tensor::uninitialized(v.shape), Tensor{}, Tensor{}};
+  Tensor dq4 = detail::as_rank4(grads.dq), dk4 = detail::as_rank4(grads.dk),
+         dv4 = detail::as_rank4(grads.dv);
+  p.dq = dq4.data();
+  detail::copy_strides(dq4, p.dq_stride);
+  p.dk = dk4.data();
+  detail::copy_strides(dk4, p.dk_stride);
+  p.dv = dv4.data();
+  detail::copy_strides(dv4, p.dv_stride);
+  Tensor score_gradient;  // dS of every score, zeroed: the kernels write the keys queries see
+  if (options.return_mask_gradient) {
+    detail::check_fits_in_memory(scores_shape, "sdpa_backward: the mask's gradient");
+    score_gradient = Tensor(scores_shape);
+    Tensor ds4 = detail::as_rank4(score_gradient);
+    p.dscores = ds4.data();
+    detail::copy_strides(ds4, p.dscores_stride);
+  }
+  detail::backward_tasks(p, dims, &non_finite_input, false);
+
+  if (non_finite_input.load()) {  // name the first non-finite input: each check throws
+    detail::check_finite_qkv("sdpa_backward", widened(q), widened(k), widened(v));
+    detail::check_finite(widened(out), "sdpa_backward", "out");
+    detail::check_finite(widened(d_out), "sdpa_backward", "d_out");
+  }
+  if (!options.sinks.empty()) {  // from O and dO in float32, as sdpa_backward's
+    Shape lse3 = lse.shape();
+    while (lse3.size() < 3) lse3.insert(lse3.begin(), 1);
+    grads.dsinks =
+        detail::sink_gradients(detail::as_rank4(widened(out)), detail::as_rank4(widened(d_out)),
+                               lse.reshape(lse3), options.sinks);
+  }
+  if (score_gradient.defined())
+    grads.dmask = detail::reduce_to_mask_shape(score_gradient, options.mask);
+  return grads;
 }
 
 }  // namespace attn

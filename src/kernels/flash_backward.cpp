@@ -128,8 +128,8 @@ void RoundForProducts(const DiagonalCut& cut, float* pt, float* dpt, size_t ldq)
 
 // The pointers of one task's scratch.
 struct Buffers {
-  float *qt, *dot, *q_rows, *do_rows, *pt, *dpt, *k_rows, *tile, *dq, *dk_block, *dv_block, *lse,
-      *delta, *softcap_slope;
+  float *qt, *dot, *q_rows, *do_rows, *o_rows, *pt, *dpt, *k_rows, *tile, *dq, *dk_block, *dv_block,
+      *lse, *delta, *softcap_slope;
   // The AMX path (amx set): Q's and dO's d-pairs (B of Sᵀ and dPᵀ), their query pairs (B of dK
   // and dV), P and dS as bf16 rows (A of dV and dK), dS's key pairs (B of dQᵀ), and dQᵀ. Its
   // products run on AMX tiles (amx_tiles) or on vdpbf16ps (dpbf16_tiles.hpp).
@@ -157,6 +157,7 @@ Buffers CarveScratch(const FlashProblem& p, float* scratch) {
           scratch + at.dot,
           scratch + at.q_rows,
           scratch + at.do_rows,
+          scratch + at.o_rows,
           scratch + at.pt,
           scratch + at.dpt,
           scratch + at.k_rows,
@@ -200,18 +201,28 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   const size_t N = hn::Lanes(DF());
   const size_t d = static_cast<size_t>(p.d), dv = static_cast<size_t>(p.dv);
   const size_t ldq = round_up(rows, N), ldd = round_up(d, N), ldv = round_up(dv, N);
-  const float* q = p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
-  const float* d_o =
-      bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2];
-  const float* o = p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
+  const int64_t q_at = b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
+  const int64_t do_at = b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2];
+  const int64_t o_at = b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
+  const float *q, *d_o, *o;
+  int64_t q_stride = p.q_stride[2], do_stride = bp.d_out_stride[2], o_stride = p.out_stride[2];
+  if (p.q_words != nullptr) {  // bfloat16 tensors (packed tiles only): the rows widened, exactly
+    WidenRows(p.q_words + q_at, q_stride, rows, d, s.q_rows, ldd);
+    WidenRows(bp.d_out_words + do_at, do_stride, rows, dv, s.do_rows, ldv);
+    WidenRows(p.out_words + o_at, o_stride, rows, dv, s.o_rows, ldv);
+    q = s.q_rows, d_o = s.do_rows, o = s.o_rows;
+    q_stride = static_cast<int64_t>(ldd), do_stride = o_stride = static_cast<int64_t>(ldv);
+  } else {
+    q = p.q + q_at, d_o = bp.d_out + do_at, o = p.out + o_at;
+  }
   if (s.amx) {  // s·dOᵀ for D, of dO rounded to bfloat16 (on AMX dO arrives as the caller's)
-    PackTransposed(d_o, bp.d_out_stride[2], rows, dv, 1.0f, s.dot, ldq);
+    PackTransposed(d_o, do_stride, rows, dv, 1.0f, s.dot, ldq);
     ScaleRounded(p.scale, dv * ldq, s.dot);
   } else {  // s·dOᵀ, for D too, and the vector products' operands (the AMX ones: below)
-    PackTransposed(d_o, bp.d_out_stride[2], rows, dv, p.scale, s.dot, ldq);
-    PackTransposed(q, p.q_stride[2], rows, d, p.scale * kLog2e, s.qt, ldq);  // base 2
-    PackRows(q, p.q_stride[2], rows, d, s.q_rows, ldd);
-    PackRows(d_o, bp.d_out_stride[2], rows, dv, s.do_rows, ldv);
+    PackTransposed(d_o, do_stride, rows, dv, p.scale, s.dot, ldq);
+    PackTransposed(q, q_stride, rows, d, p.scale * kLog2e, s.qt, ldq);  // base 2
+    PackRows(q, q_stride, rows, d, s.q_rows, ldd);
+    PackRows(d_o, do_stride, rows, dv, s.do_rows, ldv);
   }
   const float* lse = p.logsumexp + (b * p.heads + h) * p.tq + q0;
   for (size_t r = 0; r < ldq; ++r) {
@@ -221,7 +232,7 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   // s·D = Σ_e (s·dO)∘O per query, with the queries in the lanes: Oᵀ goes through the tile buffer
   // (free until the first pair), and the sums need no horizontal additions (one chain of
   // scalar additions per query was half of this function at d = 32). Padding lanes: dOᵀ is 0.
-  PackTransposed(o, p.out_stride[2], rows, dv, 1.0f, s.tile, ldq);
+  PackTransposed(o, o_stride, rows, dv, 1.0f, s.tile, ldq);
   for (size_t r = 0; r < ldq; r += N) {
     VF sum = hn::Zero(DF());
     for (size_t e = 0; e < dv; ++e) {
@@ -232,12 +243,12 @@ void LoadQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_
   }
 #if ATTN_AVX512_TARGET
   if (s.amx) {
-    PackQueryPairs(q, p.q_stride[2], rows, d, static_cast<size_t>(p.amx_keys.row), ldq, s.q_pairs);
-    PackQueryPairs(d_o, bp.d_out_stride[2], rows, dv, static_cast<size_t>(p.amx_values.row), ldq,
+    PackQueryPairs(q, q_stride, rows, d, static_cast<size_t>(p.amx_keys.row), ldq, s.q_pairs);
+    PackQueryPairs(d_o, do_stride, rows, dv, static_cast<size_t>(p.amx_values.row), ldq,
                    s.do_pairs);
     const size_t pair_rows = AmxQueryReach(ldq) / 2;
-    PackRowPairs(q, p.q_stride[2], rows, d, Rounded16(p.d), pair_rows, s.q_row_pairs);
-    PackRowPairs(d_o, bp.d_out_stride[2], rows, dv, Rounded16(p.dv), pair_rows, s.do_row_pairs);
+    PackRowPairs(q, q_stride, rows, d, Rounded16(p.d), pair_rows, s.q_row_pairs);
+    PackRowPairs(d_o, do_stride, rows, dv, Rounded16(p.dv), pair_rows, s.do_row_pairs);
     std::fill(s.dqt, s.dqt + Rounded16(p.d) * ldq, 0.0f);
     return;
   }
@@ -623,6 +634,7 @@ BackwardScratchLayout backward_scratch_layout(const FlashProblem& p) {
   take(at.dot, p.dv * kQueryBlockPadded);
   take(at.q_rows, kQueryBlock * ldd);
   take(at.do_rows, kQueryBlock * ldv);
+  take(at.o_rows, p.out_words != nullptr ? kQueryBlock * ldv : 0);  // bfloat16 O widened
   take(at.pt, kKeyBlock * kQueryBlockPadded);
   take(at.dpt, kKeyBlock * kQueryBlockPadded);
   take(at.k_rows, kKeyBlock * ldd);

@@ -17,6 +17,10 @@ struct FlashBackwardProblem {
   // element strides for the b, h and t dims, the last dim contiguous.
   const float* d_out;
   int64_t d_out_stride[3];
+  // bfloat16 tensors (attn/sdpa_bfloat16.hpp; with forward.q_words, k_words, v_words and
+  // out_words set, forward's q, k, v, out and d_out null): dO as bfloat16 words. The gradients
+  // stay float32.
+  const uint16_t* d_out_words = nullptr;
   float* dq;
   int64_t dq_stride[3];
   float* dk;
@@ -32,8 +36,8 @@ struct FlashBackwardProblem {
 
 // Where each piece of one task's scratch starts, in floats; total = the floats it needs.
 struct BackwardScratchLayout {
-  size_t qt, dot, q_rows, do_rows, pt, dpt, k_rows, tile, dq, dk_block, dv_block, lse, delta,
-      softcap_slope;
+  size_t qt, dot, q_rows, do_rows, o_rows, pt, dpt, k_rows, tile, dq, dk_block, dv_block, lse,
+      delta, softcap_slope;
   // The AMX tiles' operands (flash_backward.cpp), empty unless p.amx_keys is set.
   size_t amx_q_pairs, amx_do_pairs, amx_q_row_pairs, amx_do_row_pairs, amx_pt, amx_dst,
       amx_ds_pairs, amx_dqt;

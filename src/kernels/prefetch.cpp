@@ -52,13 +52,18 @@ void prefetch_forward_block(const FlashProblem& p, int64_t b, int64_t h, int64_t
 void prefetch_query_block(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
                           int64_t rows) {
   const FlashProblem& p = bp.forward;
-  prefetch_rows(p.q + b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2], p.q_stride[2],
-                rows, p.d);
-  prefetch_rows(p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2],
-                p.out_stride[2], rows, p.dv);
-  prefetch_rows(
-      bp.d_out + b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2],
-      bp.d_out_stride[2], rows, p.dv);
+  const int64_t q_at = b * p.q_stride[0] + h * p.q_stride[1] + q0 * p.q_stride[2];
+  const int64_t o_at = b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2];
+  const int64_t do_at = b * bp.d_out_stride[0] + h * bp.d_out_stride[1] + q0 * bp.d_out_stride[2];
+  if (p.q_words != nullptr) {  // bfloat16 tensors
+    prefetch_rows(p.q_words + q_at, p.q_stride[2], rows, p.d);
+    prefetch_rows(p.out_words + o_at, p.out_stride[2], rows, p.dv);
+    prefetch_rows(bp.d_out_words + do_at, bp.d_out_stride[2], rows, p.dv);
+    return;
+  }
+  prefetch_rows(p.q + q_at, p.q_stride[2], rows, p.d);
+  prefetch_rows(p.out + o_at, p.out_stride[2], rows, p.dv);
+  prefetch_rows(bp.d_out + do_at, bp.d_out_stride[2], rows, p.dv);
 }
 
 void prefetch_backward_head(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h) {

@@ -72,6 +72,22 @@ inline void PackRows(const float* src, int64_t stride, size_t rows, size_t width
   }
 }
 
+// The same from `rows` rows of `width` bfloat16 words: each widened, exactly, to its float.
+inline void WidenRows(const uint16_t* src, int64_t stride, size_t rows, size_t width, float* dst,
+                      size_t ld) {
+  const DF df;
+  const hn::Rebind<uint16_t, DF> d16;
+  const size_t N = hn::Lanes(df);
+  for (size_t r = 0; r < rows; ++r) {
+    const uint16_t* row = src + static_cast<int64_t>(r) * stride;
+    size_t e = 0;
+    for (; e + N <= width; e += N)
+      hn::StoreU(WidenedBfloat16(df, hn::LoadU(d16, row + e)), df, dst + r * ld + e);
+    for (; e < width; ++e) dst[r * ld + e] = from_bfloat16(row[e]);
+    std::fill(dst + r * ld + width, dst + (r + 1) * ld, 0.0f);
+  }
+}
+
 // Transposes a square tile of N × N floats in registers: rows r[0..N) in, columns out, each
 // multiplied by `factor` and stored at dst + c·ld. The x86 shuffles of the classic
 // four-stage (AVX-512) and three-stage (AVX2) transposes; other targets have no tile version.
