@@ -1,7 +1,8 @@
 // Packing for the AMX kernels' tile operands (amx_tiles.hpp) inside a task, shared by the
 // forward (flash_forward_amx.cpp) and the backward (flash_backward.cpp): Q and dO rounded to
-// the nearest bfloat16 here (both passes read the caller's floats), and so are the backward's P
-// and dS (the forward's P is paired by its softmax). Compiled once per Highway target
+// the nearest bfloat16 here (both passes read the caller's floats, or the forward its bfloat16
+// words as they are), and so are the backward's P and dS (the forward's P is paired by its
+// softmax). Compiled once per Highway target
 // (include it after tile_product-inl.h); only the AVX-512 targets define it (16 float lanes,
 // the tiles' width).
 #if defined(ATTN_KERNELS_AMX_PACKING_INL_H_) == defined(HWY_TARGET_TOGGLE)

@@ -60,9 +60,9 @@ struct FlashProblem {
   bool bf16_products;
 
   // bfloat16 tensors (attn/sdpa_bfloat16.hpp): Q, K and V read as bfloat16 words at these
-  // pointers, with the strides above, and O written as bfloat16 words (rounded to nearest even),
-  // where q, k, v and out are then null. Only on packed tiles: the packers read the words as they
-  // are, the output is rounded as it is written. Null otherwise.
+  // pointers, with the strides above, and O as bfloat16 words — written by the forward (rounded
+  // to nearest even as it is stored), read by the backward — where q, k, v and out are then
+  // null. Only on packed tiles, whose packers read the words as they are. Null otherwise.
   const uint16_t* q_words = nullptr;
   const uint16_t* k_words = nullptr;
   const uint16_t* v_words = nullptr;
