@@ -112,9 +112,10 @@ def test_one_training_step_has_eagers_gradients(family):
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_a_bfloat16_model_stays_within_bfloat16s_rounding(family):
-    # attn computes a bfloat16 call in float32 and rounds the output once; eager rounds every
-    # product. Both against the float32 model: attn's error may not exceed eager's by more than
-    # bfloat16's own step at the largest logit (2^-8).
+    # attn runs a bfloat16 call with bf16 products and float32 sums and softmax (its bf16
+    # tensors read in place), rounding the output once; eager rounds every step. Both against the
+    # float32 model: attn's error may not exceed eager's by more than bfloat16's own step at the
+    # largest logit (2^-8).
     reference, _ = twin_models(family)
     eager, ours = twin_models(family, torch.bfloat16)
     ids, mask = left_padded_batch()
