@@ -26,6 +26,8 @@
 #include "test_util.hpp"
 
 namespace attn {
+namespace sdpa_bfloat16_test {  // its own names: the sanitizer builds compile tests in unity
+                                // batches
 namespace {
 
 using testing::BitwiseEqual;
@@ -290,4 +292,5 @@ TEST(SdpaBfloat16Errors, RefusesBadViewsAndTheWeights) {
 }
 
 }  // namespace
+}  // namespace sdpa_bfloat16_test
 }  // namespace attn
