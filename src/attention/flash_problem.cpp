@@ -72,18 +72,6 @@ kernels::FlashProblem flash_problem_without_operands(const AttentionDims& dims, 
   return p;
 }
 
-bool rows_non_finite(const float* base, const int64_t (&stride)[3], int64_t b, int64_t h,
-                     int64_t r0, int64_t rows, int64_t width) {
-  return kernels::any_non_finite(base + b * stride[0] + h * stride[1] + r0 * stride[2], rows, width,
-                                 stride[2]);
-}
-
-bool rows_non_finite(const uint16_t* base, const int64_t (&stride)[3], int64_t b, int64_t h,
-                     int64_t r0, int64_t rows, int64_t width) {
-  return kernels::any_non_finite(base + b * stride[0] + h * stride[1] + r0 * stride[2], rows, width,
-                                 stride[2]);
-}
-
 bool key_rows_non_finite(const kernels::FlashProblem& p, int64_t b, int64_t kv_h, int64_t j0,
                          int64_t rows) {
   return rows_non_finite(p.k, p.k_stride, b, kv_h, j0, rows, p.d) ||

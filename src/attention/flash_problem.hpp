@@ -6,6 +6,7 @@
 
 #include "attn/sdpa.hpp"
 #include "src/kernels/flash_problem.hpp"
+#include "src/kernels/reductions.hpp"
 #include "src/reference/checks.hpp"
 
 namespace attn::detail {
@@ -54,12 +55,13 @@ kernels::FlashProblem flash_problem_without_operands(const AttentionDims& dims, 
 // The scans of attn's policy for non-finite inputs (src/reference/finite.hpp) that the fused
 // forward's and backward's tasks make on the rows they read (fused.hpp). True when rows
 // [r0, r0 + rows) of head h of batch b, in a (B, H, T, width) view at `base` with b, h, t
-// strides `stride`, hold NaN or ±inf …
-bool rows_non_finite(const float* base, const int64_t (&stride)[3], int64_t b, int64_t h,
-                     int64_t r0, int64_t rows, int64_t width);
-// (the same over a view of bfloat16 words) …
-bool rows_non_finite(const uint16_t* base, const int64_t (&stride)[3], int64_t b, int64_t h,
-                     int64_t r0, int64_t rows, int64_t width);
+// strides `stride`, hold NaN or ±inf (Element: float, or the words of bfloat16 tensors) …
+template <class Element>
+bool rows_non_finite(const Element* base, const int64_t (&stride)[3], int64_t b, int64_t h,
+                     int64_t r0, int64_t rows, int64_t width) {
+  return kernels::any_non_finite(base + b * stride[0] + h * stride[1] + r0 * stride[2], rows, width,
+                                 stride[2]);
+}
 // … and when p's K or V rows [j0, j0 + rows) of K/V head (b, kv_h) do.
 bool key_rows_non_finite(const kernels::FlashProblem& p, int64_t b, int64_t kv_h, int64_t j0,
                          int64_t rows);

@@ -75,10 +75,6 @@ Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat1
   check_view(v, "v");
   ATTN_CHECK(out != nullptr, "sdpa_bfloat16: out has no data");
   const detail::AttentionDims dims = detail::check_attention(q.shape, k.shape, v.shape, options);
-  Shape out_shape = q.shape, lse_shape = q.shape;
-  out_shape.back() = dims.dv;
-  lse_shape.pop_back();
-  Tensor logsumexp = Tensor::uninitialized(lse_shape);  // the kernels write every element
 
   if (!detail::products_on_amx(options)) {  // the vector kernels read float32
     const SdpaResult r = sdpa(widened(q), widened(k), widened(v), options);
@@ -88,6 +84,9 @@ Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat1
     });
     return r.logsumexp;
   }
+  Shape lse_shape = q.shape;
+  lse_shape.pop_back();
+  Tensor logsumexp = Tensor::uninitialized(lse_shape);  // the kernels write every element
 
   const detail::PhaseScope clock(Phase::kAttention);
   Shape scores_shape = q.shape;
