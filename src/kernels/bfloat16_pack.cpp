@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "attn/bfloat16.hpp"
 
@@ -31,15 +32,21 @@ void PackBfloat16Rows(const float* k, int64_t stride, size_t rows, size_t d, siz
   }
 }
 
-// Blocks of N keys. Where the target has TransposeTile (AVX-512, AVX2), N × N tiles are
-// transposed in registers into a small float tile, then rounded a row at a time; elsewhere a
-// gather reads one value column of N rows (the rows are in L1 after the first column). The
-// gathers (a load per lane) took 0.13 of the samples of the AMX forward's tiles (causal
-// T = 1024, H = 16, d = 64, two Emerald Rapids threads), the tiles 0.08.
-void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t dv, size_t ld,
-                            uint16_t* dst) {
+// One value as a bfloat16 word: a float rounded to nearest even, a word as it is.
+HWY_INLINE uint16_t AsWord(float x) { return to_bfloat16(x); }
+HWY_INLINE uint16_t AsWord(uint16_t word) { return word; }
+
+// V's rows (floats, or bfloat16 words) into bfloat16 words transposed, in blocks of N keys.
+// Where the target has TransposeTile (AVX-512, AVX2), N × N tiles are transposed in registers
+// into a small float tile (words are widened to floats first, exactly), then rounded a row at a
+// time; elsewhere floats are gathered, one value column of N rows at a time (the rows are in L1
+// after the first column), and words are copied one by one. The gathers (a load per lane) took
+// 0.13 of the samples of the AMX forward's tiles (causal T = 1024, H = 16, d = 64, two Emerald
+// Rapids threads), the tiles 0.08.
+template <class T>
+void PackTransposed(const T* v, int64_t stride, size_t rows, size_t dv, size_t ld, uint16_t* dst) {
+  constexpr bool kWords = std::is_same_v<T, uint16_t>;
   const DF df;
-  const hn::RebindToSigned<DF> di;
   const hn::Rebind<uint16_t, DF> d16;
   const size_t N = hn::Lanes(df);
   size_t t = 0;
@@ -47,66 +54,55 @@ void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t 
     HWY_ALIGN float tile[256];
     const size_t tiled_width = dv / N * N;
     for (; t + N <= rows; t += N) {
-      const float* block = v + static_cast<int64_t>(t) * stride;
+      const T* block = v + static_cast<int64_t>(t) * stride;
       for (size_t e0 = 0; e0 < tiled_width; e0 += N) {
-        TransposeTile(block + e0, stride, 1.0f, tile, N);  // tile[j·N + i] = block row i, e0 + j
+        if constexpr (kWords) {
+          HWY_ALIGN float widened[256];  // the block's N rows of this tile, as floats
+          for (size_t i = 0; i < N; ++i) {
+            const auto words = hn::LoadU(d16, block + static_cast<int64_t>(i) * stride + e0);
+            hn::Store(WidenedBfloat16(df, words), df, widened + i * N);
+          }
+          TransposeTile(widened, static_cast<int64_t>(N), 1.0f, tile, N);
+        } else {
+          TransposeTile(block + e0, stride, 1.0f, tile, N);  // tile[j·N + i] = row i, e0 + j
+        }
         for (size_t j = 0; j < N; ++j)
           hn::StoreU(Bfloat16Words(df, hn::Load(df, tile + j * N)), d16, dst + (e0 + j) * ld + t);
       }
       for (size_t e = tiled_width; e < dv; ++e) {
-        for (size_t i = 0; i < N; ++i) dst[e * ld + t + i] = to_bfloat16(block[i * stride + e]);
+        for (size_t i = 0; i < N; ++i)
+          dst[e * ld + t + i] = AsWord(block[static_cast<int64_t>(i) * stride + e]);
       }
     }
   }
-  const auto offsets = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(stride)));
-  // (The gather's offsets are 32-bit: rows farther apart than that take the scalar loop.)
-  const bool gather = stride <= INT32_MAX / static_cast<int64_t>(N);
-  for (; gather && t + N <= rows; t += N) {
-    const float* block = v + static_cast<int64_t>(t) * stride;
-    for (size_t e = 0; e < dv; ++e)
-      hn::StoreU(Bfloat16Words(df, hn::GatherIndex(df, block + e, offsets)), d16, dst + e * ld + t);
+  if constexpr (!kWords) {
+    const hn::RebindToSigned<DF> di;
+    const auto offsets = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(stride)));
+    // (The gather's offsets are 32-bit: rows farther apart than that take the scalar loop.)
+    const bool gather = stride <= INT32_MAX / static_cast<int64_t>(N);
+    for (; gather && t + N <= rows; t += N) {
+      const float* block = v + static_cast<int64_t>(t) * stride;
+      for (size_t e = 0; e < dv; ++e) {
+        const auto column = hn::GatherIndex(df, block + e, offsets);
+        hn::StoreU(Bfloat16Words(df, column), d16, dst + e * ld + t);
+      }
+    }
   }
   for (; t < rows; ++t) {
-    const float* row = v + static_cast<int64_t>(t) * stride;
-    for (size_t e = 0; e < dv; ++e) dst[e * ld + t] = to_bfloat16(row[e]);
+    const T* row = v + static_cast<int64_t>(t) * stride;
+    for (size_t e = 0; e < dv; ++e) dst[e * ld + t] = AsWord(row[e]);
   }
   for (size_t e = 0; e < dv; ++e) std::fill(dst + e * ld + rows, dst + (e + 1) * ld, uint16_t{0});
 }
 
-// From words: N × N blocks widened to floats (exactly), transposed as the floats' blocks are,
-// and stored as the same words again; the edges word by word.
+void PackBfloat16Transposed(const float* v, int64_t stride, size_t rows, size_t dv, size_t ld,
+                            uint16_t* dst) {
+  PackTransposed(v, stride, rows, dv, ld, dst);
+}
+
 void PackBfloat16TransposedWords(const uint16_t* v, int64_t stride, size_t rows, size_t dv,
                                  size_t ld, uint16_t* dst) {
-  const DF df;
-  const hn::Rebind<uint16_t, DF> d16;
-  const size_t N = hn::Lanes(df);
-  size_t t = 0;
-  if (kHasTransposeTile && N * N <= 256) {
-    HWY_ALIGN float widened[256];
-    HWY_ALIGN float tile[256];
-    const size_t tiled_width = dv / N * N;
-    for (; t + N <= rows; t += N) {
-      const uint16_t* block = v + static_cast<int64_t>(t) * stride;
-      for (size_t e0 = 0; e0 < tiled_width; e0 += N) {
-        for (size_t i = 0; i < N; ++i)
-          hn::Store(
-              WidenedBfloat16(df, hn::LoadU(d16, block + static_cast<int64_t>(i) * stride + e0)),
-              df, widened + i * N);
-        TransposeTile(widened, static_cast<int64_t>(N), 1.0f, tile, N);
-        for (size_t j = 0; j < N; ++j)
-          hn::StoreU(Bfloat16Words(df, hn::Load(df, tile + j * N)), d16, dst + (e0 + j) * ld + t);
-      }
-      for (size_t e = tiled_width; e < dv; ++e) {
-        for (size_t i = 0; i < N; ++i)
-          dst[e * ld + t + i] = block[static_cast<int64_t>(i) * stride + e];
-      }
-    }
-  }
-  for (; t < rows; ++t) {
-    const uint16_t* row = v + static_cast<int64_t>(t) * stride;
-    for (size_t e = 0; e < dv; ++e) dst[e * ld + t] = row[e];
-  }
-  for (size_t e = 0; e < dv; ++e) std::fill(dst + e * ld + rows, dst + (e + 1) * ld, uint16_t{0});
+  PackTransposed(v, stride, rows, dv, ld, dst);
 }
 
 }  // namespace HWY_NAMESPACE
