@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attn/sdpa.hpp"
+#include "attn/sdpa_backward.hpp"
 #include "attn/tensor.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/kernels/flash_problem.hpp"
@@ -44,6 +45,27 @@ void check_scores_fit(const AttentionDims& dims, const SdpaOptions& options,
 // and, on views of its packed tensors, sdpa_varlen_backward's. Defined in sdpa_backward.cpp.
 Tensor sink_gradients(const Tensor& out4, const Tensor& d_out4, const Tensor& lse3,
                       const std::vector<float>& sinks);
+
+// sink_gradients on the outputs of one call: out and d_out of any rank with their logsumexp
+// (…, Tq), as sdpa_backward and sdpa_backward_bfloat16 take them.
+Tensor sink_gradients_of(const Tensor& out, const Tensor& d_out, const Tensor& logsumexp,
+                         const std::vector<float>& sinks);
+
+// What sdpa_backward and sdpa_backward_bfloat16 return, before the kernels write it: dQ, dK and
+// dV of the inputs' shapes, not zeroed (the kernels write every element), and, when the options
+// ask for the mask's gradient, dS of every score (q's shape with tk columns) zeroed, since the
+// kernels write only the keys that queries see. Throws when dS would not fit in memory.
+struct NewGradients {
+  SdpaGradients grads;
+  Tensor score_gradient;
+};
+NewGradients new_gradients(const Shape& q, const Shape& k, const Shape& v, int64_t tk,
+                           const SdpaOptions& options);
+
+// Points the problem's gradient outputs at dq, dk, dv (contiguous rows) and, when defined, the
+// score gradient.
+void point_at_gradients(kernels::FlashBackwardProblem& p, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dv, const Tensor& score_gradient);
 
 // The fused backward's loop order (src/kernels/flash_backward.hpp): one task per (batch, K/V
 // head) when there are at least this many of them, else two passes over key and query blocks.

@@ -98,6 +98,45 @@ Tensor sink_gradients(const Tensor& out4, const Tensor& d_out4, const Tensor& ls
   return gradients;
 }
 
+Tensor sink_gradients_of(const Tensor& out, const Tensor& d_out, const Tensor& logsumexp,
+                         const std::vector<float>& sinks) {
+  Shape lse3 = logsumexp.shape();  // (…, Tq) as (B, H, Tq)
+  while (lse3.size() < 3) lse3.insert(lse3.begin(), 1);
+  return sink_gradients(as_rank4(with_contiguous_rows(out)), as_rank4(with_contiguous_rows(d_out)),
+                        logsumexp.contiguous().reshape(lse3), sinks);
+}
+
+NewGradients new_gradients(const Shape& q, const Shape& k, const Shape& v, int64_t tk,
+                           const SdpaOptions& options) {
+  NewGradients fresh{SdpaGradients{Tensor::uninitialized(q), Tensor::uninitialized(k),
+                                   Tensor::uninitialized(v), Tensor{}, Tensor{}},
+                     Tensor{}};
+  if (options.return_mask_gradient) {
+    Shape scores = q;
+    scores.back() = tk;
+    check_fits_in_memory(scores, "sdpa_backward: the mask's gradient");
+    fresh.score_gradient = Tensor(scores);
+  }
+  return fresh;
+}
+
+void point_at_gradients(kernels::FlashBackwardProblem& p, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dv, const Tensor& score_gradient) {
+  // The gradient views' storage is writable: the caller made them for this call.
+  const Tensor dq4 = as_rank4(dq), dk4 = as_rank4(dk), dv4 = as_rank4(dv);
+  p.dq = const_cast<float*>(dq4.data());
+  copy_strides(dq4, p.dq_stride);
+  p.dk = const_cast<float*>(dk4.data());
+  copy_strides(dk4, p.dk_stride);
+  p.dv = const_cast<float*>(dv4.data());
+  copy_strides(dv4, p.dv_stride);
+  if (score_gradient.defined()) {
+    const Tensor ds4 = as_rank4(score_gradient);
+    p.dscores = const_cast<float*>(ds4.data());
+    copy_strides(ds4, p.dscores_stride);
+  }
+}
+
 int64_t backward_two_pass_below() {
   const int64_t set = two_pass_below;
   return set > 0 ? set : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
@@ -122,24 +161,14 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   kernels::FlashBackwardProblem p{};
   p.forward = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v), as_rank4(out), mask4,
                             options, const_cast<float*>(logsumexp));  // read only
-  const Tensor d_out4 = as_rank4(d_out), dq4 = as_rank4(dq), dk4 = as_rank4(dk), dv4 = as_rank4(dv);
+  const Tensor d_out4 = as_rank4(d_out);
   AmxOperands amx_operands;  // bf16 products on a CPU with AMX: K and V packed for its tiles
   if (on_amx) {  // K and V scanned for NaN and ±inf as they are packed: the tasks skip them
     attach_amx_operands(p.forward, AmxPass::kBackward, amx_operands, non_finite_input);
   }
   p.d_out = d_out4.data();
   copy_strides(d_out4, p.d_out_stride);
-  p.dq = const_cast<float*>(dq4.data());  // the gradient views' storage is writable
-  copy_strides(dq4, p.dq_stride);
-  p.dk = const_cast<float*>(dk4.data());
-  copy_strides(dk4, p.dk_stride);
-  p.dv = const_cast<float*>(dv4.data());
-  copy_strides(dv4, p.dv_stride);
-  if (score_gradient.defined()) {
-    const Tensor ds4 = as_rank4(score_gradient);
-    p.dscores = const_cast<float*>(ds4.data());
-    copy_strides(ds4, p.dscores_stride);
-  }
+  point_at_gradients(p, dq, dk, dv, score_gradient);
   backward_tasks(p, dims, non_finite_input, non_finite_input != nullptr && !on_amx);
 }
 
@@ -220,32 +249,21 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   const Tensor lse = logsumexp.contiguous();
 
   detail::check_mask_gradient_request(options, "sdpa_backward");
-  // Not zeroed: the kernels write every element of the three (sdpa_backward_into).
-  SdpaGradients grads{Tensor::uninitialized(q.shape()), Tensor::uninitialized(k.shape()),
-                      Tensor::uninitialized(v.shape()), Tensor{}, Tensor{}};
-  Tensor score_gradient;  // dS of every score, zeroed: the kernels write the keys queries see
-  if (options.return_mask_gradient) {
-    const Shape scores = detail::with_last_dim(q, dims.tk);
-    detail::check_fits_in_memory(scores, "sdpa_backward: the mask's gradient");
-    score_gradient = Tensor(scores);
-  }
+  detail::NewGradients fresh =
+      detail::new_gradients(q.shape(), k.shape(), v.shape(), dims.tk, options);
+  SdpaGradients& grads = fresh.grads;
   std::atomic<bool> non_finite_input{false};
   detail::sdpa_backward_into(dims, q, k, v, out, lse.data(), d_out, options, grads.dq, grads.dk,
-                             grads.dv, &non_finite_input, score_gradient);
+                             grads.dv, &non_finite_input, fresh.score_gradient);
   if (non_finite_input.load()) {  // name the first non-finite input: each check throws
     detail::check_finite_qkv("sdpa_backward", q, k, v);
     detail::check_finite(out, "sdpa_backward", "out");
     detail::check_finite(d_out, "sdpa_backward", "d_out");
   }
-  if (!options.sinks.empty()) {
-    Shape lse3 = lse.shape();  // (…, Tq) as (B, H, Tq)
-    while (lse3.size() < 3) lse3.insert(lse3.begin(), 1);
-    grads.dsinks = detail::sink_gradients(detail::as_rank4(detail::with_contiguous_rows(out)),
-                                          detail::as_rank4(detail::with_contiguous_rows(d_out)),
-                                          lse.reshape(lse3), options.sinks);
-  }
-  if (score_gradient.defined())
-    grads.dmask = detail::reduce_to_mask_shape(score_gradient, options.mask);
+  if (!options.sinks.empty())
+    grads.dsinks = detail::sink_gradients_of(out, d_out, lse, options.sinks);
+  if (fresh.score_gradient.defined())
+    grads.dmask = detail::reduce_to_mask_shape(fresh.score_gradient, options.mask);
   return grads;
 }
 

@@ -14,7 +14,6 @@
 #include "src/attention/amx_operands.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
-#include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/reference/checks.hpp"
@@ -24,15 +23,16 @@
 namespace attn {
 namespace {
 
-void check_view(const Bfloat16View& x, const char* name) {
-  ATTN_CHECK(x.data != nullptr, "sdpa_bfloat16: ", name, " has no data");
+// where: the entry point, named in the message (sdpa_bfloat16 or sdpa_backward_bfloat16).
+void check_view(const Bfloat16View& x, const char* name, const char* where) {
+  ATTN_CHECK(x.data != nullptr, where, ": ", name, " has no data");
   ATTN_CHECK(x.shape.size() >= 2 && x.shape.size() <= 4 && x.strides.size() == x.shape.size(),
-             "sdpa_bfloat16: ", name, " must have rank 2 to 4 and one stride per dim, got shape ",
+             where, ": ", name, " must have rank 2 to 4 and one stride per dim, got shape ",
              to_string(x.shape), " with ", x.strides.size(), " strides");
   for (int64_t size : x.shape) {
-    ATTN_CHECK(size >= 1, "sdpa_bfloat16: ", name, " has an empty dim: ", to_string(x.shape));
+    ATTN_CHECK(size >= 1, where, ": ", name, " has an empty dim: ", to_string(x.shape));
   }
-  ATTN_CHECK(x.shape.back() == 1 || x.strides.back() == 1, "sdpa_bfloat16: ", name,
+  ATTN_CHECK(x.shape.back() == 1 || x.strides.back() == 1, where, ": ", name,
              "'s last dim must be contiguous (stride 1), got strides ", to_string(x.strides));
 }
 
@@ -70,9 +70,9 @@ Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat1
   ATTN_CHECK(!options.return_weights,
              "sdpa_bfloat16: return_weights is not available on bfloat16 views (the weights are "
              "float32: call sdpa on float32 tensors)");
-  check_view(q, "q");
-  check_view(k, "k");
-  check_view(v, "v");
+  check_view(q, "q", "sdpa_bfloat16");
+  check_view(k, "k", "sdpa_bfloat16");
+  check_view(v, "v", "sdpa_bfloat16");
   ATTN_CHECK(out != nullptr, "sdpa_bfloat16: out has no data");
   const detail::AttentionDims dims = detail::check_attention(q.shape, k.shape, v.shape, options);
 
@@ -119,11 +119,11 @@ SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& 
                                      const SdpaOptions& options_in) {
   SdpaOptions options = options_in;
   options.precision = Dtype::kBFloat16;
-  check_view(q, "q");
-  check_view(k, "k");
-  check_view(v, "v");
-  check_view(out, "out");
-  check_view(d_out, "d_out");
+  check_view(q, "q", "sdpa_backward_bfloat16");
+  check_view(k, "k", "sdpa_backward_bfloat16");
+  check_view(v, "v", "sdpa_backward_bfloat16");
+  check_view(out, "out", "sdpa_backward_bfloat16");
+  check_view(d_out, "d_out", "sdpa_backward_bfloat16");
   const detail::AttentionDims dims = detail::check_attention(q.shape, k.shape, v.shape, options);
   Shape out_shape = q.shape, lse_shape = q.shape;
   out_shape.back() = dims.dv;
@@ -161,26 +161,9 @@ SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& 
   detail::AmxOperands amx_operands;  // K and V scanned as they are packed
   detail::attach_amx_operands(p.forward, detail::AmxPass::kBackward, amx_operands,
                               &non_finite_input);
-
-  // Not zeroed: the kernels write every element of the three.
-  SdpaGradients grads{Tensor::uninitialized(q.shape), Tensor::uninitialized(k.shape),
-                      Tensor::uninitialized(v.shape), Tensor{}, Tensor{}};
-  Tensor dq4 = detail::as_rank4(grads.dq), dk4 = detail::as_rank4(grads.dk),
-         dv4 = detail::as_rank4(grads.dv);
-  p.dq = dq4.data();
-  detail::copy_strides(dq4, p.dq_stride);
-  p.dk = dk4.data();
-  detail::copy_strides(dk4, p.dk_stride);
-  p.dv = dv4.data();
-  detail::copy_strides(dv4, p.dv_stride);
-  Tensor score_gradient;  // dS of every score, zeroed: the kernels write the keys queries see
-  if (options.return_mask_gradient) {
-    detail::check_fits_in_memory(scores_shape, "sdpa_backward: the mask's gradient");
-    score_gradient = Tensor(scores_shape);
-    Tensor ds4 = detail::as_rank4(score_gradient);
-    p.dscores = ds4.data();
-    detail::copy_strides(ds4, p.dscores_stride);
-  }
+  detail::NewGradients fresh = detail::new_gradients(q.shape, k.shape, v.shape, dims.tk, options);
+  SdpaGradients& grads = fresh.grads;
+  detail::point_at_gradients(p, grads.dq, grads.dk, grads.dv, fresh.score_gradient);
   detail::backward_tasks(p, dims, &non_finite_input, false);
 
   if (non_finite_input.load()) {  // name the first non-finite input: each check throws
@@ -188,15 +171,10 @@ SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& 
     detail::check_finite(widened(out), "sdpa_backward", "out");
     detail::check_finite(widened(d_out), "sdpa_backward", "d_out");
   }
-  if (!options.sinks.empty()) {  // from O and dO in float32, as sdpa_backward's
-    Shape lse3 = lse.shape();
-    while (lse3.size() < 3) lse3.insert(lse3.begin(), 1);
-    grads.dsinks =
-        detail::sink_gradients(detail::as_rank4(widened(out)), detail::as_rank4(widened(d_out)),
-                               lse.reshape(lse3), options.sinks);
-  }
-  if (score_gradient.defined())
-    grads.dmask = detail::reduce_to_mask_shape(score_gradient, options.mask);
+  if (!options.sinks.empty())  // from O and dO in float32, as sdpa_backward's
+    grads.dsinks = detail::sink_gradients_of(widened(out), widened(d_out), lse, options.sinks);
+  if (fresh.score_gradient.defined())
+    grads.dmask = detail::reduce_to_mask_shape(fresh.score_gradient, options.mask);
   return grads;
 }
 
