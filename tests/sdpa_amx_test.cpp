@@ -22,6 +22,7 @@
 #include "attn/sdpa_backward.hpp"
 #include "attn/simd.hpp"
 #include "attn/threads.hpp"
+#include "bf16_engines.hpp"
 #include "gradient_checks.hpp"
 #include "src/core/simd_cap.hpp"
 #include "test_util.hpp"
@@ -91,38 +92,25 @@ std::vector<AmxCase> amx_cases() {
   return cases;
 }
 
-// The engines of the bf16 products: the tiles of each kind, or the vector kernels.
-enum class Engine { kAmx, kDpbf16, kVector };
+using testing::Bf16Engine;
+using testing::with_bf16_engine;
 
-const char* name_of(Engine e) { return e == Engine::kAmx ? "AMX" : "vdpbf16ps"; }
+const char* name_of(Bf16Engine e) { return e == Bf16Engine::kAmx ? "AMX" : "vdpbf16ps"; }
 
-// Runs fn with only `engine` allowed (vdpbf16ps even where it is not the faster; the defaults
-// restored after).
-template <class Fn>
-auto with_engine(Engine engine, const Fn& fn) {
-  detail::set_amx_allowed(engine == Engine::kAmx);
-  detail::set_dpbf16_use(engine == Engine::kDpbf16 ? detail::Dpbf16Use::kAlways
-                                                   : detail::Dpbf16Use::kNever);
-  auto result = fn();
-  detail::set_amx_allowed(true);
-  detail::set_dpbf16_use(detail::Dpbf16Use::kWhereFaster);
-  return result;
-}
-
-SdpaResult forward(const AmxCase& c, Engine engine) {
+SdpaResult forward(const AmxCase& c, Bf16Engine engine) {
   const Tensor q = rand_normal({c.batch, c.heads, c.tq, c.d}, 1);
   const Tensor k = rand_normal({c.batch, c.kv_heads, c.tk, c.d}, 2);
   const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, 3);
-  return with_engine(engine, [&] { return sdpa(q, k, v, c.options); });
+  return with_bf16_engine(engine, [&] { return sdpa(q, k, v, c.options); });
 }
 
-SdpaGradients backward(const AmxCase& c, Engine engine) {
+SdpaGradients backward(const AmxCase& c, Bf16Engine engine) {
   const SdpaResult forward_pass = forward(c, engine);
   const Tensor q = rand_normal({c.batch, c.heads, c.tq, c.d}, 1);
   const Tensor k = rand_normal({c.batch, c.kv_heads, c.tk, c.d}, 2);
   const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, 3);
   const Tensor d_out = rand_normal({c.batch, c.heads, c.tq, c.dv}, 4);
-  return with_engine(engine, [&] {
+  return with_bf16_engine(engine, [&] {
     return sdpa_backward(q, k, v, forward_pass.output, forward_pass.logsumexp, d_out, c.options);
   });
 }
@@ -137,17 +125,14 @@ double relative_worst(const Tensor& a, const Tensor& b) {
   return largest == 0.0 ? worst : worst / largest;
 }
 
-class SdpaAmx : public ::testing::TestWithParam<Engine> {
+class SdpaAmx : public ::testing::TestWithParam<Bf16Engine> {
  protected:
   void SetUp() override {
-    const bool usable = with_engine(GetParam(), [] {
-      return GetParam() == Engine::kAmx ? detail::amx_bf16_usable() : detail::dpbf16_usable();
-    });
-    if (!usable)
-      GTEST_SKIP() << "this CPU has no "
-                   << (GetParam() == Engine::kAmx ? "AMX-BF16" : "AVX-512 BF16")
-                   << " (or Linux did not lend this process AMX's tiles): the bf16 products run "
-                      "on the vector kernels, tested in sdpa_bf16_products_test";
+    const std::string missing = bf16_engine_missing(GetParam());
+    if (!missing.empty())
+      GTEST_SKIP() << missing
+                   << ": the bf16 products run on the vector kernels, tested in "
+                      "sdpa_bf16_products_test";
   }
 };
 
@@ -155,7 +140,7 @@ TEST_P(SdpaAmx, MatchesTheVectorKernelsBf16ProductsOnEveryShapeAndRule) {
   double largest_difference = 0.0;
   for (const AmxCase& c : amx_cases()) {
     SCOPED_TRACE(c.name);
-    const SdpaResult tiles = forward(c, GetParam()), vectors = forward(c, Engine::kVector);
+    const SdpaResult tiles = forward(c, GetParam()), vectors = forward(c, Bf16Engine::kVector);
     const Tensor v = rand_normal({c.batch, c.kv_heads, c.tk, c.dv}, 3);
     double v_max = 0.0, worst = 0.0;
     for (float x : v.to_vector()) v_max = std::max(v_max, double{std::fabs(x)});
@@ -182,7 +167,8 @@ TEST_P(SdpaAmx, GradientsMatchTheVectorKernelsBf16ProductsInBothLoopOrders) {
     const LoopOrder loop_order(order);
     for (const AmxCase& c : amx_cases()) {
       SCOPED_TRACE(c.name + (order == LoopOrder::kTwoPasses ? ", two passes" : ", per head"));
-      const SdpaGradients tiles = backward(c, GetParam()), vectors = backward(c, Engine::kVector);
+      const SdpaGradients tiles = backward(c, GetParam()),
+                          vectors = backward(c, Bf16Engine::kVector);
       const double dq = relative_worst(tiles.dq, vectors.dq);
       const double dk = relative_worst(tiles.dk, vectors.dk);
       const double dv = relative_worst(tiles.dv, vectors.dv);
@@ -228,18 +214,19 @@ TEST_P(SdpaAmx, OneAndTwoThreadsGiveTheSameBits) {
 
 // attn::bf16_attention_engine names the engine each switch setting runs.
 TEST(Bf16AttentionEngine, NamesTheEngineThatRuns) {
-  const bool amx = with_engine(Engine::kAmx, [] { return detail::amx_bf16_usable(); });
-  const bool dpbf16 = with_engine(Engine::kDpbf16, [] { return detail::dpbf16_usable(); });
-  EXPECT_EQ(with_engine(Engine::kAmx, [] { return bf16_attention_engine(); }),
+  const bool amx = with_bf16_engine(Bf16Engine::kAmx, [] { return detail::amx_bf16_usable(); });
+  const bool dpbf16 = with_bf16_engine(Bf16Engine::kDpbf16, [] { return detail::dpbf16_usable(); });
+  EXPECT_EQ(with_bf16_engine(Bf16Engine::kAmx, [] { return bf16_attention_engine(); }),
             amx ? "amx" : "vector");
-  EXPECT_EQ(with_engine(Engine::kDpbf16, [] { return bf16_attention_engine(); }),
+  EXPECT_EQ(with_bf16_engine(Bf16Engine::kDpbf16, [] { return bf16_attention_engine(); }),
             dpbf16 ? "vdpbf16ps" : "vector");
-  EXPECT_EQ(with_engine(Engine::kVector, [] { return bf16_attention_engine(); }), "vector");
+  EXPECT_EQ(with_bf16_engine(Bf16Engine::kVector, [] { return bf16_attention_engine(); }),
+            "vector");
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, SdpaAmx, ::testing::Values(Engine::kAmx, Engine::kDpbf16),
-                         [](const ::testing::TestParamInfo<Engine>& info) {
-                           return info.param == Engine::kAmx ? "Amx" : "Dpbf16";
+INSTANTIATE_TEST_SUITE_P(Engines, SdpaAmx, ::testing::Values(Bf16Engine::kAmx, Bf16Engine::kDpbf16),
+                         [](const ::testing::TestParamInfo<Bf16Engine>& info) {
+                           return testing::param_name(info.param);
                          });
 
 }  // namespace

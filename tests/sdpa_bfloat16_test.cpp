@@ -21,6 +21,7 @@
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
+#include "bf16_engines.hpp"
 #include "gradient_checks.hpp"
 #include "src/core/simd_cap.hpp"
 #include "test_util.hpp"
@@ -30,9 +31,11 @@ namespace sdpa_bfloat16_test {  // its own names: the sanitizer builds compile t
                                 // batches
 namespace {
 
+using testing::Bf16Engine;
 using testing::BitwiseEqual;
 using testing::LoopOrder;
 using testing::ThrowsWith;
+using testing::with_bf16_engine;
 
 // bfloat16 values in memory the test owns, seen through a view: (B, H, T, width) as given, or
 // with `interleaved` stored (B, T, H, width) as a projection writes them (rows H·width apart).
@@ -122,32 +125,12 @@ std::vector<Case> cases() {
   return all;
 }
 
-enum class Engine { kAmx, kDpbf16, kVector };
-
-// Runs fn with only `engine` for the bf16 products (the defaults restored after).
-template <class Fn>
-void with_engine(Engine engine, const Fn& fn) {
-  detail::set_amx_allowed(engine == Engine::kAmx);
-  detail::set_dpbf16_use(engine == Engine::kDpbf16 ? detail::Dpbf16Use::kAlways
-                                                   : detail::Dpbf16Use::kNever);
-  fn();
-  detail::set_amx_allowed(true);
-  detail::set_dpbf16_use(detail::Dpbf16Use::kWhereFaster);
-}
-
-class SdpaBfloat16 : public ::testing::TestWithParam<Engine> {
+class SdpaBfloat16 : public ::testing::TestWithParam<Bf16Engine> {
  protected:
   void SetUp() override {
-    bool usable = true;
-    with_engine(GetParam(), [&] {
-      if (GetParam() == Engine::kAmx) usable = detail::amx_bf16_usable();
-      if (GetParam() == Engine::kDpbf16) usable = detail::dpbf16_usable();
-    });
-    if (!usable)
-      GTEST_SKIP() << "this CPU has no "
-                   << (GetParam() == Engine::kAmx ? "AMX-BF16" : "AVX-512 BF16")
-                   << " (or Linux did not lend this process AMX's tiles); the widened route "
-                      "runs under the Vector parameter";
+    const std::string missing = bf16_engine_missing(GetParam());
+    if (!missing.empty())
+      GTEST_SKIP() << missing << "; the widened route runs under the Vector parameter";
   }
 };
 
@@ -162,7 +145,7 @@ TEST_P(SdpaBfloat16, IsSdpaOnTheWidenedValuesRoundedBitForBit) {
     expected_options.precision = Dtype::kBFloat16;
     SdpaResult expected;
     Tensor logsumexp;
-    with_engine(GetParam(), [&] {
+    with_bf16_engine(GetParam(), [&] {
       expected = sdpa(q.as_float, k.as_float, v.as_float, expected_options);
       logsumexp = sdpa_bfloat16(q.view, k.view, v.view, out.data(), c.options);
     });
@@ -189,7 +172,7 @@ TEST_P(SdpaBfloat16, GradientsAreSdpaBackwardsOnTheWidenedValuesBitForBit) {
       SdpaOptions expected_options = c.options;
       expected_options.precision = Dtype::kBFloat16;
       SdpaGradients got, expected;
-      with_engine(GetParam(), [&] {
+      with_bf16_engine(GetParam(), [&] {
         const Tensor lse = sdpa_bfloat16(q.view, k.view, v.view, out.storage.data(), c.options);
         for (int64_t i = 0; i < out.as_float.numel(); ++i)
           out.as_float.data()[i] = from_bfloat16(out.storage[static_cast<size_t>(i)]);
@@ -222,7 +205,7 @@ TEST_P(SdpaBfloat16, NamesTheInputThatHoldsNaNOrInfinity) {
     std::vector<uint16_t> out(static_cast<size_t>(2 * 40 * 64));
     SdpaOptions causal;
     causal.causal = true;
-    with_engine(GetParam(), [&] {
+    with_bf16_engine(GetParam(), [&] {
       EXPECT_TRUE(ThrowsWith([&] { sdpa_bfloat16(q.view, k.view, v.view, out.data(), causal); },
                              std::string("sdpa: ") + name + " holds"));
     });
@@ -237,7 +220,7 @@ TEST_P(SdpaBfloat16, TheBackwardNamesTheInputThatHoldsNaNOrInfinity) {
     Words& target = which == "q" ? q : which == "v" ? v : which == "out" ? out : d_out;
     target.storage[2000] = to_bfloat16(std::numeric_limits<float>::quiet_NaN());
     const Tensor lse = Tensor::full({1, 2, 40}, 1.0f);
-    with_engine(GetParam(), [&] {
+    with_bf16_engine(GetParam(), [&] {
       EXPECT_TRUE(ThrowsWith(
           [&] { sdpa_backward_bfloat16(q.view, k.view, v.view, out.view, d_out.view, lse); },
           "sdpa_backward: " + which + " holds"));
@@ -246,11 +229,10 @@ TEST_P(SdpaBfloat16, TheBackwardNamesTheInputThatHoldsNaNOrInfinity) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, SdpaBfloat16,
-                         ::testing::Values(Engine::kAmx, Engine::kDpbf16, Engine::kVector),
-                         [](const auto& info) {
-                           return info.param == Engine::kAmx      ? std::string("Amx")
-                                  : info.param == Engine::kDpbf16 ? std::string("Dpbf16")
-                                                                  : std::string("Vector");
+                         ::testing::Values(Bf16Engine::kAmx, Bf16Engine::kDpbf16,
+                                           Bf16Engine::kVector),
+                         [](const ::testing::TestParamInfo<Bf16Engine>& info) {
+                           return testing::param_name(info.param);
                          });
 
 TEST(SdpaBfloat16Errors, RefusesBadViewsAndTheWeights) {
@@ -277,7 +259,7 @@ TEST(SdpaBfloat16Errors, RefusesBadViewsAndTheWeights) {
   const Tensor lse = Tensor::full({1, 2, 8}, 1.0f);
   EXPECT_TRUE(
       ThrowsWith([&] { sdpa_backward_bfloat16(q.view, k.view, v.view, q.view, strided, lse); },
-                 "last dim must be contiguous"));
+                 "sdpa_backward_bfloat16: d_out's last dim must be contiguous"));
   EXPECT_TRUE(ThrowsWith(
       [&] {
         sdpa_backward_bfloat16(q.view, k.view, v.view, q.view, q.view, Tensor::full({2, 8}, 1.0f));
