@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "attn/error.hpp"
@@ -16,6 +15,7 @@
 #include "src/attention/amx_operands.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/core/machine_cores.hpp"
 #include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_backward.hpp"
@@ -139,7 +139,7 @@ void point_at_gradients(kernels::FlashBackwardProblem& p, const Tensor& dq, cons
 
 int64_t backward_two_pass_below() {
   const int64_t set = two_pass_below;
-  return set > 0 ? set : static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  return set > 0 ? set : machine_cores();
 }
 
 void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,

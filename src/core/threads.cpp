@@ -26,6 +26,7 @@
 
 #include "attn/error.hpp"
 #include "share_monitor.hpp"
+#include "src/core/machine_cores.hpp"
 #include "src/core/phase_scope.hpp"
 
 namespace attn {
@@ -50,7 +51,7 @@ int default_threads() {
                "'");
     return static_cast<int>(n);
   }
-  return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(detail::machine_cores());
 }
 
 inline void cpu_relax() {

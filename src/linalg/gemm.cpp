@@ -15,11 +15,11 @@
 #include "attn/gemm.hpp"
 
 #include <algorithm>
-#include <thread>
 #include <vector>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/core/machine_cores.hpp"
 #include "src/core/parallel_ranges.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/gemv.hpp"
@@ -114,7 +114,7 @@ bool inner_split_pays(int64_t m, int64_t n, int64_t k) {
 void gemm_inner_split(Dtype precision, char ta, char tb, int64_t m, int64_t n, int64_t k,
                       float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                       float beta, float* c, int64_t ldc) {
-  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t cores = detail::machine_cores();
   const int64_t per_core = (k + cores - 1) / cores;
   const int64_t slice = (per_core + detail::kRowGrain - 1) / detail::kRowGrain * detail::kRowGrain;
   const int64_t slices = (k + slice - 1) / slice;

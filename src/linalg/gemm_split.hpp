@@ -10,11 +10,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <thread>
 #include <vector>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
+#include "src/core/machine_cores.hpp"
 #include "src/kernels/gemv.hpp"
 
 namespace attn::detail {
@@ -48,7 +48,7 @@ struct Block {
 // so each worker reads half of one operand), in multiples of kRowGrain.
 template <class BlockFn>
 void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block) {
-  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t cores = machine_cores();
   const int64_t blocks = std::min<int64_t>(cores, (std::max(m, n) + kRowGrain - 1) / kRowGrain);
   if (m * n * k < kParallelThreshold || blocks <= 1) {
     block(Block{0, m, 0, n});
