@@ -374,9 +374,11 @@ void AmxQueryGradient(const FlashProblem&, int64_t, int64_t, int64_t, const Pair
 // leaves Pᵀ in s.pt and s·dSᵀ in s.dpt, for the keys each vector of queries needs (cut).
 // Tiles of keys skip the query vectors none of which sees them (mask_block sets those scores
 // to -inf, so their P is 0).
+// key_gradients: dK and dV follow (the packed tiles then get Pᵀ and dSᵀ as bf16 rows); the
+// dQ pass of the two-pass order needs only dSᵀ, which its own packer reads.
 void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t j0,
-                const PairShape& z, const DiagonalCut& cut, const Buffers& s,
-                float* dscores = nullptr, int64_t ld_dscores = 0) {
+                const PairShape& z, const DiagonalCut& cut, const Buffers& s, bool key_gradients,
+                float* dscores, int64_t ld_dscores) {
   const size_t N = hn::Lanes(DF());
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
   // The packed tiles' scores come out unscaled; where scores_scaled_as_read, Probabilities
@@ -404,7 +406,7 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
   // The vector kernels read P and dS rounded in place; the packed tiles' packers round them as
   // they read them (one pass over both blocks less).
   if (s.amx) {
-    AmxPackPair(z, cut, s);
+    if (key_gradients) AmxPackPair(z, cut, s);
   } else if (p.bf16_products) {
     RoundForProducts(cut, s.pt, s.dpt, z.ldq);
   }
@@ -481,7 +483,7 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
     const PairShape z =
         ShapeOf(p, rows, static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0)));
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, z.cols);
-    PairScores(p, b, h, q0, j0, z, cut, s, ScoreGradientRows(bp, b, h, q0, j0),
+    PairScores(p, b, h, q0, j0, z, cut, s, false, ScoreGradientRows(bp, b, h, q0, j0),
                bp.dscores_stride[2]);
     AccumulateQueryGradient(p, b, h, j0, z, cut, s);
   }
@@ -540,7 +542,7 @@ void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j
         const DiagonalCut cut = diagonal_cut(p, q0, z.rows, j0, z.cols);
         // The mask's gradient is written once: here in the one-pass order, by the dQ pass in
         // the two-pass order.
-        PairScores(p, b, h, q0, j0, z, cut, s,
+        PairScores(p, b, h, q0, j0, z, cut, s, true,
                    query_gradients ? ScoreGradientRows(bp, b, h, q0, j0) : nullptr,
                    bp.dscores_stride[2]);
         const auto at = static_cast<size_t>(j0 - j_begin);
