@@ -1,13 +1,17 @@
 // The step's reductions (src/kernels/reductions.hpp) against plain loops: the sum of squares
 // to double accuracy for every length (full vectors, partial tails, empty), the column sums
-// bit for bit (they add the rows in the same order as the loop they replaced).
+// bit for bit (they add the rows in the same order as the loop they replaced), and the scan for
+// NaN and ±inf over strided rows at every position of short and long rows.
 #include "src/kernels/reductions.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
+
+#include "simd_targets.hpp"
 
 namespace attn::kernels {
 namespace {
@@ -48,6 +52,41 @@ TEST(Reductions, SumOfSquaresPropagatesNonFiniteValues) {
   EXPECT_TRUE(std::isinf(sum_of_squares(x.data(), 40)));
   x[37] = NAN;
   EXPECT_TRUE(std::isnan(sum_of_squares(x.data(), 40)));
+}
+
+TEST(Reductions, AnyNonFiniteFindsEveryPositionOfStridedRows) {
+  // Widths below and above four vectors of each target (the short rows take four rows at a
+  // time), row counts around multiples of four, rows longer than their width apart.
+  constexpr float kBad[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()};
+  testing::for_each_simd_target([&](const char* target) {
+    for (int64_t width : {1, 5, 8, 16, 17, 32, 40, 64, 70}) {
+      for (int64_t rows : {1, 3, 4, 5, 9}) {
+        const int64_t stride = width + 3;
+        // Finite values near float32's largest: their sums would overflow, the scan must not.
+        std::vector<float> x(static_cast<size_t>(rows * stride), 3e38f);
+        EXPECT_FALSE(any_non_finite(x.data(), rows, width, stride))
+            << target << ": width " << width << ", rows " << rows;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t i = 0; i < width; ++i) {
+            for (float bad : kBad) {
+              float& at = x[static_cast<size_t>(r * stride + i)];
+              at = bad;
+              EXPECT_TRUE(any_non_finite(x.data(), rows, width, stride))
+                  << target << ": " << bad << " at row " << r << ", column " << i << " of " << rows
+                  << " x " << width;
+              at = 3e38f;
+            }
+          }
+          x[static_cast<size_t>(r * stride + width)] = kBad[0];  // between rows: not scanned
+        }
+        EXPECT_FALSE(any_non_finite(x.data(), rows, width, stride))
+            << target << ": width " << width << ", rows " << rows
+            << ": the gaps between rows were read";
+      }
+    }
+  });
 }
 
 TEST(Reductions, ColumnSumsEqualThePlainLoopBitForBit) {
