@@ -1,6 +1,7 @@
 // Which keys a block of queries may see, shared by the fused forward and backward kernels:
-// the range of keys worth visiting at all (causal diagonal, sliding window, padding), and the
-// element-wise mask of one (keys × queries) block of transposed scores. Plain scalar code.
+// the range of keys worth visiting at all (causal diagonal, sliding window, padding), and how
+// far below the causal diagonal a block reaches. Plain scalar code; the element-wise mask of a
+// block is MaskBlock (mask_block-inl.h).
 #pragma once
 
 #include <cstddef>
@@ -30,13 +31,5 @@ struct DiagonalCut {
   size_t first_query_seeing(size_t c) const;
 };
 DiagonalCut diagonal_cut(const FlashProblem& p, int64_t q0, size_t rows, int64_t j0, size_t cols);
-
-// Sets to -inf (or adds additive_scale × the additive mask to) the transposed scores
-// st[c·ldq + r] of key j0 + c and query q0 + r, for the keys that query may not see: the
-// causal / sliding-window rule and the explicit mask. additive_scale is the factor the scores
-// carry (log2 e: both kernels' softmax runs in base 2). Query lanes past `rows` (padding) are
-// left alone.
-void mask_block(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, size_t rows, int64_t j0,
-                size_t cols, float additive_scale, float* st, size_t ldq);
 
 }  // namespace attn::kernels

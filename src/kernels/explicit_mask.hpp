@@ -1,5 +1,5 @@
 // An explicit mask applied to one (keys × queries) block of transposed scores, for the fused
-// kernels' mask_block (block_visibility.hpp): a boolean mask sets the hidden scores to -inf, an
+// kernels' MaskBlock (mask_block-inl.h): a boolean mask sets the hidden scores to -inf, an
 // additive one adds its values (times the factor the scores carry). Vectorised per SIMD target.
 #pragma once
 

@@ -58,6 +58,7 @@
 #include "src/kernels/tile_product-inl.h"
 // Must come after tile_product-inl.h.
 #include "src/kernels/amx_packing-inl.h"
+#include "src/kernels/mask_block-inl.h"
 #include "src/kernels/score_variants-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -372,7 +373,7 @@ void AmxQueryGradient(const FlashProblem&, int64_t, int64_t, int64_t, const Pair
 
 // The element-wise heart of one pair, for the query block loaded in s and keys [j0, j0 + cols):
 // leaves Pᵀ in s.pt and s·dSᵀ in s.dpt, for the keys each vector of queries needs (cut).
-// Tiles of keys skip the query vectors none of which sees them (mask_block sets those scores
+// Tiles of keys skip the query vectors none of which sees them (MaskBlock sets those scores
 // to -inf, so their P is 0).
 // key_gradients: dK and dV follow (the packed tiles then get Pᵀ and dSᵀ as bf16 rows); the
 // dQ pass of the two-pass order needs only dSᵀ, which its own packer reads.
@@ -392,7 +393,7 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
                                  z.ldq, s.pt, z.ldq);  // Sᵀ
   }
   ScoreVariants(p, h, q0, j0, cut, s.pt, z.ldq, s.softcap_slope);  // softcap, ALiBi
-  mask_block(p, b, h, q0, z.rows, j0, z.cols, kLog2e, s.pt, z.ldq);
+  MaskBlock(p, b, h, q0, z.rows, j0, z.cols, kLog2e, s.pt, z.ldq);
   Probabilities(cut, s.pt, z.ldq, s.lse, scale_in_probabilities ? scale2 : 1.0f);  // Pᵀ
   if (s.amx) {
     AmxValueScores(p, b, h, j0, z, cut, s);  // dPᵀ

@@ -68,6 +68,7 @@
 #include "src/kernels/simd_common-inl.h"
 #include "src/kernels/tile_product-inl.h"
 // Must come after tile_product-inl.h.
+#include "src/kernels/mask_block-inl.h"
 #include "src/kernels/online_softmax-inl.h"
 #include "src/kernels/score_variants-inl.h"
 
@@ -144,11 +145,11 @@ void FlashForwardBlock(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, 
     const size_t cols = static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0));
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, cols);
     // Sᵀ = K_j · (scale·Q)ᵀ: keys broadcast from K's rows in place; a tile of keys skips the
-    // query vectors none of which sees them (mask_block sets those lanes to -inf below).
+    // query vectors none of which sees them (MaskBlock sets those lanes to -inf below).
     TileProductFromVector<false>(cut, cols, ldq / N, k + j0 * p.k_stride[2], ldk, 1, d, qt, ldq, st,
                                  ldq);
     ScoreVariants(p, h, q0, j0, cut, st, ldq, nullptr);  // softcap, ALiBi (score_variants-inl.h)
-    mask_block(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
+    MaskBlock(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
     SoftmaxUpdate(cut, p.bf16_products, st, ldq, m, l, alpha);
     if (j0 != keys_seen.begin) RescaleOutput(alpha, rows, o, ldo);  // o is 0 before
     const float* vrows = v + j0 * p.v_stride[2];

@@ -37,6 +37,7 @@
 #include "src/kernels/tile_product-inl.h"
 // Must come after tile_product-inl.h.
 #include "src/kernels/amx_packing-inl.h"
+#include "src/kernels/mask_block-inl.h"
 #include "src/kernels/online_softmax-inl.h"
 #include "src/kernels/score_variants-inl.h"
 
@@ -188,7 +189,7 @@ void FlashForwardBlockAmx(const FlashProblem& p, int64_t b, int64_t h, int64_t q
       ScaleScores(cut, scale2, st, ldq);
       ScoreVariants(p, h, q0, j0, cut, st, ldq, nullptr);
     }
-    mask_block(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
+    MaskBlock(p, b, h, q0, rows, j0, cols, kLog2e, st, ldq);
     SoftmaxUpdateToPairs(cut, cols, st, ldq, scale_in_softmax ? scale2 : 1.0f, m, l, alpha, pp,
                          key_chunks);
     if (j0 != keys_seen.begin) RescaleTransposed(alpha, dv_rows, ldq, ot);  // Oᵀ is 0 before
