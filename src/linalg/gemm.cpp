@@ -22,6 +22,7 @@
 #include "src/core/machine_cores.hpp"
 #include "src/core/parallel_ranges.hpp"
 #include "src/core/phase_scope.hpp"
+#include "src/kernels/add_rows.hpp"
 #include "src/kernels/gemv.hpp"
 #include "src/linalg/async_signals_held.hpp"
 #include "src/linalg/gemm_bf16.hpp"
@@ -132,12 +133,10 @@ void gemm_inner_split(Dtype precision, char ta, char tb, int64_t m, int64_t n, i
     }
   });
   detail::parallel_ranges(m, std::max<int64_t>(1, 16384 / n), [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      float* row = c + r * ldc;
-      for (int64_t s = 1; s < slices; ++s) {
-        const float* part = partials.data() + ((s - 1) * m + r) * n;
-        for (int64_t j = 0; j < n; ++j) row[j] += part[j];
-      }
+    for (int64_t s = 1; s < slices; ++s) {  // each element adds the slices in slice order
+      float* rows = c + first * ldc;
+      kernels::add_rows(rows, ldc, partials.data() + ((s - 1) * m + first) * n, n, last - first, n,
+                        rows, ldc);
     }
   });
 }
@@ -181,11 +180,8 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   // way and 34.1-36.3 this way; GPT-2's prompt (2.4 MB blocks) is the same either way.
   for_each_block(m, n, k, [&](const Block& x) {
     multiply_block(x, precision, ta, tb, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-    for (int64_t r = x.r0; r < x.r0 + x.rows; ++r) {
-      float* row = c + r * ldc + x.c0;
-      const float* add = bias + x.c0;
-      for (int64_t j = 0; j < x.cols; ++j) row[j] += add[j];
-    }
+    float* block = c + x.r0 * ldc + x.c0;
+    kernels::add_rows(block, ldc, bias + x.c0, 0, x.rows, x.cols, block, ldc);
   });
 }
 
