@@ -28,6 +28,7 @@
 #include "test_util.hpp"
 
 namespace attn {
+namespace sdpa_amx_test {  // its own names: the sanitizer builds compile tests in unity batches
 namespace {
 
 using testing::BitwiseEqual;
@@ -230,4 +231,5 @@ INSTANTIATE_TEST_SUITE_P(Engines, SdpaAmx, ::testing::Values(Bf16Engine::kAmx, B
                          });
 
 }  // namespace
+}  // namespace sdpa_amx_test
 }  // namespace attn
