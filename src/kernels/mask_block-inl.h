@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 
 #include "hwy/highway.h"
 #include "src/kernels/explicit_mask.hpp"
@@ -29,10 +28,10 @@ namespace HWY_NAMESPACE {
 inline void FillMinusInf(float* x, int64_t begin, int64_t end) {
   const DF df;
   const auto n = static_cast<int64_t>(hn::Lanes(df));
-  const auto minus_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  const auto minus_inf = hn::Set(df, kMinusInf);
   int64_t i = begin;
   for (; i + n <= end; i += n) hn::StoreU(minus_inf, df, x + i);
-  for (; i < end; ++i) x[i] = -std::numeric_limits<float>::infinity();
+  for (; i < end; ++i) x[i] = kMinusInf;
 }
 
 // Sets to -inf (or adds additive_scale × the additive mask to) the transposed scores
