@@ -133,8 +133,8 @@ void gemm_inner_split(Dtype precision, char ta, char tb, int64_t m, int64_t n, i
     }
   });
   detail::parallel_ranges(m, std::max<int64_t>(1, 16384 / n), [&](int64_t first, int64_t last) {
+    float* rows = c + first * ldc;
     for (int64_t s = 1; s < slices; ++s) {  // each element adds the slices in slice order
-      float* rows = c + first * ldc;
       kernels::add_rows(rows, ldc, partials.data() + ((s - 1) * m + first) * n, n, last - first, n,
                         rows, ldc);
     }
