@@ -1,5 +1,5 @@
-// GELU (tanh form) over a span, vectorised with Highway's Tanh (hwy/contrib/math): std::tanh
-// made GELU a third of a GPT training step here. Formulas in src/nn/gelu.hpp.
+// GELU (tanh form) over a span, vectorised (std::tanh made GELU a third of a GPT training step
+// once). Formulas in src/nn/gelu.hpp; the method in gelu.cpp.
 #pragma once
 
 #include <cstdint>

@@ -288,10 +288,26 @@ HWY_INLINE VF Exp2ForBfloat16(DF df, VF x) {
   return Exp2FlushedBy</*kClamp=*/false>(df, x, kMinimaxExp2Degree4);
 }
 
+// 1/a for a normal float a whose reciprocal is normal too: the CPU's estimate r and Newton
+// steps r + r·(1 − a·r), each of which squares the relative error (the residual 1 − a·r is
+// exact in one FMA, so the last step reaches float's rounding: 1/1 is 1, which the form
+// r·(2 − a·r) misses by an ulp). AVX-512's vrcp14ps is within 2^−14: one step; AVX2's and
+// SSE4's vrcpps within 2^−12: two. (EMU128 and scalar divide.) A division of 16 floats takes
+// one AVX-512 divider 10–16 cycles; these operations pipeline with the rest.
+HWY_INLINE VF Reciprocal(DF df, VF a) {
+  const VF one = hn::Set(df, 1.0f);
+  VF r = hn::ApproximateReciprocal(a);
+  r = hn::MulAdd(r, hn::NegMulAdd(a, r, one), r);
+#if !ATTN_AVX512_TARGET
+  r = hn::MulAdd(r, hn::NegMulAdd(a, r, one), r);
+#endif
+  return r;
+}
+
 // tanh(u) = u·P(u²) / Q(u²) on |u| ≤ 9 (past it tanh is ±1 to float's precision), a rational
 // fit made for this kernel by scripts/tanh_rational.py: relative error 2e-8 in exact arithmetic,
 // 4e-7 evaluated in float, and no cancellation near 0 (where (1 − e^{−2u})/(1 + e^{−2u})
-// loses every digit). The division is a reciprocal estimate and one Newton step. 16 operations;
+// loses every digit). The division is Reciprocal's (a second Newton step on AVX2). 16 operations;
 // Highway's general Tanh made the soft-capped forward 42 % slower than the plain one (causal
 // T = 4096, H = 16, d = 64, two Zen 2 threads), this one 16-17 % (docs/performance.md). The
 // soft-capping of the fused kernels (score_variants-inl.h) and of the decoder use it.
@@ -304,10 +320,7 @@ HWY_INLINE VF TanhRational(DF df, VF u) {
   constexpr float kQ[] = {7.7777963372e-07f, 3.2857617095e-04f, 2.5877134221e-02f,
                           4.6714368157e-01f, 1.0f};
   const VF numerator = hn::Mul(x, Horner(df, z, kP));
-  const VF denominator = Horner(df, z, kQ);
-  VF inverse = hn::ApproximateReciprocal(denominator);
-  inverse = hn::Mul(inverse, hn::NegMulAdd(denominator, inverse, hn::Set(df, 2.0f)));
-  return hn::Mul(numerator, inverse);
+  return hn::Mul(numerator, Reciprocal(df, Horner(df, z, kQ)));
 }
 
 }  // namespace HWY_NAMESPACE
