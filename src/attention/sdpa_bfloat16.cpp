@@ -7,14 +7,15 @@
 #include <atomic>
 #include <string>
 
-#include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
 #include "attn/sdpa_backward.hpp"
 #include "attn/threads.hpp"
 #include "src/attention/amx_operands.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/core/parallel_ranges.hpp"
 #include "src/core/phase_scope.hpp"
+#include "src/kernels/bfloat16.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/reference/checks.hpp"
 #include "src/reference/finite.hpp"
@@ -44,8 +45,8 @@ void rank4_strides(const Bfloat16View& x, int64_t (&strides)[3]) {
   strides[2] = x.strides[r - 2];
 }
 
-// x's values as a contiguous float32 tensor (exact: a bfloat16 is a float's top half), its rows
-// widened over the threads.
+// x's values as a contiguous float32 tensor (exact: a bfloat16 is a float's top half), a head
+// of rows per task.
 Tensor widened(const Bfloat16View& x) {
   Tensor t = Tensor::uninitialized(x.shape);
   int64_t s[3];
@@ -53,12 +54,20 @@ Tensor widened(const Bfloat16View& x) {
   const int64_t width = x.shape.back(), t_rows = x.shape[x.shape.size() - 2];
   const int64_t heads = x.shape.size() >= 3 ? x.shape[x.shape.size() - 3] : 1;
   float* dst = t.data();
-  parallel_for(t.numel() / width, [&](int64_t row) {
-    const int64_t bh = row / t_rows, i = row % t_rows;
-    const uint16_t* src = x.data + (bh / heads) * s[0] + (bh % heads) * s[1] + i * s[2];
-    for (int64_t e = 0; e < width; ++e) dst[row * width + e] = from_bfloat16(src[e]);
+  parallel_for(t.numel() / (t_rows * width), [&](int64_t bh) {
+    kernels::widen_bfloat16(x.data + (bh / heads) * s[0] + (bh % heads) * s[1], s[2], t_rows, width,
+                            dst + bh * t_rows * width);
   });
   return t;
+}
+
+// out (rows of dv words, contiguous) = the float rows of o rounded to nearest (ties to even),
+// as attn::to_bfloat16 rounds, over the threads.
+void round_into(const Tensor& o, int64_t dv, uint16_t* out) {
+  const float* from = o.data();
+  detail::parallel_ranges(o.numel() / dv, 256, [&](int64_t first, int64_t last) {
+    kernels::round_to_bfloat16_portable(from + first * dv, last - first, dv, dv, out + first * dv);
+  });
 }
 
 }  // namespace
@@ -78,10 +87,7 @@ Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat1
 
   if (!detail::products_on_amx(options)) {  // the vector kernels read float32
     const SdpaResult r = sdpa(widened(q), widened(k), widened(v), options);
-    const float* o = r.output.data();
-    parallel_for(r.output.numel() / dims.dv, [&](int64_t row) {
-      for (int64_t e = row * dims.dv; e < (row + 1) * dims.dv; ++e) out[e] = to_bfloat16(o[e]);
-    });
+    round_into(r.output, dims.dv, out);
     return r.logsumexp;
   }
   Shape lse_shape = q.shape;

@@ -1,7 +1,8 @@
 // Rounding float matrices to bfloat16 (the top 16 bits of a float, 8 bits of mantissa), to
 // nearest with ties to even, vectorised with Highway: the operands of the bf16 matrix
-// products (attn/gemm.hpp). Highway's own DemoteTo truncates; this rounds as attn::to_bfloat16
-// (attn/bfloat16.hpp) does, element for element, NaN staying a quiet NaN.
+// products (attn/gemm.hpp); and bfloat16 rows widened back to floats. Highway's own DemoteTo
+// truncates; this rounds as attn::to_bfloat16 (attn/bfloat16.hpp) does, element for element, NaN
+// staying a quiet NaN.
 #pragma once
 
 #include <bit>
@@ -23,7 +24,11 @@ void round_to_bfloat16(const float* src, int64_t rows, int64_t cols, int64_t ld,
 // dst[i] = src[i] rounded to the nearest bfloat16, kept as a float (n values; in place is
 // fine): the operands of attention's bf16 products, the same on every CPU.
 void round_floats_to_bfloat16(const float* src, int64_t n, float* dst);
-// The Highway kernel on any CPU (the tests compare the two).
+// dst[r·width + c] = the float that src[r·stride + c] holds (exactly: a bfloat16 is a float's
+// top half), for r < rows, c < width: rows of bfloat16 words widened into contiguous floats.
+void widen_bfloat16(const uint16_t* src, int64_t stride, int64_t rows, int64_t width, float* dst);
+// The Highway kernel on any CPU, subnormals rounded as attn::to_bfloat16 rounds them (the tests
+// compare the two; sdpa_bfloat16's output takes it, for the same bits on every CPU).
 void round_to_bfloat16_portable(const float* src, int64_t rows, int64_t cols, int64_t ld,
                                 uint16_t* dst);
 
