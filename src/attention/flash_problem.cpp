@@ -16,8 +16,10 @@ Tensor with_consecutive_rows(const Tensor& t) {
   return with_contiguous_rows(t);
 }
 
-Tensor as_product_operand(const Tensor& t, const SdpaOptions& options, bool on_amx) {
-  if (options.precision != Dtype::kBFloat16 || on_amx) return t;
+Tensor as_product_operand(const Tensor& t, const SdpaOptions& options, bool on_amx,
+                          OperandValues values) {
+  if (options.precision != Dtype::kBFloat16 || on_amx || values == OperandValues::kBfloat16)
+    return t;
   const Tensor source = t.contiguous();
   Tensor rounded = Tensor::uninitialized(t.shape());  // every value written below
   kernels::round_floats_to_bfloat16(source.data(), source.numel(), rounded.data());

@@ -21,21 +21,29 @@ Tensor with_contiguous_rows(const Tensor& t);
 // H = 16, d = 64 on two Zen 2 threads took 367 ms from such views and 222 from contiguous ones.
 Tensor with_consecutive_rows(const Tensor& t);
 
+// What the float tensors given to the fused kernels hold: any floats, which bf16 products round,
+// or values that are bfloat16 already (sdpa_bfloat16's widened views), which rounding would
+// copy unchanged.
+enum class OperandValues { kFloat32, kBfloat16 };
+
 // An operand of attention's products (Q, K, V, dO) as options.precision gives it to the vector
 // kernels: t itself, or for kBFloat16 a contiguous copy with every value rounded to the nearest
 // bfloat16 (kept as float). On AMX tiles (on_amx: products_on_amx of the call) t itself: the
-// tiles' packers round it as they read it.
-Tensor as_product_operand(const Tensor& t, const SdpaOptions& options, bool on_amx);
+// tiles' packers round it as they read it; and t itself when it holds bfloat16 values already.
+Tensor as_product_operand(const Tensor& t, const SdpaOptions& options, bool on_amx,
+                          OperandValues values = OperandValues::kFloat32);
 
 // Q (or dO) and K, V as the kernels read them: rows contiguous (consecutive for K and V, which
 // the vector kernels read in place; the tiles read them packed), and rounded when the products
 // are bf16 and not on AMX (the rounded copy is contiguous already).
-inline Tensor query_rows_for(const Tensor& t, const SdpaOptions& options, bool on_amx) {
-  return with_contiguous_rows(as_product_operand(t, options, on_amx));
+inline Tensor query_rows_for(const Tensor& t, const SdpaOptions& options, bool on_amx,
+                             OperandValues values = OperandValues::kFloat32) {
+  return with_contiguous_rows(as_product_operand(t, options, on_amx, values));
 }
-inline Tensor key_rows_for(const Tensor& t, const SdpaOptions& options, bool on_amx) {
+inline Tensor key_rows_for(const Tensor& t, const SdpaOptions& options, bool on_amx,
+                           OperandValues values = OperandValues::kFloat32) {
   return on_amx ? with_contiguous_rows(t)
-                : with_consecutive_rows(as_product_operand(t, options, false));
+                : with_consecutive_rows(as_product_operand(t, options, false, values));
 }
 
 // The b, h, t element strides of a rank-4 view.

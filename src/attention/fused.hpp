@@ -10,6 +10,7 @@
 #include "attn/sdpa.hpp"
 #include "attn/sdpa_backward.hpp"
 #include "attn/tensor.hpp"
+#include "src/attention/flash_problem.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/kernels/flash_problem.hpp"
 #include "src/reference/checks.hpp"
@@ -22,10 +23,21 @@ namespace attn::detail {
 // logsumexp: (…, Tq) contiguous or nullptr. non_finite_input: when given, set when q, k or v
 // holds NaN or ±inf — each task scans its own query rows and a share of its K/V head's rows
 // while they are in cache, so the check of attn's policy (src/reference/finite.hpp) runs on every
-// thread instead of as a pass of its own. Defined in sdpa.cpp.
+// thread instead of as a pass of its own. values: what q, k and v hold (flash_problem.hpp).
+// Defined in sdpa.cpp.
 void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
                const SdpaOptions& options, const Tensor& out, float* logsumexp,
-               std::atomic<bool>* non_finite_input = nullptr);
+               std::atomic<bool>* non_finite_input = nullptr,
+               OperandValues values = OperandValues::kFloat32);
+
+// attn::sdpa and attn::sdpa_backward for callers that know what their float tensors hold:
+// sdpa_bfloat16's widened views, whose bf16 products need no rounding of Q, K, V and dO.
+// Defined in sdpa.cpp and sdpa_backward.cpp.
+SdpaResult sdpa_of(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options,
+                   OperandValues values);
+SdpaGradients sdpa_backward_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                               const Tensor& logsumexp, const Tensor& d_out,
+                               const SdpaOptions& options, OperandValues values);
 
 // The fused forward's tasks over several problems as one list (sdpa_into's one problem, or the
 // sequences of a packed batch: sdpa_varlen.cpp), each problem's logsumexp where it points.
@@ -79,14 +91,15 @@ int64_t backward_two_pass_below();
 // every element is written). out: the forward's output; logsumexp: (…, Tq) contiguous, from
 // the forward. dims: what check_attention(q, k, v, options) returned. non_finite_input: as
 // sdpa_into's, for q, k, v, out and d_out. score_gradient: with an additive mask's gradient
-// asked for, a zeroed contiguous (…, Tq, Tk) tensor that receives dS; else undefined. Defined in
-// sdpa_backward.cpp.
+// asked for, a zeroed contiguous (…, Tq, Tk) tensor that receives dS; else undefined. values:
+// what q, k, v and d_out hold. Defined in sdpa_backward.cpp.
 void sdpa_backward_into(const AttentionDims& dims, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& out, const float* logsumexp,
                         const Tensor& d_out, const SdpaOptions& options, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv,
                         std::atomic<bool>* non_finite_input = nullptr,
-                        const Tensor& score_gradient = Tensor{});
+                        const Tensor& score_gradient = Tensor{},
+                        OperandValues values = OperandValues::kFloat32);
 
 // The task partition of the fused backward over a problem whose pointers are set
 // (sdpa_backward_into's, or sdpa_backward_bfloat16's words): one task per (batch, K/V head), or the

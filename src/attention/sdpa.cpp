@@ -47,15 +47,16 @@ bool task_inputs_non_finite(const kernels::FlashProblem& p, int64_t b, int64_t h
 
 void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
                const Tensor& v_in, const SdpaOptions& options, const Tensor& out, float* logsumexp,
-               std::atomic<bool>* non_finite_input) {
+               std::atomic<bool>* non_finite_input, OperandValues values) {
   const PhaseScope clock(Phase::kAttention);
   ATTN_CHECK(out.shape() == with_last_dim(q_in, dims.dv) && out.strides().back() == 1,
              "sdpa: the output view ", out.shape_string(), " must be ",
              to_string(with_last_dim(q_in, dims.dv)), " with contiguous rows");
   // On AMX tiles the packing rounds Q, K and V as it reads them (amx_operands.hpp).
   const bool on_amx = products_on_amx(options);
-  const Tensor q = query_rows_for(q_in, options, on_amx), k = key_rows_for(k_in, options, on_amx),
-               v = key_rows_for(v_in, options, on_amx);
+  const Tensor q = query_rows_for(q_in, options, on_amx, values),
+               k = key_rows_for(k_in, options, on_amx, values),
+               v = key_rows_for(v_in, options, on_amx, values);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   const kernels::FlashProblem p = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v),
@@ -204,7 +205,10 @@ SdpaResult decode(const detail::AttentionDims& dims, const Tensor& q, const Tens
 
 }  // namespace
 
-SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
+namespace detail {
+
+SdpaResult sdpa_of(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options,
+                   OperandValues values) {
   const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
   detail::check_fits_in_memory(detail::with_last_dim(q, dims.dv), "sdpa: the output");
   if (decode_applies(dims, q, k, v, options)) {
@@ -221,11 +225,17 @@ SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOpt
                     Tensor::uninitialized(lse_shape)};
   std::atomic<bool> non_finite_input{false};
   detail::sdpa_into(dims, q, k, v, options, result.output, result.logsumexp.data(),
-                    &non_finite_input);
+                    &non_finite_input, values);
   if (non_finite_input.load()) detail::check_finite_qkv("sdpa", q, k, v);  // throws, naming it
   detail::check_scores_fit(dims, options, result.logsumexp);
   if (options.return_weights) result.weights = reference::sdpa(q, k, v, options).weights;
   return result;
+}
+
+}  // namespace detail
+
+SdpaResult sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
+  return detail::sdpa_of(q, k, v, options, detail::OperandValues::kFloat32);
 }
 
 }  // namespace attn

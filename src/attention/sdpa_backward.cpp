@@ -146,16 +146,17 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
                         const Tensor& v_in, const Tensor& out_in, const float* logsumexp,
                         const Tensor& d_out_in, const SdpaOptions& options, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv, std::atomic<bool>* non_finite_input,
-                        const Tensor& score_gradient) {
+                        const Tensor& score_gradient, OperandValues values) {
   const PhaseScope clock(Phase::kAttention);
   check_gradient_view(dq, q_in, "dq");
   check_gradient_view(dk, k_in, "dk");
   check_gradient_view(dv, v_in, "dv");
   // On AMX tiles the packing rounds Q, K, V and dO as it reads them (amx_operands.hpp).
   const bool on_amx = products_on_amx(options);
-  const Tensor q = query_rows_for(q_in, options, on_amx), k = key_rows_for(k_in, options, on_amx),
-               v = key_rows_for(v_in, options, on_amx), out = with_contiguous_rows(out_in),
-               d_out = query_rows_for(d_out_in, options, on_amx);
+  const Tensor q = query_rows_for(q_in, options, on_amx, values),
+               k = key_rows_for(k_in, options, on_amx, values),
+               v = key_rows_for(v_in, options, on_amx, values), out = with_contiguous_rows(out_in),
+               d_out = query_rows_for(d_out_in, options, on_amx, values);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   kernels::FlashBackwardProblem p{};
@@ -232,11 +233,9 @@ void backward_tasks(const kernels::FlashBackwardProblem& p, const AttentionDims&
   });
 }
 
-}  // namespace detail
-
-SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                            const Tensor& logsumexp, const Tensor& d_out,
-                            const SdpaOptions& options) {
+SdpaGradients sdpa_backward_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                               const Tensor& logsumexp, const Tensor& d_out,
+                               const SdpaOptions& options, OperandValues values) {
   const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
   const Shape out_shape = detail::with_last_dim(q, dims.dv);
   ATTN_CHECK(out.defined() && out.shape() == out_shape, "sdpa_backward: out must be ",
@@ -254,7 +253,7 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   SdpaGradients& grads = fresh.grads;
   std::atomic<bool> non_finite_input{false};
   detail::sdpa_backward_into(dims, q, k, v, out, lse.data(), d_out, options, grads.dq, grads.dk,
-                             grads.dv, &non_finite_input, fresh.score_gradient);
+                             grads.dv, &non_finite_input, fresh.score_gradient, values);
   if (non_finite_input.load()) {  // name the first non-finite input: each check throws
     detail::check_finite_qkv("sdpa_backward", q, k, v);
     detail::check_finite(out, "sdpa_backward", "out");
@@ -265,6 +264,15 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   if (fresh.score_gradient.defined())
     grads.dmask = detail::reduce_to_mask_shape(fresh.score_gradient, options.mask);
   return grads;
+}
+
+}  // namespace detail
+
+SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            const Tensor& logsumexp, const Tensor& d_out,
+                            const SdpaOptions& options) {
+  return detail::sdpa_backward_of(q, k, v, out, logsumexp, d_out, options,
+                                  detail::OperandValues::kFloat32);
 }
 
 }  // namespace attn
