@@ -112,8 +112,7 @@ NewGradients new_gradients(const Shape& q, const Shape& k, const Shape& v, int64
                                    Tensor::uninitialized(v), Tensor{}, Tensor{}},
                      Tensor{}};
   if (options.return_mask_gradient) {
-    Shape scores = q;
-    scores.back() = tk;
+    const Shape scores = with_last_dim(q, tk);
     check_fits_in_memory(scores, "sdpa_backward: the mask's gradient");
     fresh.score_gradient = Tensor(scores);
   }

@@ -127,9 +127,8 @@ Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat1
   Tensor logsumexp = Tensor::uninitialized(lse_shape);  // the kernels write every element
 
   const detail::PhaseScope clock(Phase::kAttention);
-  Shape scores_shape = q.shape;
-  scores_shape.back() = dims.tk;
-  const Tensor mask4 = detail::broadcast_mask(options.mask, scores_shape);
+  const Tensor mask4 =
+      detail::broadcast_mask(options.mask, detail::with_last_dim(q.shape, dims.tk));
   kernels::FlashProblem p =
       detail::flash_problem_without_operands(dims, mask4, options, logsumexp.data());
   p.q_words = q.data;
@@ -163,8 +162,8 @@ SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& 
   check_view(out, "out", "sdpa_backward_bfloat16");
   check_view(d_out, "d_out", "sdpa_backward_bfloat16");
   const detail::AttentionDims dims = detail::check_attention(q.shape, k.shape, v.shape, options);
-  Shape out_shape = q.shape, lse_shape = q.shape;
-  out_shape.back() = dims.dv;
+  const Shape out_shape = detail::with_last_dim(q.shape, dims.dv);
+  Shape lse_shape = q.shape;
   lse_shape.pop_back();
   ATTN_CHECK(out.shape == out_shape, "sdpa_backward: out must be ", to_string(out_shape),
              " (what attn::sdpa returned), got ", to_string(out.shape));
@@ -180,9 +179,8 @@ SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& 
   const Tensor lse = logsumexp.contiguous();
 
   const detail::PhaseScope clock(Phase::kAttention);
-  Shape scores_shape = q.shape;
-  scores_shape.back() = dims.tk;
-  const Tensor mask4 = detail::broadcast_mask(options.mask, scores_shape);
+  const Tensor mask4 =
+      detail::broadcast_mask(options.mask, detail::with_last_dim(q.shape, dims.tk));
   kernels::FlashBackwardProblem p{};
   p.forward = detail::flash_problem_without_operands(dims, mask4, options,
                                                      const_cast<float*>(lse.data()));  // read only

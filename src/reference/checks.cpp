@@ -99,11 +99,13 @@ Tensor as_rank4(const Tensor& t) {
   return t.as_strided(shape, strides);
 }
 
-Shape with_last_dim(const Tensor& q, int64_t width) {
-  Shape shape = q.shape();
+Shape with_last_dim(const Shape& q, int64_t width) {
+  Shape shape = q;
   shape.back() = width;
   return shape;
 }
+
+Shape with_last_dim(const Tensor& q, int64_t width) { return with_last_dim(q.shape(), width); }
 
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                               const SdpaOptions& options) {

@@ -50,6 +50,7 @@ void check_output_gradient(const Tensor& q, const AttentionDims& dims, const Ten
 Tensor broadcast_mask(const Mask& mask, const Shape& scores_shape);
 
 // Q's shape with the last dim replaced: (…, Tq, d) -> (…, Tq, width).
+Shape with_last_dim(const Shape& q, int64_t width);
 Shape with_last_dim(const Tensor& q, int64_t width);
 
 }  // namespace attn::detail
