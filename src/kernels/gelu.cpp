@@ -4,7 +4,7 @@
 // computed through the logistic function σ, since ½·(1 + tanh(u)) = σ(2u) = 1/(1 + e^(−2u)):
 //   s = σ(2u),   gelu(x) = x·s,   gelu'(x) = s + 2·x·s·(1 − s)·√(2/π)·(1 + 3·0.044715·x²)
 // (½·(1 − t²) = 2·s·(1 − s)). One exponential (simd_common's Exp2Flushed) and one reciprocal
-// (an estimate and a Newton step, not a division) per element. On a 768 × 512 array (a GPT
+// (an estimate and Newton steps, not a division) per element. On a 768 × 512 array (a GPT
 // block's MLP), one core: Highway's tanh took 690–770 µs forward on AVX2, e^x and a division
 // 450–530; on an AVX-512 Xeon (Emerald Rapids) e^x and a division took 169 µs forward and 217
 // backward, this 134 and 177 (least of 200; the division was most of the difference). It is
