@@ -44,6 +44,7 @@
 #include <cmath>
 #include <limits>
 
+#include "hwy/cache_control.h"
 #include "src/kernels/amx_tiles.hpp"
 #include "src/kernels/block_visibility.hpp"
 #include "src/kernels/dpbf16_tiles.hpp"
@@ -282,19 +283,30 @@ const float* ValueRows(const FlashProblem& p, int64_t b, int64_t h, int64_t j0) 
 // mask's gradient: query r's row, keys 0 .. cols − 1 of the pair, from s·dSᵀ — square tiles of
 // N keys × N queries transposed in registers, the edges one at a time (element by element the
 // (H, T, T) gradient's writes cost +45 % on the backward at T = 4096). Keys past the ones a query
-// vector sees stay as the caller zeroed them (their dS is 0).
+// vector sees stay as the caller zeroed them (their dS is 0). Where the rows are aligned to a
+// vector the tiles go out as non-temporal stores: nothing reads the gradient during the pass,
+// and plain stores read every line first and filled the cache with it, evicting the K, V and Q
+// rows the products re-read (see docs/performance.md). The task fences them (FlushStream).
 void StoreScoreGradient(const DiagonalCut& cut, const PairShape& z, const float* dpt,
                         float inverse_scale, float* dscores, int64_t ld_dscores) {
   const size_t N = hn::Lanes(DF());
   const bool tiles = kHasTransposeTile && N * N <= 256;
+  const bool aligned = reinterpret_cast<uintptr_t>(dscores) % (N * sizeof(float)) == 0 &&
+                       static_cast<size_t>(ld_dscores) % N == 0;
   for (size_t r0 = 0; r0 < z.rows; r0 += N) {
     const size_t cols = KeysForQueryVector(cut, r0);
     const size_t whole_rows = std::min(N, z.rows - r0);
     const size_t tiled_cols = tiles && whole_rows == N ? cols / N * N : 0;
     for (size_t c0 = 0; c0 < tiled_cols; c0 += N) {
-      TransposeTile(dpt + c0 * z.ldq + r0, static_cast<int64_t>(z.ldq), inverse_scale,
-                    dscores + static_cast<int64_t>(r0) * ld_dscores + static_cast<int64_t>(c0),
-                    static_cast<size_t>(ld_dscores));
+      float* tile = dscores + static_cast<int64_t>(r0) * ld_dscores + static_cast<int64_t>(c0);
+      const auto from = static_cast<int64_t>(z.ldq);
+      if (aligned) {
+        TransposeTile<true>(dpt + c0 * z.ldq + r0, from, inverse_scale, tile,
+                            static_cast<size_t>(ld_dscores));
+      } else {
+        TransposeTile(dpt + c0 * z.ldq + r0, from, inverse_scale, tile,
+                      static_cast<size_t>(ld_dscores));
+      }
     }
     for (size_t r = r0; r < r0 + whole_rows; ++r) {
       float* row = dscores + static_cast<int64_t>(r) * ld_dscores;
@@ -590,6 +602,7 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
   for (int64_t j_begin = 0; j_begin < p.tk; j_begin += kKeyChunk)
     KeyChunk(bp, b, kv_h, j_begin, true, buffers);
   if (buffers.amx_tiles) amx_end();
+  if (bp.dscores != nullptr) hwy::FlushStream();  // StoreScoreGradient's stores, seen by all
 }
 
 // Loop order (c), first pass: a chunk's dK and dV rows alone.
@@ -609,6 +622,7 @@ void FlashBackwardQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t 
   if (buffers.amx_tiles) amx_begin();
   QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), buffers);
   if (buffers.amx_tiles) amx_end();
+  if (bp.dscores != nullptr) hwy::FlushStream();  // StoreScoreGradient's stores, seen by all
 }
 
 }  // namespace HWY_NAMESPACE

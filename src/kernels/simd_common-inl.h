@@ -91,9 +91,20 @@ inline void WidenRows(const uint16_t* src, int64_t stride, size_t rows, size_t w
 // Transposes a square tile of N × N floats in registers: rows r[0..N) in, columns out, each
 // multiplied by `factor` and stored at dst + c·ld. The x86 shuffles of the classic
 // four-stage (AVX-512) and three-stage (AVX2) transposes; other targets have no tile version.
+// kStream: non-temporal stores (dst and ld aligned to a vector; the caller fences), for output
+// that nothing reads soon: they skip reading each line before writing it and leave the cache
+// to the operands.
 #if ATTN_AVX512_TARGET
 constexpr bool kHasTransposeTile = true;
+template <bool kStream = false>
 inline void TransposeTile(const float* src, int64_t stride, float factor, float* dst, size_t ld) {
+  auto store = [](float* at, __m512 value) {
+    if constexpr (kStream) {
+      _mm512_stream_ps(at, value);
+    } else {
+      _mm512_storeu_ps(at, value);
+    }
+  };
   __m512 r[16], t[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * stride);
   for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved: (a0 b0 a1 b1) per 128-bit lane
@@ -114,19 +125,23 @@ inline void TransposeTile(const float* src, int64_t stride, float factor, float*
     const __m512 odd_a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
     const __m512 even_b = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
     const __m512 odd_b = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-    _mm512_storeu_ps(dst + (0 + j) * ld,
-                     _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0x88)));
-    _mm512_storeu_ps(dst + (8 + j) * ld,
-                     _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0xdd)));
-    _mm512_storeu_ps(dst + (4 + j) * ld,
-                     _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0x88)));
-    _mm512_storeu_ps(dst + (12 + j) * ld,
-                     _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0xdd)));
+    store(dst + (0 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0x88)));
+    store(dst + (8 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(even_a, even_b, 0xdd)));
+    store(dst + (4 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0x88)));
+    store(dst + (12 + j) * ld, _mm512_mul_ps(f, _mm512_shuffle_f32x4(odd_a, odd_b, 0xdd)));
   }
 }
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
 constexpr bool kHasTransposeTile = true;
+template <bool kStream = false>
 inline void TransposeTile(const float* src, int64_t stride, float factor, float* dst, size_t ld) {
+  auto store = [](float* at, __m256 value) {
+    if constexpr (kStream) {
+      _mm256_stream_ps(at, value);
+    } else {
+      _mm256_storeu_ps(at, value);
+    }
+  };
   __m256 r[8], t[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * stride);
   for (int i = 0; i < 4; ++i) {
@@ -141,13 +156,13 @@ inline void TransposeTile(const float* src, int64_t stride, float factor, float*
   }
   const __m256 f = _mm256_set1_ps(factor);
   for (int j = 0; j < 4; ++j) {
-    _mm256_storeu_ps(dst + j * ld, _mm256_mul_ps(f, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20)));
-    _mm256_storeu_ps(dst + (4 + j) * ld,
-                     _mm256_mul_ps(f, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31)));
+    store(dst + j * ld, _mm256_mul_ps(f, _mm256_permute2f128_ps(r[j], r[4 + j], 0x20)));
+    store(dst + (4 + j) * ld, _mm256_mul_ps(f, _mm256_permute2f128_ps(r[j], r[4 + j], 0x31)));
   }
 }
 #else
 constexpr bool kHasTransposeTile = false;
+template <bool kStream = false>
 inline void TransposeTile(const float*, int64_t, float, float*, size_t) {}
 #endif
 
