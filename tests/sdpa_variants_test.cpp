@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -234,6 +235,70 @@ TEST(SdpaVariants, TheMaskGradientMatchesTheReferenceOnLargerShapes) {
       }
     });
   }
+}
+
+// Into a buffer the caller keeps, filled with NaN first: the kernels write every element, the
+// zeros no query sees included, so the result is the new tensor's, bit for bit; a broadcast
+// mask's summed gradient is copied in. Both loop orders, causal alignments, a window, padded
+// keys, rows aligned to vectors (192 keys: streaming stores) and not (170), every SIMD target.
+TEST(SdpaVariants, TheMaskGradientIntoAKeptBufferIsTheNewOnesBits) {
+  for (int64_t tk : {170, 192}) {
+    const Tensor q = rand_normal({2, 4, 150, 16}, 1), k = rand_normal({2, 2, tk, 16}, 2),
+                 v = rand_normal({2, 2, tk, 16}, 3), g = rand_normal({2, 4, 150, 16}, 4);
+    testing::for_each_simd_target([&](const char* target) {
+      for (const Shape& mask_shape : {Shape{2, 4, 150, tk}, Shape{4, 1, tk}}) {
+        for (int rule = 0; rule < 4; ++rule) {
+          SdpaOptions options;
+          options.causal = rule != 0;
+          if (rule == 2) options.causal_align = CausalAlign::kTopLeft;
+          if (rule == 3) {
+            options.window = 40;
+            options.key_lengths = {tk, 90};
+          }
+          options.mask = Mask::additive(rand_normal(mask_shape, 5));
+          options.return_mask_gradient = true;
+          const SdpaResult forward = sdpa(q, k, v, options);
+          const std::string what = std::string(target) + " " + to_string(mask_shape) + " rule " +
+                                   std::to_string(rule) + " tk " + std::to_string(tk);
+          for (auto order : {LoopOrder::kOneTaskPerHead, LoopOrder::kTwoPasses}) {
+            LoopOrder forced(order);
+            const Tensor expected =
+                sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options).dmask;
+            const Tensor kept = Tensor::full(mask_shape, std::numeric_limits<float>::quiet_NaN());
+            const SdpaGradients got =
+                sdpa_backward(q, k, v, forward.output, forward.logsumexp, g, options, kept);
+            EXPECT_TRUE(got.dmask.shares_storage(kept)) << what;
+            EXPECT_TRUE(BitwiseEqual(kept, expected)) << what;
+          }
+        }
+      }
+    });
+  }
+}
+
+TEST(SdpaVariants, AKeptMaskGradientBufferIsChecked) {
+  const Tensor q = rand_normal({1, 1, 16, 16}, 1), k = rand_normal({1, 1, 16, 16}, 2),
+               v = rand_normal({1, 1, 16, 16}, 3), g = rand_normal({1, 1, 16, 16}, 4);
+  SdpaOptions options;
+  options.mask = Mask::additive(rand_normal({16, 16}, 5));
+  const SdpaResult f = sdpa(q, k, v, options);
+  auto into = [&](const Tensor& dmask) {
+    return [&, dmask] { sdpa_backward(q, k, v, f.output, f.logsumexp, g, options, dmask); };
+  };
+  EXPECT_TRUE(ThrowsWith(into(Tensor{}), "dmask, the buffer for the mask's gradient"));
+  EXPECT_TRUE(ThrowsWith(into(Tensor({16, 15})), "of the mask's shape (16, 16), got (16, 15)"));
+  EXPECT_TRUE(ThrowsWith(into(Tensor({16, 16}).permute({1, 0})), "(not contiguous)"));
+  EXPECT_TRUE(ThrowsWith(into(options.mask.values), "shares memory with the mask"));
+  EXPECT_TRUE(ThrowsWith(into(q.reshape({16, 16})), "shares memory with an input"));
+  EXPECT_TRUE(ThrowsWith(into(g.reshape({16, 16})), "shares memory with an input"));
+  SdpaOptions boolean;
+  boolean.mask = Mask::allow(Tensor::full({16, 16}, 1.0f));
+  const SdpaResult fb = sdpa(q, k, v, boolean);
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sdpa_backward(q, k, v, fb.output, fb.logsumexp, g, boolean, Tensor({16, 16}));
+      },
+      "return_mask_gradient needs an additive (float) mask"));
 }
 
 // ---------------------------------------------------------------------------------------

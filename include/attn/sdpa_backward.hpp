@@ -49,4 +49,14 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
                             const Tensor& logsumexp, const Tensor& d_out,
                             const SdpaOptions& options = {});
 
+// The same with the additive mask's gradient written into `dmask`, a buffer the caller keeps
+// (contiguous, the mask's shape, sharing no memory with the inputs or the mask); the result's
+// dmask is `dmask` itself (return_mask_gradient is implied). For a learned (H, T, T) bias in a
+// training loop: a new gradient tensor per call lies on fresh pages, which the system zeroes
+// as they are first written — with one kept buffer the kernels write every element instead,
+// zeros where no query sees the key (docs/performance.md has both costs).
+SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            const Tensor& logsumexp, const Tensor& d_out,
+                            const SdpaOptions& options, const Tensor& dmask);
+
 }  // namespace attn

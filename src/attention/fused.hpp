@@ -35,9 +35,12 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q, const Tensor& k, cons
 // Defined in sdpa.cpp and sdpa_backward.cpp.
 SdpaResult sdpa_of(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options,
                    OperandValues values);
+// dmask: where defined, the buffer the caller keeps for the mask's gradient (the public
+// sdpa_backward overload that takes one); the result's dmask is it.
 SdpaGradients sdpa_backward_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                const Tensor& logsumexp, const Tensor& d_out,
-                               const SdpaOptions& options, OperandValues values);
+                               const SdpaOptions& options, OperandValues values,
+                               const Tensor& dmask = Tensor{});
 
 // The fused forward's tasks over several problems as one list (sdpa_into's one problem, or the
 // sequences of a packed batch: sdpa_varlen.cpp), each problem's logsumexp where it points.
@@ -65,19 +68,23 @@ Tensor sink_gradients_of(const Tensor& out, const Tensor& d_out, const Tensor& l
 
 // What sdpa_backward and sdpa_backward_bfloat16 return, before the kernels write it: dQ, dK and
 // dV of the inputs' shapes, not zeroed (the kernels write every element), and, when the options
-// ask for the mask's gradient, dS of every score (q's shape with tk columns) zeroed, since the
-// kernels write only the keys that queries see. Throws when dS would not fit in memory.
+// ask for the mask's gradient, dS of every score (q's shape with tk columns): a view of the
+// caller's `dmask` buffer where one is given and the mask is not broadcast (not zeroed: the
+// kernels then write every element), else a fresh tensor, zeroed, since the kernels write only
+// the keys that queries see. Throws when dS would not fit in memory.
 struct NewGradients {
   SdpaGradients grads;
   Tensor score_gradient;
+  bool score_gradient_zeroed = true;
 };
 NewGradients new_gradients(const Shape& q, const Shape& k, const Shape& v, int64_t tk,
-                           const SdpaOptions& options);
+                           const SdpaOptions& options, const Tensor& dmask = Tensor{});
 
 // Points the problem's gradient outputs at dq, dk, dv (contiguous rows) and, when defined, the
 // score gradient.
 void point_at_gradients(kernels::FlashBackwardProblem& p, const Tensor& dq, const Tensor& dk,
-                        const Tensor& dv, const Tensor& score_gradient);
+                        const Tensor& dv, const Tensor& score_gradient,
+                        bool score_gradient_zeroed = true);
 
 // The fused backward's loop order (src/kernels/flash_backward.hpp): one task per (batch, K/V
 // head) when there are at least this many of them, else two passes over key and query blocks.
@@ -91,15 +98,17 @@ int64_t backward_two_pass_below();
 // every element is written). out: the forward's output; logsumexp: (…, Tq) contiguous, from
 // the forward. dims: what check_attention(q, k, v, options) returned. non_finite_input: as
 // sdpa_into's, for q, k, v, out and d_out. score_gradient: with an additive mask's gradient
-// asked for, a zeroed contiguous (…, Tq, Tk) tensor that receives dS; else undefined. values:
-// what q, k, v and d_out hold. Defined in sdpa_backward.cpp.
+// asked for, a contiguous (…, Tq, Tk) tensor that receives dS; else undefined;
+// score_gradient_zeroed: whether it holds zeros already (new_gradients says). values: what q,
+// k, v and d_out hold. Defined in sdpa_backward.cpp.
 void sdpa_backward_into(const AttentionDims& dims, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& out, const float* logsumexp,
                         const Tensor& d_out, const SdpaOptions& options, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv,
                         std::atomic<bool>* non_finite_input = nullptr,
                         const Tensor& score_gradient = Tensor{},
-                        OperandValues values = OperandValues::kFloat32);
+                        OperandValues values = OperandValues::kFloat32,
+                        bool score_gradient_zeroed = true);
 
 // The task partition of the fused backward over a problem whose pointers are set
 // (sdpa_backward_into's, or sdpa_backward_bfloat16's words): one task per (batch, K/V head), or the

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "attn/error.hpp"
@@ -107,20 +109,28 @@ Tensor sink_gradients_of(const Tensor& out, const Tensor& d_out, const Tensor& l
 }
 
 NewGradients new_gradients(const Shape& q, const Shape& k, const Shape& v, int64_t tk,
-                           const SdpaOptions& options) {
+                           const SdpaOptions& options, const Tensor& dmask) {
   NewGradients fresh{SdpaGradients{Tensor::uninitialized(q), Tensor::uninitialized(k),
                                    Tensor::uninitialized(v), Tensor{}, Tensor{}},
                      Tensor{}};
   if (options.return_mask_gradient) {
     const Shape scores = with_last_dim(q, tk);
-    check_fits_in_memory(scores, "sdpa_backward: the mask's gradient");
-    fresh.score_gradient = Tensor(scores);
+    const int64_t score_count =
+        std::accumulate(scores.begin(), scores.end(), int64_t{1}, std::multiplies<>());
+    if (dmask.defined() && dmask.numel() == score_count) {  // the mask is not broadcast
+      fresh.score_gradient = dmask.reshape(scores);
+      fresh.score_gradient_zeroed = false;
+    } else {
+      check_fits_in_memory(scores, "sdpa_backward: the mask's gradient");
+      fresh.score_gradient = Tensor(scores);
+    }
   }
   return fresh;
 }
 
 void point_at_gradients(kernels::FlashBackwardProblem& p, const Tensor& dq, const Tensor& dk,
-                        const Tensor& dv, const Tensor& score_gradient) {
+                        const Tensor& dv, const Tensor& score_gradient,
+                        bool score_gradient_zeroed) {
   // The gradient views' storage is writable: the caller made them for this call.
   const Tensor dq4 = as_rank4(dq), dk4 = as_rank4(dk), dv4 = as_rank4(dv);
   p.dq = const_cast<float*>(dq4.data());
@@ -133,6 +143,7 @@ void point_at_gradients(kernels::FlashBackwardProblem& p, const Tensor& dq, cons
     const Tensor ds4 = as_rank4(score_gradient);
     p.dscores = const_cast<float*>(ds4.data());
     copy_strides(ds4, p.dscores_stride);
+    p.dscores_zeroed = score_gradient_zeroed;
   }
 }
 
@@ -145,7 +156,8 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
                         const Tensor& v_in, const Tensor& out_in, const float* logsumexp,
                         const Tensor& d_out_in, const SdpaOptions& options, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv, std::atomic<bool>* non_finite_input,
-                        const Tensor& score_gradient, OperandValues values) {
+                        const Tensor& score_gradient, OperandValues values,
+                        bool score_gradient_zeroed) {
   const PhaseScope clock(Phase::kAttention);
   check_gradient_view(dq, q_in, "dq");
   check_gradient_view(dk, k_in, "dk");
@@ -168,7 +180,7 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   }
   p.d_out = d_out4.data();
   copy_strides(d_out4, p.d_out_stride);
-  point_at_gradients(p, dq, dk, dv, score_gradient);
+  point_at_gradients(p, dq, dk, dv, score_gradient, score_gradient_zeroed);
   backward_tasks(p, dims, non_finite_input, non_finite_input != nullptr && !on_amx);
 }
 
@@ -234,7 +246,8 @@ void backward_tasks(const kernels::FlashBackwardProblem& p, const AttentionDims&
 
 SdpaGradients sdpa_backward_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                const Tensor& logsumexp, const Tensor& d_out,
-                               const SdpaOptions& options, OperandValues values) {
+                               const SdpaOptions& options, OperandValues values,
+                               const Tensor& dmask) {
   const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
   const Shape out_shape = detail::with_last_dim(q, dims.dv);
   ATTN_CHECK(out.defined() && out.shape() == out_shape, "sdpa_backward: out must be ",
@@ -247,12 +260,15 @@ SdpaGradients sdpa_backward_of(const Tensor& q, const Tensor& k, const Tensor& v
   const Tensor lse = logsumexp.contiguous();
 
   detail::check_mask_gradient_request(options, "sdpa_backward");
+  if (dmask.defined())
+    detail::check_mask_gradient_buffer(dmask, options, {&q, &k, &v, &out, &logsumexp, &d_out});
   detail::NewGradients fresh =
-      detail::new_gradients(q.shape(), k.shape(), v.shape(), dims.tk, options);
+      detail::new_gradients(q.shape(), k.shape(), v.shape(), dims.tk, options, dmask);
   SdpaGradients& grads = fresh.grads;
   std::atomic<bool> non_finite_input{false};
   detail::sdpa_backward_into(dims, q, k, v, out, lse.data(), d_out, options, grads.dq, grads.dk,
-                             grads.dv, &non_finite_input, fresh.score_gradient, values);
+                             grads.dv, &non_finite_input, fresh.score_gradient, values,
+                             fresh.score_gradient_zeroed);
   if (non_finite_input.load()) {  // name the first non-finite input: each check throws
     detail::check_finite_qkv("sdpa_backward", q, k, v);
     detail::check_finite(out, "sdpa_backward", "out");
@@ -262,6 +278,11 @@ SdpaGradients sdpa_backward_of(const Tensor& q, const Tensor& k, const Tensor& v
     grads.dsinks = detail::sink_gradients_of(out, d_out, lse, options.sinks);
   if (fresh.score_gradient.defined())
     grads.dmask = detail::reduce_to_mask_shape(fresh.score_gradient, options.mask);
+  if (dmask.defined()) {  // written in place, or (a broadcast mask) summed, then copied in
+    Tensor kept = dmask;  // a handle on the caller's storage
+    if (!grads.dmask.shares_storage(kept)) kept.copy_from(grads.dmask);
+    grads.dmask = kept;
+  }
   return grads;
 }
 
@@ -272,6 +293,18 @@ SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
                             const SdpaOptions& options) {
   return detail::sdpa_backward_of(q, k, v, out, logsumexp, d_out, options,
                                   detail::OperandValues::kFloat32);
+}
+
+SdpaGradients sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            const Tensor& logsumexp, const Tensor& d_out,
+                            const SdpaOptions& options, const Tensor& dmask) {
+  ATTN_CHECK(dmask.defined(),
+             "sdpa_backward: dmask, the buffer for the mask's gradient, is "
+             "undefined; call sdpa_backward without it for a new one");
+  SdpaOptions with_gradient = options;
+  with_gradient.return_mask_gradient = true;
+  return detail::sdpa_backward_of(q, k, v, out, logsumexp, d_out, with_gradient,
+                                  detail::OperandValues::kFloat32, dmask);
 }
 
 }  // namespace attn

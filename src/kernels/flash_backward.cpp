@@ -283,12 +283,12 @@ const float* ValueRows(const FlashProblem& p, int64_t b, int64_t h, int64_t j0) 
 // mask's gradient: query r's row, keys 0 .. cols − 1 of the pair, from s·dSᵀ — square tiles of
 // N keys × N queries transposed in registers, the edges one at a time (element by element the
 // (H, T, T) gradient's writes cost +45 % on the backward at T = 4096). Keys past the ones a query
-// vector sees stay as the caller zeroed them (their dS is 0). Where the rows are aligned to a
-// vector the tiles go out as non-temporal stores: nothing reads the gradient during the pass,
-// and plain stores read every line first and filled the cache with it, evicting the K, V and Q
-// rows the products re-read (see docs/performance.md). The task fences them (FlushStream).
+// vector sees are 0: left as the caller zeroed them, or written (write_zeros). Where the rows are
+// aligned to a vector the tiles go out as non-temporal stores: nothing reads the gradient during
+// the pass, and plain stores read every line first and filled the cache with it, evicting the K, V
+// and Q rows the products re-read (see docs/performance.md). The task fences them (FlushStream).
 void StoreScoreGradient(const DiagonalCut& cut, const PairShape& z, const float* dpt,
-                        float inverse_scale, float* dscores, int64_t ld_dscores) {
+                        float inverse_scale, bool write_zeros, float* dscores, int64_t ld_dscores) {
   const size_t N = hn::Lanes(DF());
   const bool tiles = kHasTransposeTile && N * N <= 256;
   const bool aligned = reinterpret_cast<uintptr_t>(dscores) % (N * sizeof(float)) == 0 &&
@@ -311,6 +311,7 @@ void StoreScoreGradient(const DiagonalCut& cut, const PairShape& z, const float*
     for (size_t r = r0; r < r0 + whole_rows; ++r) {
       float* row = dscores + static_cast<int64_t>(r) * ld_dscores;
       for (size_t c = tiled_cols; c < cols; ++c) row[c] = dpt[c * z.ldq + r] * inverse_scale;
+      if (write_zeros) std::fill(row + cols, row + z.cols, 0.0f);
     }
   }
 }
@@ -391,7 +392,7 @@ void AmxQueryGradient(const FlashProblem&, int64_t, int64_t, int64_t, const Pair
 // dQ pass of the two-pass order needs only dSᵀ, which its own packer reads.
 void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t j0,
                 const PairShape& z, const DiagonalCut& cut, const Buffers& s, bool key_gradients,
-                float* dscores, int64_t ld_dscores) {
+                float* dscores, int64_t ld_dscores, bool dscores_zeroed) {
   const size_t N = hn::Lanes(DF());
   const auto ldk = static_cast<size_t>(p.k_stride[2]), ldv_in = static_cast<size_t>(p.v_stride[2]);
   // The packed tiles' scores come out unscaled; where scores_scaled_as_read, Probabilities
@@ -414,7 +415,9 @@ void PairScores(const FlashProblem& p, int64_t b, int64_t h, int64_t q0, int64_t
                                  s.dot, z.ldq, s.dpt, z.ldq);  // dPᵀ
   }
   ScoreGradient(cut, s.pt, s.dpt, z.ldq, s.delta, s.amx ? p.scale : 1.0f);  // s·dSᵀ
-  if (dscores != nullptr) StoreScoreGradient(cut, z, s.dpt, 1.0f / p.scale, dscores, ld_dscores);
+  if (dscores != nullptr) {
+    StoreScoreGradient(cut, z, s.dpt, 1.0f / p.scale, !dscores_zeroed, dscores, ld_dscores);
+  }
   if (p.softcap > 0.0f) ChainSoftcap(cut, s.softcap_slope, s.dpt, z.ldq);
   // The vector kernels read P and dS rounded in place; the packed tiles' packers round them as
   // they read them (one pass over both blocks less).
@@ -464,6 +467,35 @@ float* ScoreGradientRows(const FlashBackwardProblem& bp, int64_t b, int64_t h, i
          q0 * bp.dscores_stride[2] + j0;
 }
 
+// floats [0, n) of row as 0: streaming stores from the first vector boundary, since a kept
+// gradient buffer's unseen part is large (the upper half of a causal (H, T, T) one) and nothing
+// reads it during the pass.
+void ZeroRow(float* row, size_t n) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  size_t e = 0;
+  for (; e < n && reinterpret_cast<uintptr_t>(row + e) % (N * sizeof(float)) != 0; ++e)
+    row[e] = 0.0f;
+  for (; e + N <= n; e += N) hn::Stream(hn::Zero(df), df, row + e);
+  for (; e < n; ++e) row[e] = 0.0f;
+}
+
+// In a buffer the caller keeps (bp.dscores_zeroed false): the mask gradient's elements of
+// query rows [q0, q0 + rows) of head h in key blocks that no query of the block sees (the pairs
+// write the rest): before the first such block and from past the last one to Tk.
+void ZeroUnseenScoreGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
+                             int64_t rows) {
+  if (bp.dscores == nullptr || bp.dscores_zeroed) return;
+  const FlashProblem& p = bp.forward;
+  KeyRange seen = visible_keys(p, b, q0, rows);
+  if (seen.begin >= seen.end) seen = {p.tk, p.tk};  // no key seen: the whole row
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = ScoreGradientRows(bp, b, h, q0 + r, 0);
+    ZeroRow(row, static_cast<size_t>(seen.begin));
+    ZeroRow(row + seen.end, static_cast<size_t>(p.tk - seen.end));
+  }
+}
+
 // Query q0's row of dQ for head h; the rows after it are bp.dq_stride[2] apart.
 float* QueryGradientRows(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0) {
   return bp.dq + b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
@@ -497,7 +529,7 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
         ShapeOf(p, rows, static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0)));
     const DiagonalCut cut = diagonal_cut(p, q0, rows, j0, z.cols);
     PairScores(p, b, h, q0, j0, z, cut, s, false, ScoreGradientRows(bp, b, h, q0, j0),
-               bp.dscores_stride[2]);
+               bp.dscores_stride[2], bp.dscores_zeroed);
     AccumulateQueryGradient(p, b, h, j0, z, cut, s);
   }
   StoreQueryGradient(bp, b, h, q0, ShapeOf(p, rows, 0), s);
@@ -557,7 +589,7 @@ void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j
         // the two-pass order.
         PairScores(p, b, h, q0, j0, z, cut, s, true,
                    query_gradients ? ScoreGradientRows(bp, b, h, q0, j0) : nullptr,
-                   bp.dscores_stride[2]);
+                   bp.dscores_stride[2], bp.dscores_zeroed);
         const auto at = static_cast<size_t>(j0 - j_begin);
         if (s.amx) {
           AmxKeyGradient<true>(z, s, s.dv_block + at * z.ldv);   // dV_j
@@ -590,6 +622,7 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
   for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
     for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, p.tq - q0);
+      ZeroUnseenScoreGradient(bp, b, h, q0, rows);
       const KeyRange keys_seen = visible_keys(p, b, q0, rows);
       if (keys_seen.begin < keys_seen.end) continue;
       float* dq = QueryGradientRows(bp, b, h, q0);
@@ -619,6 +652,7 @@ void FlashBackwardQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t 
                              float* scratch) {
   const FlashProblem& p = bp.forward;
   const Buffers buffers = CarveScratch(p, scratch);
+  ZeroUnseenScoreGradient(bp, b, h, q0, std::min(kQueryBlock, p.tq - q0));
   if (buffers.amx_tiles) amx_begin();
   QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), buffers);
   if (buffers.amx_tiles) amx_end();

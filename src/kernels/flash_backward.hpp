@@ -28,10 +28,12 @@ struct FlashBackwardProblem {
   float* dv;
   int64_t dv_stride[3];
   // With an additive mask's gradient asked for: dS = P ∘ (dP − D) of every score, (B, H, Tq, Tk)
-  // with element strides for b, h and the query (keys contiguous), zeroed by the caller (the
-  // kernel writes only the keys some query of a block sees); else nullptr.
+  // with element strides for b, h and the query (keys contiguous); else nullptr. dscores_zeroed:
+  // the caller zeroed it (fresh memory), so the kernel writes only the keys some query of a
+  // block sees; false (a buffer the caller keeps), it writes the zeros of the others too.
   float* dscores;
   int64_t dscores_stride[3];
+  bool dscores_zeroed = true;
 };
 
 // Where each piece of one task's scratch starts, in floats; total = the floats it needs.

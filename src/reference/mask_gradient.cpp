@@ -13,6 +13,22 @@ void check_mask_gradient_request(const SdpaOptions& options, const char* where) 
              "padding has no gradient");
 }
 
+void check_mask_gradient_buffer(const Tensor& dmask, const SdpaOptions& options,
+                                std::initializer_list<const Tensor*> inputs) {
+  const Tensor& mask = options.mask.values;
+  ATTN_CHECK(dmask.shape() == mask.shape() && dmask.is_contiguous(),
+             "sdpa_backward: dmask must be a contiguous tensor of the mask's shape ",
+             mask.shape_string(), ", got ", dmask.shape_string(),
+             dmask.is_contiguous() ? "" : " (not contiguous)");
+  ATTN_CHECK(!dmask.shares_storage(mask),
+             "sdpa_backward: dmask shares memory with the mask, which the backward reads");
+  for (const Tensor* input : inputs) {
+    ATTN_CHECK(!dmask.shares_storage(*input),
+               "sdpa_backward: dmask shares memory with an input (q, k, v, out, logsumexp or "
+               "d_out), which the backward reads");
+  }
+}
+
 Tensor reduce_to_mask_shape(const Tensor& score_gradient, const Mask& mask) {
   const Tensor& m = mask.values;
   // As many elements: nothing is broadcast (the shapes differ at most by leading 1s).

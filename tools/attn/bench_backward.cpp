@@ -29,6 +29,7 @@ struct BackwardProblem {
   std::vector<int64_t> offsets;  // --packed: cu_seqlens of q and of k, v alike
   SdpaResult forward;
   SdpaOptions options;
+  Tensor kept_mask_gradient;  // --variant bias-grad-kept: the buffer every call writes
   std::unique_ptr<MultiHeadAttention> layer;
   Tensor x;
   MhaActivations saved;
@@ -65,6 +66,7 @@ std::unique_ptr<BackwardProblem> make_problem(const AttentionBenchArgs& a, int64
   auto p = std::make_unique<BackwardProblem>();
   p->options.causal = a.causal;
   apply_bench_variant(a, t_len, p->options);
+  if (a.variant == "bias-grad-kept") p->kept_mask_gradient = Tensor(p->options.mask.values.shape());
   if (a.block) {
     MhaConfig config;
     config.d_model = a.heads * a.head_dim;
@@ -98,6 +100,9 @@ void backward_with(const std::string& impl, BackwardProblem& p) {
                          p.offsets, p.options);
   } else if (impl == "reference") {
     reference::sdpa_backward(p.q, p.k, p.v, p.d_out, p.options);
+  } else if (p.kept_mask_gradient.defined()) {
+    sdpa_backward(p.q, p.k, p.v, p.forward.output, p.forward.logsumexp, p.d_out, p.options,
+                  p.kept_mask_gradient);
   } else {
     sdpa_backward(p.q, p.k, p.v, p.forward.output, p.forward.logsumexp, p.d_out, p.options);
   }

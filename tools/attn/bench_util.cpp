@@ -59,10 +59,12 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& a) {
   command
       .add_option("--variant", a.variant,
                   "a score variant on every call: softcap (c = 50), alibi (BLOOM's slopes), "
-                  "sinks (one per head), bias (an additive (H, T, T) mask) or bias-grad (the "
-                  "same, its gradient returned by the backward)")
+                  "sinks (one per head), bias (an additive (H, T, T) mask), bias-grad (the "
+                  "same, its gradient returned by the backward in a new tensor) or "
+                  "bias-grad-kept (into one buffer kept across calls)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "softcap", "alibi", "sinks", "bias", "bias-grad"}))
+      ->check(CLI::IsMember(
+          {"none", "softcap", "alibi", "sinks", "bias", "bias-grad", "bias-grad-kept"}))
       ->excludes("--block");
   command
       .add_option("--precision", a.precision,
@@ -108,9 +110,9 @@ AttentionFlops attention_flops(const AttentionBenchArgs& a, int64_t t_len, int p
 }
 
 void apply_bench_variant(const AttentionBenchArgs& a, int64_t t_len, SdpaOptions& options) {
-  if (a.variant == "bias" || a.variant == "bias-grad") {
+  if (a.variant.rfind("bias", 0) == 0) {
     options.mask = Mask::additive(rand_normal({a.heads, t_len, t_len}, 7));
-    options.return_mask_gradient = a.variant == "bias-grad";
+    options.return_mask_gradient = a.variant != "bias";
   }
   if (a.variant == "softcap") options.softcap = 50.0f;
   for (int64_t h = 0; a.variant == "alibi" && h < a.heads; ++h) {
@@ -135,6 +137,8 @@ std::string bench_variant_words(const AttentionBenchArgs& a) {
   if (a.variant == "sinks") words = ", a sink per head";
   if (a.variant == "bias") words = ", an additive (H, T, T) bias";
   if (a.variant == "bias-grad") words = ", an additive (H, T, T) bias and its gradient";
+  if (a.variant == "bias-grad-kept")
+    words = ", an additive (H, T, T) bias and its gradient into a kept buffer";
   if (a.precision == "bf16") words += ", bf16 products on " + bf16_engine_words();
   return words;
 }

@@ -25,7 +25,7 @@ struct AttentionBenchArgs {
   std::string impl = "fused";
   int runs = 5;
   int64_t reference_max_seq = 1024;
-  std::string variant = "none";   // none, softcap, alibi, sinks, bias, bias-grad: see below
+  std::string variant = "none";   // none, softcap, alibi, sinks, bias, bias-grad(-kept): below
   int64_t packed = 1;             // > 1: that many sequences of mixed lengths per --seq (varlen)
   std::string precision = "f32";  // the products' operands: f32 or bf16
 };
@@ -33,7 +33,8 @@ void add_attention_bench_options(CLI::App& command, AttentionBenchArgs& args);
 // --variant's SdpaOptions for sequences of t_len: softcap 50 (Gemma 2's attention cap), ALiBi
 // with BLOOM's slopes 2^(−8(h+1)/H), one sink per head drawn from N(0, 1), or an additive
 // (H, T, T) bias (a learned relative-position bias, T5's shape), whose gradient the backward
-// also returns with "bias-grad"; "none" leaves options alone.
+// also returns with "bias-grad" (a new tensor per call) and "bias-grad-kept" (into one buffer
+// the bench keeps, as a training loop would); "none" leaves options alone.
 void apply_bench_variant(const AttentionBenchArgs& args, int64_t t_len, SdpaOptions& options);
 // --packed N's sequence lengths for a total of t_len: proportional to 1, 2, …, N (the last
 // takes what rounding leaves), e.g. 113, 227, …, 914 for N = 8 and 4096.
