@@ -289,6 +289,10 @@ TEST(SdpaVariants, AKeptMaskGradientBufferIsChecked) {
   EXPECT_TRUE(ThrowsWith(into(Tensor({16, 15})), "of the mask's shape (16, 16), got (16, 15)"));
   EXPECT_TRUE(ThrowsWith(into(Tensor({16, 16}).permute({1, 0})), "(not contiguous)"));
   EXPECT_TRUE(ThrowsWith(into(options.mask.values), "shares memory with the mask"));
+  // Another view of the mask's memory (as Python's arrays are): caught by address, not storage.
+  Tensor mask_memory = options.mask.values;
+  const Tensor alias = Tensor::from_external(mask_memory.data(), 256, {16, 16}, {16, 1}, 0, {});
+  EXPECT_TRUE(ThrowsWith(into(alias), "shares memory with the mask"));
   EXPECT_TRUE(ThrowsWith(into(q.reshape({16, 16})), "shares memory with an input"));
   EXPECT_TRUE(ThrowsWith(into(g.reshape({16, 16})), "shares memory with an input"));
   SdpaOptions boolean;

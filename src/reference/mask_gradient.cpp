@@ -13,6 +13,31 @@ void check_mask_gradient_request(const SdpaOptions& options, const char* where) 
              "padding has no gradient");
 }
 
+namespace {
+
+// The bytes a view reaches, first to last element: two views overlap when these ranges do
+// (storage identity alone misses two views made over one caller's memory, as Python's are).
+struct Extent {
+  const char *first, *last;
+};
+Extent extent_of(const Tensor& t) {
+  int64_t low = 0, high = 0;
+  for (int i = 0; i < t.rank(); ++i) {
+    const int64_t reach = (t.dim(i) - 1) * t.strides()[static_cast<size_t>(i)];
+    (reach < 0 ? low : high) += reach;
+  }
+  const auto* base = reinterpret_cast<const char*>(t.data());
+  return {base + low * static_cast<int64_t>(sizeof(float)),
+          base + high * static_cast<int64_t>(sizeof(float)) + sizeof(float) - 1};
+}
+bool memory_overlaps(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
+  const Extent x = extent_of(a), y = extent_of(b);
+  return x.first <= y.last && y.first <= x.last;
+}
+
+}  // namespace
+
 void check_mask_gradient_buffer(const Tensor& dmask, const SdpaOptions& options,
                                 std::initializer_list<const Tensor*> inputs) {
   const Tensor& mask = options.mask.values;
@@ -20,10 +45,10 @@ void check_mask_gradient_buffer(const Tensor& dmask, const SdpaOptions& options,
              "sdpa_backward: dmask must be a contiguous tensor of the mask's shape ",
              mask.shape_string(), ", got ", dmask.shape_string(),
              dmask.is_contiguous() ? "" : " (not contiguous)");
-  ATTN_CHECK(!dmask.shares_storage(mask),
+  ATTN_CHECK(!memory_overlaps(dmask, mask),
              "sdpa_backward: dmask shares memory with the mask, which the backward reads");
   for (const Tensor* input : inputs) {
-    ATTN_CHECK(!dmask.shares_storage(*input),
+    ATTN_CHECK(!memory_overlaps(dmask, *input),
                "sdpa_backward: dmask shares memory with an input (q, k, v, out, logsumexp or "
                "d_out), which the backward reads");
   }

@@ -14,7 +14,7 @@ namespace attn::detail {
 void check_mask_gradient_request(const SdpaOptions& options, const char* where);
 
 // The buffer a caller hands sdpa_backward for the mask's gradient: the mask's shape,
-// contiguous, sharing no storage with the mask or `inputs` (the kernels read them while they
+// contiguous, overlapping no memory of the mask or `inputs` (the kernels read them while they
 // write it). Throws attn::Error saying which rule it breaks.
 void check_mask_gradient_buffer(const Tensor& dmask, const SdpaOptions& options,
                                 std::initializer_list<const Tensor*> inputs);
