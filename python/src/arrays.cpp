@@ -196,6 +196,24 @@ Tensor to_tensor(const py::handle& obj, const char* name, Accept accept) {
   return view_of(first, std::move(shape), std::move(strides), array);
 }
 
+Tensor to_output_tensor(const py::handle& obj, const char* name) {
+  if (std::optional<Tensor> in_place = torch_in_place(obj)) {
+    if (in_place->is_contiguous()) return *std::move(in_place);
+  } else if (py::isinstance<py::array>(obj)) {
+    const auto array = py::reinterpret_borrow<py::array>(obj);
+    const bool float32 = array.dtype().kind() == 'f' && array.dtype().itemsize() == 4;
+    const bool c_order = (array.flags() & py::array::c_style) != 0;
+    if (float32 && c_order && array.writeable() && array.ndim() >= 1 &&
+        array.ndim() <= Tensor::kMaxRank && array.size() > 0) {
+      return to_tensor(obj, name);  // float32 with contiguous rows: viewed in place
+    }
+  }
+  throw py::value_error(std::string(name) +
+                        " receives the result, so it must be a writeable, C-contiguous float32 "
+                        "numpy array (or CPU torch tensor) of rank 1 to 4, got " +
+                        std::string(py::str(py::repr(obj))).substr(0, 80));
+}
+
 Tensor to_optional_tensor(const py::handle& obj, const char* name) {
   return obj.is_none() ? Tensor{} : to_tensor(obj, name);
 }

@@ -27,6 +27,10 @@ enum class Accept { kFloat, kMask };
 // obj as a Tensor of rank 1..4 (TypeError for what is not a numeric array, ValueError for a
 // wrong rank or a last dim that is not contiguous); `name` is in every message.
 Tensor to_tensor(const py::handle& obj, const char* name, Accept accept = Accept::kFloat);
+// obj as a Tensor over its own memory, for the library to write into: a writeable,
+// C-contiguous float32 numpy array or contiguous float32 CPU torch.Tensor of rank 1..4 (never
+// converted: a copy would take the writes); ValueError naming it otherwise.
+Tensor to_output_tensor(const py::handle& obj, const char* name);
 // None -> an undefined Tensor.
 Tensor to_optional_tensor(const py::handle& obj, const char* name);
 // True when obj is a numpy array of booleans or integers (a mask that allows, not adds).

@@ -90,10 +90,11 @@ py::tuple sdpa_backward_py(const py::handle& q, const py::handle& k, const py::h
                            const std::string& causal_align, float softcap,
                            std::optional<std::vector<float>> alibi_slopes,
                            std::optional<std::vector<float>> sinks, const std::string& precision,
-                           bool return_mask_gradient) {
+                           bool return_mask_gradient, const py::handle& dmask) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v"),
                t_out = to_tensor(out, "out"), t_lse = to_tensor(lse, "lse"),
                t_d = to_tensor(d_out, "d_out");
+  const Tensor kept = dmask.is_none() ? Tensor{} : to_output_tensor(dmask, "dmask");
   SdpaOptions o =
       options_of(causal, window, mask, scale, std::move(key_lengths), std::move(key_starts),
                  causal_align, {softcap, std::move(alibi_slopes), std::move(sinks), precision});
@@ -101,11 +102,17 @@ py::tuple sdpa_backward_py(const py::handle& q, const py::handle& k, const py::h
   SdpaGradients g;
   {
     py::gil_scoped_release unlocked;
-    g = sdpa_backward(tq, tk, tv, t_out, t_lse, t_d, o);
+    g = kept.defined() ? sdpa_backward(tq, tk, tv, t_out, t_lse, t_d, o, kept)
+                       : sdpa_backward(tq, tk, tv, t_out, t_lse, t_d, o);
   }
   py::list grads;
-  for (const Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dsinks, &g.dmask}) {
+  for (const Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dsinks}) {
     if (t->defined()) grads.append(to_array(*t));
+  }
+  if (kept.defined()) {
+    grads.append(dmask);  // the caller's own array, written in place
+  } else if (g.dmask.defined()) {
+    grads.append(to_array(g.dmask));
   }
   return py::tuple(grads);
 }
@@ -375,18 +382,21 @@ weights (…, Tq, Tk) and / or the logsumexp (…, Tq). Raises ValueError naming
         R"(sdpa_backward(q, k, v, out, lse, d_out, *, causal=False, window=None, mask=None,
               scale=None, key_lengths=None, key_starts=None, causal_align="bottom-right",
               softcap=0.0, alibi_slopes=None, sinks=None, precision="f32",
-              return_mask_gradient=False)
+              return_mask_gradient=False, dmask=None)
               -> (dq, dk, dv[, dsinks][, dmask])
 
 The gradients of sdpa for dL/d(out) = d_out, on the fused kernel (the weights recomputed block
 by block from the forward's logsumexp lse, from sdpa(..., return_lse=True)). Options as the
 forward's; with sinks, also the sinks' gradient (H,); with return_mask_gradient, the gradient
-of the additive (float) mask, in the mask's shape.)",
+of the additive (float) mask, in the mask's shape. dmask: an array of the mask's shape (float32,
+C-contiguous, writeable) that receives that gradient in place and is returned as it, so a
+training loop keeps one buffer instead of a new one per call (return_mask_gradient implied).)",
         "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_out"_a, py::kw_only(), "causal"_a = false,
         "window"_a = py::none(), "mask"_a = py::none(), "scale"_a = py::none(),
         "key_lengths"_a = py::none(), "key_starts"_a = py::none(),
         "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
-        "sinks"_a = py::none(), "precision"_a = "f32", "return_mask_gradient"_a = false);
+        "sinks"_a = py::none(), "precision"_a = "f32", "return_mask_gradient"_a = false,
+        "dmask"_a = py::none());
   m.def("sdpa_varlen", &sdpa_varlen_py,
         R"(sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, window=None,
             scale=None, causal_align="bottom-right", softcap=0.0, alibi_slopes=None,

@@ -196,6 +196,20 @@ add("sdpa-softcap-negative", ValueError, "softcap must be finite and >= 0",
 add("sdpa_backward-mask-gradient-boolean", ValueError, "needs an additive",
     lambda c: attn.sdpa_backward(c["q"], c["k"], c["v"], c["out"], c["lse"], c["out"],
                                  mask=np.ones((6, 6), bool), return_mask_gradient=True))
+ADDITIVE = np.zeros((6, 6), np.float32)
+add("sdpa_backward-dmask-float64", ValueError, "dmask receives the result, so it must be a writeab",
+    lambda c: attn.sdpa_backward(c["q"], c["k"], c["v"], c["out"], c["lse"], c["out"],
+                                 mask=ADDITIVE, dmask=np.zeros((6, 6))))
+add("sdpa_backward-dmask-read-only", ValueError, "dmask receives the result",
+    lambda c: attn.sdpa_backward(c["q"], c["k"], c["v"], c["out"], c["lse"], c["out"],
+                                 mask=ADDITIVE,
+                                 dmask=np.broadcast_to(np.float32(0), (6, 6))))
+add("sdpa_backward-dmask-shape", ValueError, r"of the mask's shape \(6, 6\), got \(6, 5\)",
+    lambda c: attn.sdpa_backward(c["q"], c["k"], c["v"], c["out"], c["lse"], c["out"],
+                                 mask=ADDITIVE, dmask=np.zeros((6, 5), np.float32)))
+add("sdpa_backward-dmask-is-the-mask", ValueError, "dmask shares memory with the mask",
+    lambda c: attn.sdpa_backward(c["q"], c["k"], c["v"], c["out"], c["lse"], c["out"],
+                                 mask=ADDITIVE, dmask=ADDITIVE))
 add("sdpa_varlen-one-offset", ValueError, "at least 2 offsets",
     lambda c: attn.sdpa_varlen(packed(c["q"]), packed(c["k"]), packed(c["v"]), [0], [0]))
 add("sdpa_varlen-offsets-past-the-rows", ValueError, "must run from 0 to 6",

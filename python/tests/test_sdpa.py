@@ -91,6 +91,21 @@ def test_backward_matches_finite_differences(rng):
         close(grad, numeric, 1e-3)
 
 
+def test_mask_gradient_into_a_kept_array(rng):
+    q, k, v, d_out = (rng.standard_normal((1, 2, 70, 16), dtype=np.float32) for _ in range(4))
+    mask = rng.standard_normal((2, 70, 70), dtype=np.float32)
+    out, lse = attn.sdpa(q, k, v, causal=True, mask=mask, return_lse=True)
+    new = attn.sdpa_backward(q, k, v, out, lse, d_out, causal=True, mask=mask,
+                             return_mask_gradient=True)
+    kept = np.full(mask.shape, np.nan, np.float32)  # every element is written
+    before = attn._conversions()
+    got = attn.sdpa_backward(q, k, v, out, lse, d_out, causal=True, mask=mask, dmask=kept)
+    assert attn._conversions() == before and got[3] is kept
+    for a, b in zip(got, new):
+        assert np.array_equal(a, b)
+    assert np.all(kept[:, np.triu_indices(70, 1)[0], np.triu_indices(70, 1)[1]] == 0)
+
+
 def test_inputs_are_used_in_place_and_outputs_not_copied(rng):
     q = rng.standard_normal((2, 4, 16, 8), dtype=np.float32)
     before = attn._conversions()
