@@ -481,13 +481,13 @@ void ZeroRow(float* row, size_t n) {
 }
 
 // In a buffer the caller keeps (bp.dscores_zeroed false): the mask gradient's elements of
-// query rows [q0, q0 + rows) of head h in key blocks that no query of the block sees (the pairs
-// write the rest): before the first such block and from past the last one to Tk.
+// query rows [q0, q0 + rows) of head h in key blocks that no query of the block sees, outside
+// `seen` (the block's visible_keys; the pairs write the rest): before the first such block and
+// from past the last one to Tk.
 void ZeroUnseenScoreGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
-                             int64_t rows) {
+                             int64_t rows, KeyRange seen) {
   if (bp.dscores == nullptr || bp.dscores_zeroed) return;
   const FlashProblem& p = bp.forward;
-  KeyRange seen = visible_keys(p, b, q0, rows);
   if (seen.begin >= seen.end) seen = {p.tk, p.tk};  // no key seen: the whole row
   for (int64_t r = 0; r < rows; ++r) {
     float* row = ScoreGradientRows(bp, b, h, q0 + r, 0);
@@ -524,6 +524,7 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
   const FlashProblem& p = bp.forward;
   LoadQueryBlock(bp, b, h, q0, rows, s);
   const KeyRange keys_seen = visible_keys(p, b, q0, static_cast<int64_t>(rows));
+  ZeroUnseenScoreGradient(bp, b, h, q0, static_cast<int64_t>(rows), keys_seen);
   for (int64_t j0 = keys_seen.begin; j0 < keys_seen.end; j0 += kKeyBlock) {
     const PairShape z =
         ShapeOf(p, rows, static_cast<size_t>(std::min(kKeyBlock, keys_seen.end - j0)));
@@ -622,8 +623,8 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
   for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
     for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, p.tq - q0);
-      ZeroUnseenScoreGradient(bp, b, h, q0, rows);
       const KeyRange keys_seen = visible_keys(p, b, q0, rows);
+      ZeroUnseenScoreGradient(bp, b, h, q0, rows, keys_seen);
       if (keys_seen.begin < keys_seen.end) continue;
       float* dq = QueryGradientRows(bp, b, h, q0);
       for (int64_t r = 0; r < rows; ++r)
@@ -635,7 +636,7 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
   for (int64_t j_begin = 0; j_begin < p.tk; j_begin += kKeyChunk)
     KeyChunk(bp, b, kv_h, j_begin, true, buffers);
   if (buffers.amx_tiles) amx_end();
-  if (bp.dscores != nullptr) hwy::FlushStream();  // StoreScoreGradient's stores, seen by all
+  if (bp.dscores != nullptr) hwy::FlushStream();  // the streamed dS stores, seen by all
 }
 
 // Loop order (c), first pass: a chunk's dK and dV rows alone.
@@ -652,11 +653,10 @@ void FlashBackwardQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t 
                              float* scratch) {
   const FlashProblem& p = bp.forward;
   const Buffers buffers = CarveScratch(p, scratch);
-  ZeroUnseenScoreGradient(bp, b, h, q0, std::min(kQueryBlock, p.tq - q0));
   if (buffers.amx_tiles) amx_begin();
   QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), buffers);
   if (buffers.amx_tiles) amx_end();
-  if (bp.dscores != nullptr) hwy::FlushStream();  // StoreScoreGradient's stores, seen by all
+  if (bp.dscores != nullptr) hwy::FlushStream();  // the streamed dS stores, seen by all
 }
 
 }  // namespace HWY_NAMESPACE
