@@ -19,6 +19,8 @@ Tensor with_contiguous_rows(const Tensor& t);
 // H = 16, d = 64, all in a few L1 sets — is copied first when it has at least kKeyBlock rows
 // (a copy of T·d floats per head against the T²·d of attention): a causal forward at T = 4096,
 // H = 16, d = 64 on two Zen 2 threads took 367 ms from such views and 222 from contiguous ones.
+// Only the backward's two-pass order copies so; the forward's tasks and the backward's per-head
+// tasks copy each head's rows as they come to it (staged_keys.hpp).
 Tensor with_consecutive_rows(const Tensor& t);
 
 // What the float tensors given to the fused kernels hold: any floats, which bf16 products round,
@@ -33,17 +35,17 @@ enum class OperandValues { kFloat32, kBfloat16 };
 Tensor as_product_operand(const Tensor& t, const SdpaOptions& options, bool on_amx,
                           OperandValues values = OperandValues::kFloat32);
 
-// Q (or dO) and K, V as the kernels read them: rows contiguous (consecutive for K and V, which
-// the vector kernels read in place; the tiles read them packed), and rounded when the products
-// are bf16 and not on AMX (the rounded copy is contiguous already).
+// Q (or dO) and K, V as the kernels read them: rows contiguous, and rounded when the products
+// are bf16 and not on AMX (the rounded copy is contiguous already; the tiles' packers round as
+// they read). K and V rows that lie apart are left so: the tasks copy a head's rows where
+// they read them again and again (staged_keys.hpp).
 inline Tensor query_rows_for(const Tensor& t, const SdpaOptions& options, bool on_amx,
                              OperandValues values = OperandValues::kFloat32) {
   return with_contiguous_rows(as_product_operand(t, options, on_amx, values));
 }
 inline Tensor key_rows_for(const Tensor& t, const SdpaOptions& options, bool on_amx,
                            OperandValues values = OperandValues::kFloat32) {
-  return on_amx ? with_contiguous_rows(t)
-                : with_consecutive_rows(as_product_operand(t, options, false, values));
+  return query_rows_for(t, options, on_amx, values);
 }
 
 // The b, h, t element strides of a rank-4 view.

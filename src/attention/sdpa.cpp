@@ -15,6 +15,7 @@
 #include "src/attention/decode_run.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/attention/staged_keys.hpp"
 #include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/decode.hpp"
@@ -104,19 +105,27 @@ void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
     return Block{&p,    bh / p.heads, bh % p.heads, q0, std::min(kernels::kQueryBlock, p.tq - q0),
                  blocks};
   };
+  // K and V rows apart (a packed batch's): each worker's copy of its head's rows.
+  std::vector<StagedKeys> staged(static_cast<size_t>(num_threads()));
+  auto as_read = [&](const Block& x, StagedKeys& stage) -> const kernels::FlashProblem& {
+    return StagedKeys::applies(*x.p) ? stage.problem_for(*x.p, x.b, x.h) : *x.p;
+  };
   const int64_t tasks = first_task.back();
   parallel_for_workers(tasks, [&](int64_t task, int worker) {
     auto& buffer = scratch[static_cast<size_t>(worker)];
     if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
+    StagedKeys& stage = staged[static_cast<size_t>(worker)];
+    const Block x = block_of(task);
+    const kernels::FlashProblem& p = as_read(x, stage);
     if (task + 1 < tasks) {  // most often this worker's next task (see kernels/prefetch.hpp)
       const Block next = block_of(task + 1);
-      kernels::prefetch_forward_block(*next.p, next.b, next.h, next.q0, next.rows);
+      kernels::prefetch_forward_block(stage.current_for(*next.p, next.b, next.h), next.b, next.h,
+                                      next.q0, next.rows);
     }
-    const Block x = block_of(task);
-    if (non_finite_input && task_inputs_non_finite(*x.p, x.b, x.h, x.q0, x.rows, x.blocks)) {
+    if (non_finite_input && task_inputs_non_finite(p, x.b, x.h, x.q0, x.rows, x.blocks)) {
       non_finite_input->store(true, std::memory_order_relaxed);
     }
-    kernels::flash_forward_block(*x.p, x.b, x.h, x.q0, x.rows, buffer.get());
+    kernels::flash_forward_block(p, x.b, x.h, x.q0, x.rows, buffer.get());
   });
 }
 

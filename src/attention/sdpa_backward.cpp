@@ -17,6 +17,7 @@
 #include "src/attention/amx_operands.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/attention/staged_keys.hpp"
 #include "src/core/machine_cores.hpp"
 #include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
@@ -164,9 +165,15 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   check_gradient_view(dv, v_in, "dv");
   // On AMX tiles the packing rounds Q, K, V and dO as it reads them (amx_operands.hpp).
   const bool on_amx = products_on_amx(options);
-  const Tensor q = query_rows_for(q_in, options, on_amx, values),
-               k = key_rows_for(k_in, options, on_amx, values),
-               v = key_rows_for(v_in, options, on_amx, values), out = with_contiguous_rows(out_in),
+  // The two-pass order's tasks each read a share of a head's K and V rows: rows apart are
+  // copied consecutive for them here, where the per-head tasks copy their own (staged_keys.hpp).
+  const bool two_pass = dims.batch * dims.kv_heads < backward_two_pass_below();
+  auto keys_as_read = [&](const Tensor& t) {
+    const Tensor rows = key_rows_for(t, options, on_amx, values);
+    return two_pass && !on_amx ? with_consecutive_rows(rows) : rows;
+  };
+  const Tensor q = query_rows_for(q_in, options, on_amx, values), k = keys_as_read(k_in),
+               v = keys_as_read(v_in), out = with_contiguous_rows(out_in),
                d_out = query_rows_for(d_out_in, options, on_amx, values);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
@@ -200,10 +207,18 @@ void backward_tasks(const kernels::FlashBackwardProblem& p, const AttentionDims&
   };
   const int64_t pairs = dims.batch * dims.kv_heads, group = dims.heads / dims.kv_heads;
   if (pairs >= backward_two_pass_below()) {  // tasks: (batch, K/V head)
+    // K and V rows apart (a packed batch's, a layer's QKV columns): each worker's copy of its
+    // head's rows.
+    std::vector<StagedKeys> staged(static_cast<size_t>(num_threads()));
+    const bool stage = StagedKeys::applies(p.forward);
     parallel_for_workers(pairs, [&](int64_t task, int worker) {
       const int64_t b = task / dims.kv_heads, kv_h = task % dims.kv_heads;
+      kernels::FlashBackwardProblem as_read = p;
+      if (stage)
+        as_read.forward =
+            staged[static_cast<size_t>(worker)].problem_for(p.forward, b, kv_h * group);
       if (non_finite_input) {
-        bool found = scan_keys && key_rows_non_finite(p.forward, b, kv_h, 0, dims.tk);
+        bool found = scan_keys && key_rows_non_finite(as_read.forward, b, kv_h, 0, dims.tk);
         for (int64_t h = kv_h * group; h < (kv_h + 1) * group && !found; ++h) {
           found = query_rows_non_finite(p, b, h, 0, dims.tq);
         }
@@ -212,8 +227,7 @@ void backward_tasks(const kernels::FlashBackwardProblem& p, const AttentionDims&
       if (task + 1 < pairs) {  // most often this worker's next task (see kernels/prefetch.hpp)
         kernels::prefetch_backward_head(p, (task + 1) / dims.kv_heads, (task + 1) % dims.kv_heads);
       }
-      kernels::flash_backward_head(p, task / dims.kv_heads, task % dims.kv_heads,
-                                   buffer_of(worker));
+      kernels::flash_backward_head(as_read, b, kv_h, buffer_of(worker));
     });
     return;
   }

@@ -1,12 +1,12 @@
 // Packed variable-length attention (attn/sdpa_varlen.hpp): each sequence's rows, a (H, L, d)
 // view, are a fused-kernel problem of their own; the forward runs every sequence's tasks as
-// one list over the threads, the backward one sequence after another. K and V are first copied into
-// head-major (Hkv, T, d) order: the kernels read a key block's rows in place, and in the packed
-// layout they were H·d floats apart — 4 KiB at H = 16, d = 64, all in the same few L1 sets
-// (a (B, T, H, d) view of one 4096 sequence: 367 ms against 222 contiguous, two Zen 2
-// threads). Q, O and dO are read once per task and the results written once, in place. The
-// logsumexp, (H, L) per sequence as the kernels write it, is kept sequence by sequence in scratch
-// and laid out (Tq_total, H) at the end.
+// one list over the threads, the backward one sequence after another. Everything is read and
+// written in place: Q, O and dO once per task; K and V, whose packed rows lie H·d floats apart
+// (4 KiB at H = 16, d = 64, all in the same few L1 sets) and are read again for every query
+// block, are copied a head at a time by the tasks into the core's cache (staged_keys.hpp), not
+// laid out head-major as a whole first (32 MiB written to memory and read back at 4096 × 16 ×
+// 64: it cost about what it saved). The logsumexp, (H, L) per sequence as the kernels write it,
+// is kept sequence by sequence in scratch and laid out (Tq_total, H) at the end.
 #include "attn/sdpa_varlen.hpp"
 
 #include <algorithm>
@@ -71,61 +71,11 @@ PackedDims check_varlen(const Tensor& q, const Tensor& k, const Tensor& v,
           v.dim(2)};
 }
 
-// A (a, b, width) tensor with contiguous rows as a contiguous (b, a, width) one: whole rows
-// copied, the a's over the threads in chunks. Each source row i (b·width floats, contiguous) is
-// read once, front to back, and scattered to b output streams: reading by b first instead
-// touched a new page for every row (4 KiB apart at 16 heads, d = 64), one TLB miss and no
-// prefetch each — 10 % of eight packed sequences' forward on a Xeon. (Tensor::contiguous's
-// element-wise copy of a permuted view took 4.9 ms for 4096 × 16 × 64 floats.)
-Tensor swap_leading_dims(const Tensor& in) {
-  const Tensor x = detail::with_contiguous_rows(in);
-  const int64_t a = x.dim(0), b = x.dim(1), width = x.dim(2);
-  Tensor out = Tensor::uninitialized({b, a, width});  // every row is copied in
-  const float* src = x.data();
-  float* dst = out.data();
-  constexpr int64_t kChunk = 32;
-  parallel_for((a + kChunk - 1) / kChunk, [&](int64_t chunk) {
-    const int64_t end = std::min(a, (chunk + 1) * kChunk);
-    for (int64_t i = chunk * kChunk; i < end; ++i) {
-      for (int64_t j = 0; j < b; ++j) {
-        const float* row = src + i * x.strides()[0] + j * x.strides()[1];
-        std::copy(row, row + width, dst + (j * a + i) * width);
-      }
-    }
-  });
-  return out;
-}
-
 // Rows [first, first + length) of a packed (total, heads, width) tensor, in place: (heads,
-// length, width) with rows heads·width floats apart. For what the kernels read once per task
-// (Q, O, dO: packed into their scratch) or write once (the output and the gradients).
+// length, width) with rows heads·width floats apart.
 Tensor packed_view(const Tensor& packed, int64_t first, int64_t length) {
   return packed.slice(first, length).permute({1, 0, 2});
 }
-
-// K or V of a call, as its kernels read them. The vector kernels read a key block's rows again
-// for every query block, and packed rows are heads·width floats apart (4 KiB at 16 × 64: a few
-// L1 sets), so they get a head-major (heads, total, width) copy, rows consecutive. On packed
-// tiles (on_amx) the packers read each row once, rounding it: the packed rows in place, no copy
-// (the copy of K and V was ~8 % of eight packed sequences' forward).
-class KeyRows {
- public:
-  KeyRows(const Tensor& packed, const SdpaOptions& options, bool on_amx)
-      : in_place_(on_amx),
-        rows_(on_amx ? detail::with_contiguous_rows(packed)
-                     : swap_leading_dims(detail::as_product_operand(packed, options, false))) {}
-  // Rows [first, first + length) of every head: (heads, length, width).
-  Tensor of_sequence(int64_t first, int64_t length) const {
-    if (in_place_) return packed_view(rows_, first, length);
-    return rows_.permute({1, 0, 2}).slice(first, length).permute({1, 0, 2});
-  }
-  // All of them, (total, heads, width) or head-major, for the non-finite check's message.
-  const Tensor& all() const { return rows_; }
-
- private:
-  bool in_place_;
-  Tensor rows_;
-};
 
 }  // namespace
 
@@ -135,8 +85,9 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options);
   // On AMX tiles the packing rounds Q, K and V as it reads them (amx_operands.hpp).
   const bool on_amx = detail::products_on_amx(options);
-  const Tensor q = detail::query_rows_for(q_in, options, on_amx);
-  const KeyRows k(k_in, options, on_amx), v(v_in, options, on_amx);
+  const Tensor q = detail::query_rows_for(q_in, options, on_amx),
+               k = detail::key_rows_for(k_in, options, on_amx),
+               v = detail::key_rows_for(v_in, options, on_amx);
   // Not zeroed (16 MiB at 4096 × 16 × 64, 5 % of eight packed sequences' time): the kernels
   // write every row of a sequence that has keys, and the rows of one without are zeroed below.
   SdpaResult result{Tensor::uninitialized({dims.tq_total, dims.heads, dims.dv}), Tensor{},
@@ -156,8 +107,8 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
       }
       continue;
     }
-    const Tensor q_s = packed_view(q, q0, lq), k_s = k.of_sequence(k0, lk),
-                 v_s = v.of_sequence(k0, lk);
+    const Tensor q_s = packed_view(q, q0, lq), k_s = packed_view(k, k0, lk),
+                 v_s = packed_view(v, k0, lk);
     problems.push_back(
         detail::flash_problem(detail::check_attention(q_s, k_s, v_s, options),
                               detail::as_rank4(q_s), detail::as_rank4(k_s), detail::as_rank4(v_s),
@@ -168,8 +119,7 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
     const detail::PhaseScope clock(Phase::kAttention);
     detail::forward_tasks(problems, &non_finite, on_amx);  // every sequence's tasks in one list
   }
-  if (non_finite.load())
-    detail::check_finite_qkv("sdpa_varlen", q, k.all(), v.all());  // throws, naming it
+  if (non_finite.load()) detail::check_finite_qkv("sdpa_varlen", q, k, v);  // throws, naming it
   // (H, L) per sequence -> (Tq_total, H).
   float* lse = result.logsumexp.data();
   for (int64_t s = 0; s < dims.sequences; ++s) {
@@ -199,8 +149,9 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
              "), what sdpa_varlen returned");
   // On AMX tiles the packing rounds Q, K, V and dO as it reads them (amx_operands.hpp).
   const bool on_amx = detail::products_on_amx(options);
-  const KeyRows k(k_in, options, on_amx), v(v_in, options, on_amx);
-  const Tensor q = detail::query_rows_for(q_in, options, on_amx), out = out_in.contiguous(),
+  const Tensor q = detail::query_rows_for(q_in, options, on_amx),
+               k = detail::key_rows_for(k_in, options, on_amx),
+               v = detail::key_rows_for(v_in, options, on_amx), out = out_in.contiguous(),
                d_out = detail::as_product_operand(d_out_in, options, on_amx).contiguous(),
                lse_in = logsumexp.contiguous();
   for (float x : lse_in.to_vector()) {
@@ -233,8 +184,8 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
       zero_rows(grads.dv, k0, lk);
       continue;
     }
-    const Tensor q_s = packed_view(q, q0, lq), k_s = k.of_sequence(k0, lk),
-                 v_s = v.of_sequence(k0, lk);
+    const Tensor q_s = packed_view(q, q0, lq), k_s = packed_view(k, k0, lk),
+                 v_s = packed_view(v, k0, lk);
     detail::sdpa_backward_into(detail::check_attention(q_s, k_s, v_s, options), q_s, k_s, v_s,
                                packed_view(out, q0, lq), lse_by_sequence.data() + q0 * dims.heads,
                                packed_view(d_out, q0, lq), options, packed_view(grads.dq, q0, lq),
@@ -242,7 +193,7 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
                                &non_finite);
   }
   if (non_finite.load()) {
-    detail::check_finite_qkv("sdpa_varlen_backward", q, k.all(), v.all());
+    detail::check_finite_qkv("sdpa_varlen_backward", q, k, v);
     detail::check_finite(out, "sdpa_varlen_backward", "out");
     detail::check_finite(d_out, "sdpa_varlen_backward", "d_out");
   }

@@ -46,6 +46,9 @@ void prefetch_forward_block(const FlashProblem& p, int64_t b, int64_t h, int64_t
   } else {
     prefetch_rows(p.q + q_first, p.q_stride[2], rows, p.d);
   }
+  if (p.out != nullptr && p.out_stride[2] != p.dv)  // rows apart (prefetch.hpp)
+    prefetch_rows(p.out + b * p.out_stride[0] + h * p.out_stride[1] + q0 * p.out_stride[2],
+                  p.out_stride[2], rows, p.dv);
   prefetch_first_keys(p, b, h / (p.heads / p.kv_heads), q0, rows);
 }
 
