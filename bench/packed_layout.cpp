@@ -84,13 +84,13 @@ int main(int argc, char** argv) {
     }));
     alone_bwd.push_back(ms_of([&] {
       for (size_t s = 0; s < alone.size(); ++s)
-        attn::sdpa_backward(alone[s].q, alone[s].k, alone[s].v, each[s].output,
-                            each[s].logsumexp, alone[s].d_out, causal);
+        attn::sdpa_backward(alone[s].q, alone[s].k, alone[s].v, each[s].output, each[s].logsumexp,
+                            alone[s].d_out, causal);
     }));
     attn::SdpaResult one;
     one_fwd.push_back(ms_of([&] { one = attn::sdpa(q1, k1, v1, causal); }));
-    one_bwd.push_back(ms_of(
-        [&] { attn::sdpa_backward(q1, k1, v1, one.output, one.logsumexp, d1, causal); }));
+    one_bwd.push_back(
+        ms_of([&] { attn::sdpa_backward(q1, k1, v1, one.output, one.logsumexp, d1, causal); }));
   }
 
   // Useful work: each query's keys up to itself, L·(L+1)/2 pairs a sequence.
