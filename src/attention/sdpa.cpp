@@ -105,7 +105,8 @@ void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
     return Block{&p,    bh / p.heads, bh % p.heads, q0, std::min(kernels::kQueryBlock, p.tq - q0),
                  blocks};
   };
-  // K and V rows apart (a packed batch's): each worker's copy of its head's rows.
+  // K and V rows apart (a packed batch's, a layer's QKV columns): each worker's copy of its
+  // head's rows (staged_keys.hpp).
   std::vector<StagedKeys> staged(static_cast<size_t>(num_threads()));
   auto as_read = [&](const Block& x, StagedKeys& stage) -> const kernels::FlashProblem& {
     return StagedKeys::applies(*x.p) ? stage.problem_for(*x.p, x.b, x.h) : *x.p;
