@@ -35,17 +35,13 @@ enum class OperandValues { kFloat32, kBfloat16 };
 Tensor as_product_operand(const Tensor& t, const SdpaOptions& options, bool on_amx,
                           OperandValues values = OperandValues::kFloat32);
 
-// Q (or dO) and K, V as the kernels read them: rows contiguous, and rounded when the products
-// are bf16 and not on AMX (the rounded copy is contiguous already; the tiles' packers round as
-// they read). K and V rows that lie apart are left so: the tasks copy a head's rows where
-// they read them again and again (staged_keys.hpp).
-inline Tensor query_rows_for(const Tensor& t, const SdpaOptions& options, bool on_amx,
-                             OperandValues values = OperandValues::kFloat32) {
+// Q, K, V (or dO) as the kernels read them: rows contiguous, and rounded when the products are
+// bf16 and not on AMX (the rounded copy is contiguous already; the tiles' packers round as they
+// read). Rows that lie apart are left so: Q and dO are read once per task, and the tasks copy a
+// K/V head's rows where they read them again and again (staged_keys.hpp).
+inline Tensor operand_rows_for(const Tensor& t, const SdpaOptions& options, bool on_amx,
+                               OperandValues values = OperandValues::kFloat32) {
   return with_contiguous_rows(as_product_operand(t, options, on_amx, values));
-}
-inline Tensor key_rows_for(const Tensor& t, const SdpaOptions& options, bool on_amx,
-                           OperandValues values = OperandValues::kFloat32) {
-  return query_rows_for(t, options, on_amx, values);
 }
 
 // The b, h, t element strides of a rank-4 view.

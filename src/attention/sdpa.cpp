@@ -55,9 +55,9 @@ void sdpa_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in
              to_string(with_last_dim(q_in, dims.dv)), " with contiguous rows");
   // On AMX tiles the packing rounds Q, K and V as it reads them (amx_operands.hpp).
   const bool on_amx = products_on_amx(options);
-  const Tensor q = query_rows_for(q_in, options, on_amx, values),
-               k = key_rows_for(k_in, options, on_amx, values),
-               v = key_rows_for(v_in, options, on_amx, values);
+  const Tensor q = operand_rows_for(q_in, options, on_amx, values),
+               k = operand_rows_for(k_in, options, on_amx, values),
+               v = operand_rows_for(v_in, options, on_amx, values);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   const kernels::FlashProblem p = flash_problem(dims, as_rank4(q), as_rank4(k), as_rank4(v),

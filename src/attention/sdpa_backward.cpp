@@ -153,6 +153,16 @@ int64_t backward_two_pass_below() {
   return set > 0 ? set : machine_cores();
 }
 
+namespace {
+
+// The loop order backward_tasks takes: two passes when there are fewer (batch, K/V head) pairs
+// than backward_two_pass_below(), else one task per pair.
+bool in_two_passes(const AttentionDims& dims) {
+  return dims.batch * dims.kv_heads < backward_two_pass_below();
+}
+
+}  // namespace
+
 void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Tensor& k_in,
                         const Tensor& v_in, const Tensor& out_in, const float* logsumexp,
                         const Tensor& d_out_in, const SdpaOptions& options, const Tensor& dq,
@@ -167,14 +177,13 @@ void sdpa_backward_into(const AttentionDims& dims, const Tensor& q_in, const Ten
   const bool on_amx = products_on_amx(options);
   // The two-pass order's tasks each read a share of a head's K and V rows: rows apart are
   // copied consecutive for them here, where the per-head tasks copy their own (staged_keys.hpp).
-  const bool two_pass = dims.batch * dims.kv_heads < backward_two_pass_below();
   auto keys_as_read = [&](const Tensor& t) {
-    const Tensor rows = key_rows_for(t, options, on_amx, values);
-    return two_pass && !on_amx ? with_consecutive_rows(rows) : rows;
+    const Tensor rows = operand_rows_for(t, options, on_amx, values);
+    return in_two_passes(dims) && !on_amx ? with_consecutive_rows(rows) : rows;
   };
-  const Tensor q = query_rows_for(q_in, options, on_amx, values), k = keys_as_read(k_in),
+  const Tensor q = operand_rows_for(q_in, options, on_amx, values), k = keys_as_read(k_in),
                v = keys_as_read(v_in), out = with_contiguous_rows(out_in),
-               d_out = query_rows_for(d_out_in, options, on_amx, values);
+               d_out = operand_rows_for(d_out_in, options, on_amx, values);
   const Tensor mask4 = broadcast_mask(options.mask, with_last_dim(q, dims.tk));
 
   kernels::FlashBackwardProblem p{};
@@ -206,7 +215,7 @@ void backward_tasks(const kernels::FlashBackwardProblem& p, const AttentionDims&
     if (found) non_finite_input->store(true, std::memory_order_relaxed);
   };
   const int64_t pairs = dims.batch * dims.kv_heads, group = dims.heads / dims.kv_heads;
-  if (pairs >= backward_two_pass_below()) {  // tasks: (batch, K/V head)
+  if (!in_two_passes(dims)) {  // tasks: (batch, K/V head)
     // K and V rows apart (a packed batch's, a layer's QKV columns): each worker's copy of its
     // head's rows.
     std::vector<StagedKeys> staged(static_cast<size_t>(num_threads()));

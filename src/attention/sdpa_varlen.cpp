@@ -85,9 +85,9 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options);
   // On AMX tiles the packing rounds Q, K and V as it reads them (amx_operands.hpp).
   const bool on_amx = detail::products_on_amx(options);
-  const Tensor q = detail::query_rows_for(q_in, options, on_amx),
-               k = detail::key_rows_for(k_in, options, on_amx),
-               v = detail::key_rows_for(v_in, options, on_amx);
+  const Tensor q = detail::operand_rows_for(q_in, options, on_amx),
+               k = detail::operand_rows_for(k_in, options, on_amx),
+               v = detail::operand_rows_for(v_in, options, on_amx);
   // Not zeroed (16 MiB at 4096 × 16 × 64, 5 % of eight packed sequences' time): the kernels
   // write every row of a sequence that has keys, and the rows of one without are zeroed below.
   SdpaResult result{Tensor::uninitialized({dims.tq_total, dims.heads, dims.dv}), Tensor{},
@@ -149,9 +149,9 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
              "), what sdpa_varlen returned");
   // On AMX tiles the packing rounds Q, K, V and dO as it reads them (amx_operands.hpp).
   const bool on_amx = detail::products_on_amx(options);
-  const Tensor q = detail::query_rows_for(q_in, options, on_amx),
-               k = detail::key_rows_for(k_in, options, on_amx),
-               v = detail::key_rows_for(v_in, options, on_amx), out = out_in.contiguous(),
+  const Tensor q = detail::operand_rows_for(q_in, options, on_amx),
+               k = detail::operand_rows_for(k_in, options, on_amx),
+               v = detail::operand_rows_for(v_in, options, on_amx), out = out_in.contiguous(),
                d_out = detail::as_product_operand(d_out_in, options, on_amx).contiguous(),
                lse_in = logsumexp.contiguous();
   for (float x : lse_in.to_vector()) {
