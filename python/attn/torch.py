@@ -21,10 +21,15 @@ gradient autograd gets from attn's fused backward).
   the same result); so does the backward, whose gradients (float32 sums) are rounded to
   bfloat16. float16 is computed in float32.
 - A query row that may attend to no key gives zeros, as PyTorch 2.13's CPU kernel does.
+- Shapes as PyTorch takes them: (..., L, E) with any number of leading dims, broadcast between
+  query, key and value (a key with one head serves every query head); an input with none of
+  some dim gives PyTorch's result (an empty output, or zeros when there are no keys) and zero
+  gradients, without calling the kernels.
 - A float attn_mask that requires a gradient (a learned bias) gets one: dS, summed over the dims
   it is broadcast along, from attn's fused backward.
 - The GIL is released while the kernels run.
 """
+import math
 from typing import Optional, Tuple
 
 import numpy as np
@@ -115,10 +120,32 @@ def _bfloat16_in_place(*tensors: torch.Tensor) -> bool:
                for t in tensors)
 
 
+def _no_work(query, key, value) -> bool:
+    """True when PyTorch's answer needs no kernel: the output has no element, or there are no
+    keys (every row a softmax over nothing, which PyTorch's CPU kernel answers with zeros).
+    Nothing of the kernels' checks is lost: attn refuses empty inputs, so these never reach it."""
+    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
+        return False
+    return math.prod(query.shape[:-1]) * value.shape[-1] == 0 or key.shape[-2] == 0
+
+
+def _check_no_work_shapes(query, key, value) -> None:
+    """The checks attn's kernels would have made, for the calls _no_work answers."""
+    if key.shape[-2] != value.shape[-2] or query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"attn.torch: query {tuple(query.shape)}, key {tuple(key.shape)} and "
+                         f"value {tuple(value.shape)} do not fit: key and value need as many "
+                         "rows, query and key as many columns")
+
+
 def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_starts=None,
              softcap=0.0, alibi_slopes=None, sinks=None):
     """attn's fused forward: the output in query's dtype and, with_lse, the float32 logsumexp
     (else None)."""
+    if _no_work(query, key, value):  # zeros, and the logsumexp of rows that see no key
+        _check_no_work_shapes(query, key, value)
+        out = query.new_zeros(query.shape[:-1] + value.shape[-1:])
+        lse = torch.full(query.shape[:-1], math.inf) if with_lse else None
+        return out, lse
     if _bfloat16_in_place(query, key, value):  # read as they are, the output written in bf16
         out = query.new_empty(query.shape[:-1] + value.shape[-1:])
         variants = _variants(softcap, alibi_slopes, sinks, torch.bfloat16)
@@ -164,6 +191,11 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
                               torch.Tensor]:
     """dq, dk, dv, the sinks' gradient and, with mask_gradient, the float mask's (empty tensors
     where not asked for)."""
+    if _no_work(query, key, value):  # the output did not depend on any input
+        dsinks = torch.zeros_like(sinks) if sinks is not None else _no_gradient(query)
+        dmask = torch.zeros_like(attn_mask) if mask_gradient else _no_gradient(query)
+        return (torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value), dsinks,
+                dmask)
     variants = _variants(softcap, alibi_slopes, sinks, query.dtype)
     if _bfloat16_in_place(grad_out, query, key, value, out):  # read as they are
         grads = list(_attn._torch_sdpa_backward_bfloat16(
@@ -231,7 +263,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
         raise ValueError(f"attn.torch: dropout_p must be 0.0 (attn has no attention dropout), "
                          f"got {dropout_p}")
     _check_call(query, key, value, attn_mask, is_causal, enable_gqa)
-    return _attend(query, key, value, attn_mask, is_causal, scale)
+    return _attend_any_shape(query, key, value, attn_mask, is_causal, scale, enable_gqa)
 
 
 def _check_call(query, key, value, attn_mask, is_causal, enable_gqa) -> None:
@@ -240,10 +272,50 @@ def _check_call(query, key, value, attn_mask, is_causal, enable_gqa) -> None:
     _check_devices(query, key, value, attn_mask)
     if is_causal and attn_mask is not None:
         raise ValueError("attn.torch: attn_mask and is_causal cannot both be set (as in PyTorch)")
-    if (not enable_gqa and query.dim() >= 3 and key.dim() == query.dim()
-            and key.shape[-3] != query.shape[-3]):
+    if (not enable_gqa and query.dim() >= 3 and key.dim() >= 3
+            and key.shape[-3] != query.shape[-3] and 1 not in (key.shape[-3], query.shape[-3])):
         raise ValueError(f"attn.torch: query has {query.shape[-3]} heads and key "
                          f"{key.shape[-3]}: pass enable_gqa=True for grouped heads")
+
+
+def _attend_any_shape(query, key, value, attn_mask, is_causal, scale, enable_gqa, softcap=0.0,
+                      alibi_slopes=None, sinks=None) -> torch.Tensor:
+    """_attend on PyTorch's shapes: (..., L, E) with leading dims broadcast between query, key
+    and value (a head dim of 1 too, unless enable_gqa groups the heads), and more than one batch
+    dim merged into one, the kernels' (B, H, L, E). Broadcast dims are stride-0 views, read in
+    place; autograd sums their gradients back."""
+    ranks = (query.dim(), key.dim(), value.dim())
+    if (ranks[0] <= 4 and ranks[0] == ranks[1] == ranks[2]
+            and query.shape[:-3] == key.shape[:-3] == value.shape[:-3]
+            and (ranks[0] < 3 or key.shape[-3] == value.shape[-3])):
+        return _attend(query, key, value, attn_mask, is_causal, scale, None, softcap, alibi_slopes,
+                       sinks)  # the kernels' own shapes
+    if min(ranks) < 2:
+        raise ValueError(f"attn.torch: query, key and value need at least 2 dims (L, E), got "
+                         f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    rank = max(max(ranks), 3)
+    q, k, v = (t.reshape((1,) * (rank - t.dim()) + tuple(t.shape)) for t in (query, key, value))
+    try:
+        batch = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
+        if enable_gqa:  # the head dims stay as they are; the kernels group them
+            kv_heads = torch.broadcast_shapes(k.shape[-3:-2], v.shape[-3:-2])
+            q_lead, kv_lead = batch + q.shape[-3:-2], batch + kv_heads
+        else:
+            q_lead = kv_lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError as e:
+        raise ValueError(f"attn.torch: query {tuple(query.shape)}, key {tuple(key.shape)} and "
+                         f"value {tuple(value.shape)} do not broadcast: {e}") from None
+    q = q.expand(q_lead + q.shape[-2:])
+    k, v = k.expand(kv_lead + k.shape[-2:]), v.expand(kv_lead + v.shape[-2:])
+    mask = attn_mask
+    if rank > 4:  # the batch dims merged into one
+        n = math.prod(batch)
+        q, k, v = (t.reshape((n,) + t.shape[-3:]) for t in (q, k, v))
+        if mask is not None and mask.dim() > 3:
+            mask_tail = mask.shape[-3:]
+            mask = mask.expand(batch + mask_tail).reshape((n,) + mask_tail)
+    out = _attend(q, k, v, mask, is_causal, scale, None, softcap, alibi_slopes, sinks)
+    return out.reshape(q_lead + out.shape[-2:])
 
 
 def _attend(query, key, value, attn_mask, is_causal, scale, key_starts=None, softcap=0.0,
@@ -276,8 +348,8 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
       (gpt-oss); differentiable: its gradient comes from attn's fused backward.
     """
     _check_call(query, key, value, attn_mask, is_causal, enable_gqa)
-    return _attend(query, key, value, attn_mask, is_causal, scale, None, softcap, alibi_slopes,
-                   sinks)
+    return _attend_any_shape(query, key, value, attn_mask, is_causal, scale, enable_gqa, softcap,
+                             alibi_slopes, sinks)
 
 
 def _check_devices(query, key, value, attn_mask) -> None:

@@ -150,13 +150,20 @@ py::array torch_sdpa(const py::handle& query, const py::handle& key, const py::h
 }
 
 // attn.torch's inference call in one step: positional arguments, float32 CPU torch tensors read
-// in place, no mask. None when an input is anything else (or its heads need enable_gqa), and
-// attn.torch then takes its general path, whose checks name what is wrong. Keyword matching and
-// the Python-side checks were ~5 µs of a 16 × 16 call's 18 (C++ alone: 3.5).
+// in place, no mask. None when an input is anything else (or its heads need enable_gqa; or the
+// shapes are ones attn.torch broadcasts, merges or answers without the kernel: batch dims that
+// differ, more than 4 dims, none of some dim), and attn.torch then takes its general path, whose
+// checks name what is wrong. Keyword matching and the Python-side checks were ~5 µs of a 16 × 16
+// call's 18 (C++ alone: 3.5).
 py::object torch_plain_sdpa(const py::handle& query, const py::handle& key, const py::handle& value,
                             bool is_causal, std::optional<float> scale, bool enable_gqa) {
   std::optional<Tensor> q = torch_in_place(query), k, v;
   if (!q || !(k = torch_in_place(key)) || !(v = torch_in_place(value))) return py::none();
+  for (const Tensor* t : {&*q, &*k, &*v})
+    if (t->rank() > 4 || t->numel() == 0 || t->rank() != q->rank()) return py::none();
+  for (int d = 0; d + 3 < q->rank(); ++d)  // batch dims PyTorch would broadcast
+    if (k->dim(d) != q->dim(d) || v->dim(d) != q->dim(d)) return py::none();
+  if (q->rank() >= 3 && v->dim(-3) != k->dim(-3)) return py::none();
   if (!enable_gqa && q->rank() >= 3 && k->rank() == q->rank() && k->dim(-3) != q->dim(-3))
     return py::none();
   SdpaOptions o;

@@ -243,7 +243,7 @@ def test_the_quick_path_is_taken_only_for_plain_float32_inference(monkeypatch):
         got = at.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True), **TOL)
     assert taken == [True]
-    kv_few = k[:, :1].contiguous()
+    kv_few = k[:, :2].contiguous()  # 2 heads for 4 (1 would broadcast, as in PyTorch)
     with pytest.raises(ValueError, match="enable_gqa=True"):  # the quick path declines, then
         at.scaled_dot_product_attention(q, kv_few, kv_few)   # the general one says why
     assert taken == [True, False]
