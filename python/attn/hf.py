@@ -8,8 +8,10 @@ for PyTorch's SDPA), so every layer of a model loaded with `attn_implementation=
 backward in training. The layer passes what the model asks for, and this honours it: causal
 and padding masks (a left-padded batch), grouped K/V heads, sliding windows (they are in the
 mask), `scaling`. What attn does not compute yet raises a ValueError naming the feature and the
-model rather than giving another model's answer: attention sinks, logit soft-capping, a
-position bias, and attention dropout while training.
+model rather than giving another model's answer: a position bias, and attention dropout while
+training. So does a model whose layers compute attention in their own code (BLOOM, MPT, XGLM),
+at its first forward: transformers would load it, never call attn, and hand its layers a mask
+of the wrong kind.
 
 Masks: a purely causal call without padding passes no mask (is_causal, nothing built). A
 left-padded batch — the prompt (Tq = Tk) or a cached step of one row — arrives as the
@@ -30,10 +32,11 @@ import weakref
 import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
 from . import torch as attn_torch
 
-__all__ = ["register", "attention_forward"]
+__all__ = ["register", "attention_forward", "attention_mask"]
 
 NAME = "attn"
 _log = logging.getLogger(__name__)
@@ -139,7 +142,42 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     return out.transpose(1, 2).contiguous(), None
 
 
+# Per config class, whether its model's attention layers call transformers' AttentionInterface.
+_calls_the_interface: dict = {}
+
+
+def _check_uses_the_interface(config) -> None:
+    """A ValueError for a model whose attention layers compute attention in their own code (BLOOM,
+    MPT, XGLM: transformers' own test, `_can_set_attn_implementation`, finds no call of
+    the interface in the model's source). transformers loads such a model with any registered
+    implementation, never calls attn, and hands those layers attn's boolean mask, which their
+    code adds to the scores as 0 and 1: a left-padded batch came out 1.5 % off eager's logits
+    (BLOOM). A model transformers does not map, or a transformers without the test, passes."""
+    verdict = _calls_the_interface.get(type(config))
+    if verdict is None:
+        try:
+            model_class = MODEL_MAPPING[type(config)]
+        except (KeyError, ValueError):
+            model_class = None
+        test = getattr(model_class, "_can_set_attn_implementation", None)
+        verdict = _calls_the_interface[type(config)] = bool(test()) if test else True
+    if not verdict:
+        name = getattr(config, "model_type", type(config).__name__)
+        raise ValueError(f"attn_implementation='attn': {name} computes attention in its own code, "
+                         "not through transformers' AttentionInterface, so attn would never run "
+                         "(and its layers would get a mask made for attn); load the model with "
+                         "attn_implementation='eager'")
+
+
+def attention_mask(*args, config=None, **kwargs):
+    """The mask for layers on attn: PyTorch SDPA's boolean one (transformers' sdpa_mask), after
+    checking that the model's layers call attn at all."""
+    if config is not None:
+        _check_uses_the_interface(config)
+    return sdpa_mask(*args, config=config, **kwargs)
+
+
 def register(name: str = NAME) -> None:
     """Makes `attn_implementation=name` ("attn" unless given) load models onto attn's kernels."""
     AttentionInterface.register(name, attention_forward)
-    AttentionMaskInterface.register(name, sdpa_mask)
+    AttentionMaskInterface.register(name, attention_mask)

@@ -8,6 +8,7 @@ import copy
 
 import pytest
 import torch
+import transformers
 from transformers import (AutoModelForCausalLM, Gemma2Config, GPT2Config, GptOssConfig,
                           LlamaConfig, MistralConfig, Qwen2Config)
 
@@ -180,3 +181,60 @@ def test_a_position_bias_is_refused_by_name():
     k = v = torch.randn(1, 2, 5, 16)
     with pytest.raises(ValueError, match=r"LlamaAttention \(llama\).*a position bias"):
         attn.hf.attention_forward(layer, q, k, v, None, position_bias=torch.zeros(1, 4, 5, 5))
+
+
+# More families, each with something of its own in its attention layer, for the two cheapest
+# checks (a left-padded batch's logits and greedy tokens through the cache).
+MORE_FAMILIES = {
+    "qwen3": lambda: transformers.Qwen3Config(**SMALL, head_dim=16),  # RMSNorm on q and k
+    "gemma3": lambda: transformers.Gemma3TextConfig(**SMALL, head_dim=16, sliding_window=8),
+    "phi3": lambda: transformers.Phi3Config(**SMALL),  # one fused QKV projection
+    "granite": lambda: transformers.GraniteConfig(**SMALL, attention_multiplier=0.3),  # scaling
+    "smollm3": lambda: transformers.SmolLM3Config(**SMALL),  # layers without RoPE
+    "falcon": lambda: transformers.FalconConfig(vocab_size=VOCAB, hidden_size=64,
+                                                num_hidden_layers=2, num_attention_heads=4,
+                                                new_decoder_architecture=True, num_kv_heads=2,
+                                                bos_token_id=1, eos_token_id=2, pad_token_id=0),
+    "opt": lambda: transformers.OPTConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                                          num_attention_heads=4, ffn_dim=128,
+                                          word_embed_proj_dim=64, bos_token_id=1,
+                                          eos_token_id=2, pad_token_id=0),
+    "gpt_neox": lambda: transformers.GPTNeoXConfig(vocab_size=VOCAB, hidden_size=64,
+                                                   num_hidden_layers=2, num_attention_heads=4,
+                                                   intermediate_size=128, bos_token_id=1,
+                                                   eos_token_id=2, pad_token_id=0),
+}
+
+
+@pytest.mark.parametrize("family", list(MORE_FAMILIES))
+def test_more_families_give_eagers_logits_and_tokens(family):
+    config = MORE_FAMILIES[family]()
+    torch.manual_seed(0)
+    eager = AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation="eager")
+    ours = AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation="attn")
+    ours.load_state_dict(eager.state_dict())
+    eager.eval(), ours.eval()
+    ids, mask = left_padded_batch()
+    with torch.no_grad():
+        theirs = eager(input_ids=ids, attention_mask=mask).logits
+        got = ours(input_ids=ids, attention_mask=mask).logits
+    assert worst_relative(got, theirs, mask.bool()) < 1e-4
+    settings = dict(attention_mask=mask, max_new_tokens=16, min_new_tokens=16, do_sample=False,
+                    pad_token_id=0)
+    assert torch.equal(ours.generate(ids, **settings), eager.generate(ids, **settings))
+
+
+@pytest.mark.parametrize("config", [
+    lambda: transformers.BloomConfig(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4),
+    lambda: transformers.XGLMConfig(vocab_size=VOCAB, d_model=64, num_layers=2,
+                                    attention_heads=4, ffn_dim=128),
+], ids=["bloom", "xglm"])
+def test_a_model_that_computes_attention_itself_is_refused_by_name(config):
+    """BLOOM and XGLM compute attention in their own layers: loaded with "attn", they would
+    never call it and would add attn's boolean mask to their scores (BLOOM's left-padded logits
+    came out 1.5 % off eager's). Refused at the first forward, naming the model."""
+    model = AutoModelForCausalLM.from_config(config(), attn_implementation="attn").eval()
+    ids, mask = left_padded_batch()
+    name = model.config.model_type
+    with pytest.raises(ValueError, match=f"{name} computes attention in its own code"):
+        model(input_ids=ids, attention_mask=mask)
