@@ -34,7 +34,8 @@ struct BackwardProblem {
   Tensor x;
   MhaActivations saved;
 
-  // MiB of everything the caller holds: inputs, forward results, dL/dout and the gradients.
+  // MiB of everything the caller holds: inputs, forward results, dL/dout and the gradients,
+  // and with --variant bias… the (H, T, T) bias and its gradient.
   double tensor_mib() const {
     double floats = 0.0;
     if (layer) {
@@ -45,6 +46,8 @@ struct BackwardProblem {
       floats = 2.0 * (q.numel() + k.numel() + v.numel()) + forward.output.numel() +
                forward.logsumexp.numel() + d_out.numel();
     }
+    const double bias = options.mask.values.defined() ? double(options.mask.values.numel()) : 0.0;
+    floats += options.return_mask_gradient ? 2.0 * bias : bias;
     return floats * 4 / (1024.0 * 1024.0);
   }
 };
