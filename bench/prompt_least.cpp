@@ -49,16 +49,17 @@ int main(int argc, char** argv) {
       round_ms = std::min(round_ms, took.count());
     }
     const double peak = attn::cli::measure_fma_peak_gflops(threads);
-    std::printf("round %d: least %.1f ms (%.0f GFLOP/s), FMA peak %.0f GFLOP/s\n", r + 1,
-                round_ms, flops / round_ms / 1e6, peak);
+    std::printf("round %d: least %.1f ms (%.0f GFLOP/s), FMA peak %.0f GFLOP/s\n", r + 1, round_ms,
+                flops / round_ms / 1e6, peak);
     least_ms = std::min(least_ms, round_ms);
     largest_peak = std::max(largest_peak, peak);
   }
   std::printf(
       "GPT-2 prompt of %lld tokens, %d thread(s): least %.1f ms (%.0f tokens/s), %.0f GFLOP/s = "
       "%.0f %% of the largest peak (%.0f GFLOP/s)\n",
-      static_cast<long long>(tokens), threads, least_ms, 1e3 * static_cast<double>(tokens) / least_ms,
-      flops / least_ms / 1e6, 100.0 * flops / least_ms / 1e6 / largest_peak, largest_peak);
+      static_cast<long long>(tokens), threads, least_ms,
+      1e3 * static_cast<double>(tokens) / least_ms, flops / least_ms / 1e6,
+      100.0 * flops / least_ms / 1e6 / largest_peak, largest_peak);
   attn::set_num_threads(0);
   return 0;
 }

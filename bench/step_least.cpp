@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
       round_ms = std::min(round_ms, took.count());
     }
     const double peak = attn::cli::measure_fma_peak_gflops(threads);
-    std::printf("round %d: least %.2f ms (%.0f GFLOP/s), FMA peak %.0f GFLOP/s\n", r + 1,
-                round_ms, flops / round_ms / 1e6, peak);
+    std::printf("round %d: least %.2f ms (%.0f GFLOP/s), FMA peak %.0f GFLOP/s\n", r + 1, round_ms,
+                flops / round_ms / 1e6, peak);
     least_ms = std::min(least_ms, round_ms);
     largest_peak = std::max(largest_peak, peak);
   }
