@@ -19,7 +19,7 @@ gradient autograd gets from attn's fused backward).
   reads bfloat16 q, k and v in place and writes its bfloat16 output directly (on a CPU with AMX
   or AVX-512 BF16 the kernels read the words themselves; elsewhere attn widens them first, with
   the same result); so does the backward, whose gradients (float32 sums) are rounded to
-  bfloat16. float16 is computed in float32.
+  bfloat16. float16 and float64 are computed in float32 (returned in their own dtype).
 - A query row that may attend to no key gives zeros, as PyTorch 2.13's CPU kernel does.
 - Shapes as PyTorch takes them: (..., L, E) with any number of leading dims, broadcast between
   query, key and value (a key with one head serves every query head); an input with none of
