@@ -8,8 +8,9 @@ for PyTorch's SDPA), so every layer of a model loaded with `attn_implementation=
 backward in training. The layer passes what the model asks for, and this honours it: causal
 and padding masks (a left-padded batch), grouped K/V heads, sliding windows (they are in the
 mask), `scaling`. What attn does not compute yet raises a ValueError naming the feature and the
-model rather than giving another model's answer: a position bias, and attention dropout while
-training. So does a model whose layers compute attention in their own code (BLOOM, MPT, XGLM),
+model rather than giving another model's answer: attention dropout while training. T5's
+learned position bias is folded into one float mask, as transformers' SDPA integration does,
+and gets its gradient through attn's backward. So does a model whose layers compute attention in their own code (BLOOM, MPT, XGLM),
 at its first forward: transformers would load it, never call attn, and hand its layers a mask
 of the wrong kind.
 
@@ -111,14 +112,16 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     sinks = kwargs.get("s_aux")  # gpt-oss's attention sinks, one logit per query head
     if sinks is None:
         sinks = kwargs.get("sinks")
-    if kwargs.get("position_bias") is not None:
-        _refuse(module, "a position bias added to the scores")
     if dropout and module.training:
         _refuse(module, f"attention dropout in training (p={dropout})")
     q_length, kv_length = query.shape[2], key.shape[2]
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     # One query row sees every cached key: no mask is needed. A prompt without padding is causal.
     is_causal = bool(q_length > 1 and attention_mask is None and is_causal)
+    position_bias = kwargs.get("position_bias")
+    if position_bias is not None:  # T5's learned relative bias: a float mask, with its gradient
+        return _attend_with_bias(query, key, value, attention_mask, position_bias, is_causal,
+                                 scaling), None
     if is_causal and kv_length > q_length:
         # A prefill into an empty static cache: the keys past the prompt are not written yet,
         # and is_causal aligns top-left, as PyTorch's does.
@@ -175,6 +178,25 @@ def attention_mask(*args, config=None, **kwargs):
     if config is not None:
         _check_uses_the_interface(config)
     return sdpa_mask(*args, config=config, **kwargs)
+
+
+def _attend_with_bias(query, key, value, attention_mask, position_bias, is_causal, scaling):
+    """Attention with T5's position bias (batch or 1, heads, Tq, Tk) added to the scores: the bias
+    where the mask allows, -inf elsewhere, as one float mask (the same fold as transformers'
+    SDPA integration), causal besides when no mask came. attn.torch's autograd gives the float
+    mask its gradient, and torch.where hands it on to the bias where the mask allowed."""
+    if attention_mask is None:
+        mask = position_bias
+    elif attention_mask.dtype == torch.bool:
+        mask = torch.where(attention_mask, position_bias, float("-inf"))
+    else:
+        mask = position_bias + attention_mask
+    if is_causal and key.shape[2] > query.shape[2]:  # an empty static cache's unwritten keys
+        key, value, mask = (key[:, :, :query.shape[2]], value[:, :, :query.shape[2]],
+                            mask[..., :query.shape[2]])
+    attn_torch._check_devices(query, key, value, mask)
+    out = attn_torch._attend(query, key, value, mask, is_causal, scaling)
+    return out.transpose(1, 2).contiguous()
 
 
 def register(name: str = NAME) -> None:

@@ -9,8 +9,8 @@ import copy
 import pytest
 import torch
 import transformers
-from transformers import (AutoModelForCausalLM, Gemma2Config, GPT2Config, GptOssConfig,
-                          LlamaConfig, MistralConfig, Qwen2Config)
+from transformers import (AutoModelForCausalLM, AutoModelForSeq2SeqLM, Gemma2Config, GPT2Config,
+                          GptOssConfig, LlamaConfig, MistralConfig, Qwen2Config)
 
 import attn.hf
 
@@ -174,13 +174,42 @@ def test_attention_dropout_in_training_is_refused_by_name():
     model(input_ids=ids, attention_mask=mask)
 
 
-def test_a_position_bias_is_refused_by_name():
-    model = AutoModelForCausalLM.from_config(FAMILIES["llama"](), attn_implementation="attn")
-    layer = model.model.layers[0].self_attn
-    q = torch.randn(1, 4, 5, 16)
-    k = v = torch.randn(1, 2, 5, 16)
-    with pytest.raises(ValueError, match=r"LlamaAttention \(llama\).*a position bias"):
-        attn.hf.attention_forward(layer, q, k, v, None, position_bias=torch.zeros(1, 4, 5, 5))
+def t5_twins():
+    """A random 2-layer T5 (its learned relative position bias added to the scores, unscaled
+    scores, an encoder, a causal decoder with cross-attention) on attn and on eager."""
+    config = transformers.T5Config(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                   num_heads=4, dropout_rate=0.0, decoder_start_token_id=0,
+                                   pad_token_id=0, eos_token_id=1)
+    torch.manual_seed(0)
+    eager = AutoModelForSeq2SeqLM.from_config(copy.deepcopy(config), attn_implementation="eager")
+    ours = AutoModelForSeq2SeqLM.from_config(copy.deepcopy(config), attn_implementation="attn")
+    ours.load_state_dict(eager.state_dict())
+    return eager, ours
+
+
+def test_t5s_position_bias_gives_eagers_logits_tokens_and_gradients():
+    """T5's bias reaches attn as one float mask (the bias where the padding mask allows): the
+    logits of a right-padded batch, greedy tokens through the cache, and one training step's
+    gradients — the relative bias's embedding's too, through attn's mask gradient."""
+    eager, ours = t5_twins()
+    ids, mask = left_padded_batch(length=12, padding=4)
+    ids, mask = ids.flip(1), mask.flip(1)  # T5 pads on the right
+    decoder_ids = torch.randint(3, VOCAB, (2, 7), generator=torch.Generator().manual_seed(2))
+    eager.eval(), ours.eval()
+    with torch.no_grad():
+        theirs = eager(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids).logits
+        got = ours(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids).logits
+    assert worst_relative(got, theirs) < 1e-4
+    settings = dict(attention_mask=mask, max_new_tokens=10, min_new_tokens=10, do_sample=False)
+    assert torch.equal(ours.generate(ids, **settings), eager.generate(ids, **settings))
+    for model in (eager, ours):
+        model.train()
+        model(input_ids=ids, attention_mask=mask, labels=decoder_ids).loss.backward()
+    theirs = dict(eager.named_parameters())
+    biases = [name for name in theirs if "relative_attention_bias" in name]
+    assert len(biases) == 2 and all(theirs[name].grad.abs().max() > 0 for name in biases)
+    for name, p in ours.named_parameters():
+        assert worst_relative(p.grad, theirs[name].grad) < 1e-4, name
 
 
 # More families, each with something of its own in its attention layer, for the two cheapest
@@ -238,3 +267,38 @@ def test_a_model_that_computes_attention_itself_is_refused_by_name(config):
     name = model.config.model_type
     with pytest.raises(ValueError, match=f"{name} computes attention in its own code"):
         model(input_ids=ids, attention_mask=mask)
+
+
+ENCODERS = {
+    "bert": lambda: transformers.BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                                            num_attention_heads=4, intermediate_size=128),
+    # Local (sliding) and global layers alternating.
+    "modernbert": lambda: transformers.ModernBertConfig(
+        vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, local_attention=4, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, cls_token_id=1, sep_token_id=2),
+    "bart": lambda: transformers.BartConfig(vocab_size=VOCAB, d_model=64, encoder_layers=1,
+                                            decoder_layers=1, encoder_attention_heads=4,
+                                            decoder_attention_heads=4, encoder_ffn_dim=128,
+                                            decoder_ffn_dim=128),
+}
+
+
+@pytest.mark.parametrize("family", list(ENCODERS))
+def test_encoders_give_eagers_hidden_states(family):
+    """Bidirectional attention over a right-padded batch (and BART's decoder and cross-attention):
+    the last hidden states of the real positions."""
+    config = ENCODERS[family]()
+    torch.manual_seed(0)
+    eager = transformers.AutoModel.from_config(copy.deepcopy(config), attn_implementation="eager")
+    ours = transformers.AutoModel.from_config(copy.deepcopy(config), attn_implementation="attn")
+    ours.load_state_dict(eager.state_dict())
+    ids, mask = left_padded_batch(length=12, padding=4)
+    inputs = dict(input_ids=ids.flip(1), attention_mask=mask.flip(1))
+    if family == "bart":
+        inputs["decoder_input_ids"] = ids[:, :7]
+    with torch.no_grad():
+        theirs = eager.eval()(**inputs).last_hidden_state
+        got = ours.eval()(**inputs).last_hidden_state
+    real = inputs["attention_mask"].bool() if family != "bart" else None
+    assert worst_relative(got, theirs, real) < 1e-4
