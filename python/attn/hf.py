@@ -8,11 +8,11 @@ for PyTorch's SDPA), so every layer of a model loaded with `attn_implementation=
 backward in training. The layer passes what the model asks for, and this honours it: causal
 and padding masks (a left-padded batch), grouped K/V heads, sliding windows (they are in the
 mask), `scaling`. What attn does not compute yet raises a ValueError naming the feature and the
-model rather than giving another model's answer: attention dropout while training. T5's
+model rather than giving another model's answer: attention dropout while training; and, at its
+first forward, a model whose layers compute attention in their own code (BLOOM, MPT, XGLM),
+which transformers would load, never call attn for, and hand a mask of the wrong kind. T5's
 learned position bias is folded into one float mask, as transformers' SDPA integration does,
-and gets its gradient through attn's backward. So does a model whose layers compute attention in their own code (BLOOM, MPT, XGLM),
-at its first forward: transformers would load it, never call attn, and hand its layers a mask
-of the wrong kind.
+and gets its gradient through attn's backward.
 
 Masks: a purely causal call without padding passes no mask (is_causal, nothing built). A
 left-padded batch — the prompt (Tq = Tk) or a cached step of one row — arrives as the
@@ -37,7 +37,7 @@ from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
 from . import torch as attn_torch
 
-__all__ = ["register", "attention_forward", "attention_mask"]
+__all__ = ["register", "attention_forward", "mask_for_attn"]
 
 NAME = "attn"
 _log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ def _check_uses_the_interface(config) -> None:
                          "attn_implementation='eager'")
 
 
-def attention_mask(*args, config=None, **kwargs):
+def mask_for_attn(*args, config=None, **kwargs):
     """The mask for layers on attn: PyTorch SDPA's boolean one (transformers' sdpa_mask), after
     checking that the model's layers call attn at all."""
     if config is not None:
@@ -202,4 +202,4 @@ def _attend_with_bias(query, key, value, attention_mask, position_bias, is_causa
 def register(name: str = NAME) -> None:
     """Makes `attn_implementation=name` ("attn" unless given) load models onto attn's kernels."""
     AttentionInterface.register(name, attention_forward)
-    AttentionMaskInterface.register(name, attention_mask)
+    AttentionMaskInterface.register(name, mask_for_attn)
