@@ -414,11 +414,27 @@ def _offsets(cu: torch.Tensor, name: str):
     return cu.tolist()
 
 
+def _check_no_queries(cu_seq_q: torch.Tensor, cu_seq_k: torch.Tensor, keys: int) -> None:
+    """For a call with no query tokens, the checks the kernels would have made: every query
+    offset 0, and the key offsets as many, from 0 to the key rows, never decreasing."""
+    q_offsets, k_offsets = _offsets(cu_seq_q, "cu_seq_q"), _offsets(cu_seq_k, "cu_seq_k")
+    if any(q_offsets):
+        raise ValueError(f"attn.torch: cu_seq_q must be all 0 for no query rows, got {q_offsets}")
+    if (len(k_offsets) != len(q_offsets) or not k_offsets or k_offsets[0] != 0
+            or k_offsets[-1] != keys or any(a > b for a, b in zip(k_offsets, k_offsets[1:]))):
+        raise ValueError(f"attn.torch: cu_seq_k {k_offsets} must hold {len(q_offsets)} offsets "
+                         f"from 0 to the {keys} key rows, never decreasing")
+
+
 @torch.library.custom_op("attn::varlen", mutates_args=())
 def _varlen(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seq_q: torch.Tensor,
             cu_seq_k: torch.Tensor, is_causal: bool, window: int, scale: Optional[float],
             softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
             sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    if query.shape[0] == 0:  # no query tokens: an empty result, as the dense call gives
+        _check_no_queries(cu_seq_q, cu_seq_k, key.shape[0])
+        return (query.new_empty(query.shape[:-1] + value.shape[-1:]),
+                query.new_empty(query.shape[:-1], dtype=torch.float32))
     out, lse = _attn.sdpa_varlen(_as_input(query, "query"), _as_input(key, "key"),
                                  _as_input(value, "value"), _offsets(cu_seq_q, "cu_seq_q"),
                                  _offsets(cu_seq_k, "cu_seq_k"), causal=is_causal,
@@ -442,6 +458,9 @@ def _varlen_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Ten
                      alibi_slopes: Optional[torch.Tensor] = None,
                      sinks: Optional[torch.Tensor] = None
                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    if query.shape[0] == 0:  # no tokens: nothing depended on the keys, values or sinks
+        dsinks = torch.zeros_like(sinks) if sinks is not None else _no_gradient(query)
+        return torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value), dsinks
     grads = _attn.sdpa_varlen_backward(
         _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
         _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),

@@ -189,3 +189,17 @@ def test_vmap_of_packed_batches():
 def test_vmap_over_nothing_is_refused():
     with pytest.raises(ValueError, match="size 0"):
         torch.vmap(lambda x: at.scaled_dot_product_attention(x, x, x))(randn(0, 2, 5, 8))
+
+
+def test_packed_batch_of_no_tokens():
+    """varlen_attention with no tokens at all: an empty output and, with keys, zero gradients."""
+    q, k = randn(0, 2, 8, grad=True), randn(5, 2, 8, grad=True)
+    none, keys = torch.tensor([0, 0]), torch.tensor([0, 5])
+    out = at.varlen_attention(q, k, k, none, keys, 0, 5)
+    assert out.shape == (0, 2, 8)
+    out.sum().backward()
+    assert k.grad.shape == k.shape and not k.grad.any()
+    with pytest.raises(ValueError, match="all 0"):
+        at.varlen_attention(q, k, k, torch.tensor([0, 3]), keys, 0, 5)
+    with pytest.raises(ValueError, match="from 0 to the 5 key rows"):
+        at.varlen_attention(q, k, k, none, torch.tensor([0, 4]), 0, 5)
