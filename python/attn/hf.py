@@ -42,6 +42,7 @@ __all__ = ["register", "attention_forward", "mask_for_attn"]
 NAME = "attn"
 _log = logging.getLogger(__name__)
 _said_dense = False  # whether the dense-mask fallback was logged (once a process)
+_said_no_weights = False  # whether output_attentions' missing weights were logged (once)
 
 
 def _model_name(module: torch.nn.Module) -> str:
@@ -102,6 +103,17 @@ def _say_dense(module: torch.nn.Module, mask) -> None:
                   "as it is, block by block", _model_name(module), mask.dtype, tuple(mask.shape))
 
 
+def _say_no_weights(module: torch.nn.Module) -> None:
+    """Logs once (WARNING, logger "attn.hf") that output_attentions gets no weights, as
+    transformers' own SDPA does: the fused kernels never form them."""
+    global _said_no_weights
+    if not _said_no_weights:
+        _said_no_weights = True
+        _log.warning("attn.hf: %s was asked for its attention weights (output_attentions=True); "
+                     "attn's fused kernels never form them, so none are returned: load the model "
+                     "with attn_implementation='eager' for them", _model_name(module))
+
+
 def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
                       value: torch.Tensor, attention_mask, dropout: float = 0.0,
                       scaling=None, is_causal=None, **kwargs):
@@ -114,6 +126,8 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         sinks = kwargs.get("sinks")
     if dropout and module.training:
         _refuse(module, f"attention dropout in training (p={dropout})")
+    if kwargs.get("output_attentions"):
+        _say_no_weights(module)
     q_length, kv_length = query.shape[2], key.shape[2]
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     # One query row sees every cached key: no mask is needed. A prompt without padding is causal.

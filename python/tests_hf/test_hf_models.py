@@ -302,3 +302,15 @@ def test_encoders_give_eagers_hidden_states(family):
         got = ours.eval()(**inputs).last_hidden_state
     real = inputs["attention_mask"].bool() if family != "bart" else None
     assert worst_relative(got, theirs, real) < 1e-4
+
+
+def test_asking_for_the_weights_says_once_that_there_are_none(monkeypatch, caplog):
+    monkeypatch.setattr(attn.hf, "_said_no_weights", False)
+    caplog.set_level("WARNING", logger="attn.hf")
+    _, ours = twin_models("llama")
+    ids, mask = left_padded_batch()
+    for _ in range(2):
+        out = ours(input_ids=ids, attention_mask=mask, output_attentions=True)
+    assert not out.attentions  # transformers' SDPA gives none either
+    said = [r.getMessage() for r in caplog.records if r.name == "attn.hf"]
+    assert len(said) == 1 and "output_attentions=True" in said[0], said
