@@ -1,20 +1,19 @@
 // The fused causal forward (B 1, H 16, d 64) timed as the least of many calls, with `attn
-// bench`'s own FMA peak probed after each round: on a shared host the median moves with what
-// the neighbours run (the two-thread peak itself measured 278–389 GFLOP/s within a minute on a
-// 2-core VM), while the least of a round is what the code does when it has the cores to
-// itself. The fraction is the least time's useful rate against the largest peak measured. A
-// benchmark, not a test; docs/performance.md has its figures.
+// bench`'s own FMA peak probed after each round (bench/least_rounds.hpp): on a shared host the
+// median moves with what the neighbours run (the two-thread peak itself measured 278–389 GFLOP/s
+// within a minute on a 2-core VM), while the least of a round is what the code does when it has the
+// cores to itself. The fraction is the least time's useful rate against the largest peak measured.
+// A benchmark, not a test; docs/performance.md has its figures.
 //
 //   build/release/forward_least [T=256] [THREADS=2] [CALLS=200] [ROUNDS=5]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
 #include "attn/random.hpp"
 #include "attn/sdpa.hpp"
 #include "attn/threads.hpp"
-#include "tools/attn/hot/fma_peak.hpp"
+#include "bench/least_rounds.hpp"
 
 int main(int argc, char** argv) {
   const int64_t t = argc > 1 ? std::atoll(argv[1]) : 256;
@@ -31,27 +30,13 @@ int main(int argc, char** argv) {
   attn::sdpa(q, k, v, causal);  // the pool started, the pages touched
   // Useful FLOPs: each query's keys up to itself, two products.
   const double useful = 2.0 * kHeads * static_cast<double>(t) * (t + 1) * kWidth;
-  double least_ms = 1e300, largest_peak = 0.0;
-  for (int r = 0; r < rounds; ++r) {
-    double round_ms = 1e300;
-    for (int c = 0; c < calls; ++c) {
-      const auto start = std::chrono::steady_clock::now();
-      attn::sdpa(q, k, v, causal);
-      const std::chrono::duration<double, std::milli> took =
-          std::chrono::steady_clock::now() - start;
-      round_ms = std::min(round_ms, took.count());
-    }
-    const double peak = attn::cli::measure_fma_peak_gflops(threads);
-    std::printf("round %d: least %.3f ms (%.0f useful GFLOP/s), FMA peak %.0f GFLOP/s\n", r + 1,
-                round_ms, useful / round_ms / 1e6, peak);
-    least_ms = std::min(least_ms, round_ms);
-    largest_peak = std::max(largest_peak, peak);
-  }
+  const attn::bench::LeastOfRounds least = attn::bench::least_of_rounds(
+      threads, rounds, calls, useful, [&] { attn::sdpa(q, k, v, causal); });
   std::printf(
       "T %lld, %d thread(s): least %.3f ms, %.0f useful GFLOP/s = %.0f %% of the largest "
       "peak (%.0f GFLOP/s)\n",
-      static_cast<long long>(t), threads, least_ms, useful / least_ms / 1e6,
-      100.0 * useful / least_ms / 1e6 / largest_peak, largest_peak);
+      static_cast<long long>(t), threads, least.least_ms, least.gflops(useful),
+      least.percent_of_peak(useful), least.largest_peak);
   attn::set_num_threads(0);
   return 0;
 }

@@ -1,14 +1,13 @@
 // GPT-2's prompt (random weights in GPT-2 small's shape, 512 tokens through an empty KV cache,
 // the last position's logits) timed as the least of several prompts, with `attn bench`'s own
-// FMA peak probed after each round, as bench/forward_least.cpp does for the attention forward:
-// on a shared host the median moves with the neighbours, while the least time of a round is
-// what the code does with the cores to itself. The fraction is the least time's rate (products
-// and attention, gpt_flops.hpp's count) against the largest peak measured. A benchmark, not a
-// test; docs/performance.md has its figures.
+// FMA peak probed after each round (bench/least_rounds.hpp), as forward_least does for the
+// attention forward: on a shared host the median moves with the neighbours, while the least time of
+// a round is what the code does with the cores to itself. The fraction is the least time's rate
+// (products and attention, gpt_flops.hpp's count) against the largest peak measured. A benchmark,
+// not a test; docs/performance.md has its figures.
 //
 //   build/release/prompt_least [THREADS=2] [PROMPTS=5] [ROUNDS=5] [TOKENS=512]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -18,7 +17,7 @@
 #include "attn/gpt_flops.hpp"
 #include "attn/hf.hpp"
 #include "attn/threads.hpp"
-#include "tools/attn/hot/fma_peak.hpp"
+#include "bench/least_rounds.hpp"
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
@@ -38,28 +37,14 @@ int main(int argc, char** argv) {
   };
   run_prompt();  // the pool started, oneDNN loaded, the pages touched
   const double flops = attn::prompt_flops(config, static_cast<double>(tokens));
-  double least_ms = 1e300, largest_peak = 0.0;
-  for (int r = 0; r < rounds; ++r) {
-    double round_ms = 1e300;
-    for (int p = 0; p < prompts; ++p) {
-      const auto start = std::chrono::steady_clock::now();
-      run_prompt();
-      const std::chrono::duration<double, std::milli> took =
-          std::chrono::steady_clock::now() - start;
-      round_ms = std::min(round_ms, took.count());
-    }
-    const double peak = attn::cli::measure_fma_peak_gflops(threads);
-    std::printf("round %d: least %.1f ms (%.0f GFLOP/s), FMA peak %.0f GFLOP/s\n", r + 1, round_ms,
-                flops / round_ms / 1e6, peak);
-    least_ms = std::min(least_ms, round_ms);
-    largest_peak = std::max(largest_peak, peak);
-  }
+  const attn::bench::LeastOfRounds least =
+      attn::bench::least_of_rounds(threads, rounds, prompts, flops, run_prompt);
   std::printf(
       "GPT-2 prompt of %lld tokens, %d thread(s): least %.1f ms (%.0f tokens/s), %.0f GFLOP/s = "
       "%.0f %% of the largest peak (%.0f GFLOP/s)\n",
-      static_cast<long long>(tokens), threads, least_ms,
-      1e3 * static_cast<double>(tokens) / least_ms, flops / least_ms / 1e6,
-      100.0 * flops / least_ms / 1e6 / largest_peak, largest_peak);
+      static_cast<long long>(tokens), threads, least.least_ms,
+      1e3 * static_cast<double>(tokens) / least.least_ms, least.gflops(flops),
+      least.percent_of_peak(flops), least.largest_peak);
   attn::set_num_threads(0);
   return 0;
 }
