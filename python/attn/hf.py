@@ -133,13 +133,15 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     # One query row sees every cached key: no mask is needed. A prompt without padding is causal.
     is_causal = bool(q_length > 1 and attention_mask is None and is_causal)
     position_bias = kwargs.get("position_bias")
-    if position_bias is not None:  # T5's learned relative bias: a float mask, with its gradient
-        return _attend_with_bias(query, key, value, attention_mask, position_bias, is_causal,
-                                 scaling), None
     if is_causal and kv_length > q_length:
         # A prefill into an empty static cache: the keys past the prompt are not written yet,
         # and is_causal aligns top-left, as PyTorch's does.
         key, value = key[:, :, :q_length], value[:, :, :q_length]
+        if position_bias is not None:
+            position_bias = position_bias[..., :q_length]
+    if position_bias is not None:  # T5's learned relative bias: a float mask, with its gradient
+        return _attend_with_bias(query, key, value, attention_mask, position_bias, is_causal,
+                                 scaling), None
     gqa = key.shape[1] != query.shape[1]
     key_starts = None if attention_mask is None else _left_padding(attention_mask)
     if attention_mask is not None and key_starts is None:
@@ -205,9 +207,6 @@ def _attend_with_bias(query, key, value, attention_mask, position_bias, is_causa
         mask = torch.where(attention_mask, position_bias, float("-inf"))
     else:
         mask = position_bias + attention_mask
-    if is_causal and key.shape[2] > query.shape[2]:  # an empty static cache's unwritten keys
-        key, value, mask = (key[:, :, :query.shape[2]], value[:, :, :query.shape[2]],
-                            mask[..., :query.shape[2]])
     attn_torch._check_devices(query, key, value, mask)
     out = attn_torch._attend(query, key, value, mask, is_causal, scaling)
     return out.transpose(1, 2).contiguous()

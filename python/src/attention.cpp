@@ -164,8 +164,7 @@ py::object torch_plain_sdpa(const py::handle& query, const py::handle& key, cons
   for (int d = 0; d + 3 < q->rank(); ++d)  // batch dims PyTorch would broadcast
     if (k->dim(d) != q->dim(d) || v->dim(d) != q->dim(d)) return py::none();
   if (q->rank() >= 3 && v->dim(-3) != k->dim(-3)) return py::none();
-  if (!enable_gqa && q->rank() >= 3 && k->rank() == q->rank() && k->dim(-3) != q->dim(-3))
-    return py::none();
+  if (!enable_gqa && q->rank() >= 3 && k->dim(-3) != q->dim(-3)) return py::none();
   SdpaOptions o;
   o.causal = is_causal;
   o.causal_align = CausalAlign::kTopLeft;
