@@ -1,6 +1,7 @@
 // Packed variable-length batches (attn/sdpa_varlen.hpp): every sequence equal to attn::sdpa and
 // sdpa_backward on it alone — bitwise for the fused path's shapes — causal and not, GQA,
-// Tq ≠ Tk per sequence, empty sequences, the variants; 1 and 2 threads bitwise; the errors.
+// Tq ≠ Tk per sequence, empty sequences, keys in use (key_lengths), the variants; 1 and 2 threads
+// bitwise; the errors.
 #include "attn/sdpa_varlen.hpp"
 
 #include <gtest/gtest.h>
@@ -53,15 +54,23 @@ void CheckEachSequenceAlone(const VarlenCase& c) {
   const SdpaGradients grads =
       sdpa_varlen_backward(q, k, v, packed.output, packed.logsumexp, g, cu_q, cu_k, c.options);
   std::vector<double> dsinks(static_cast<size_t>(c.heads), 0.0);
+  // Each sequence alone sees only its keys in use; key_lengths is the packed call's alone.
+  SdpaOptions alone = c.options;
+  alone.key_lengths.clear();
+  const auto zeros = [](const Tensor& packed_rows, int64_t first, int64_t count) {
+    if (count == 0) return ::testing::AssertionSuccess();
+    const Tensor rows = packed_rows.slice(first, count);
+    return testing::AllClose(rows, Tensor(rows.shape()), 0.0);
+  };
   for (size_t s = 0; s + 1 < cu_q.size(); ++s) {
-    const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s], lk = cu_k[s + 1] - k0;
+    const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s], slot = cu_k[s + 1] - k0;
+    const int64_t lk = c.options.key_lengths.empty() ? slot : c.options.key_lengths[s];
     SCOPED_TRACE("sequence " + std::to_string(s));
-    if (lq == 0 || lk == 0) {  // nothing attends: zeros (the tensors are not zeroed up front)
-      const auto zeros = [](const Tensor& packed_rows, int64_t first, int64_t count) {
-        if (count == 0) return ::testing::AssertionSuccess();
-        const Tensor rows = packed_rows.slice(first, count);
-        return testing::AllClose(rows, Tensor(rows.shape()), 0.0);
-      };
+    // The slot's rows past those in use: no output read them (the tensors are not zeroed up
+    // front).
+    EXPECT_TRUE(zeros(grads.dk, k0 + lk, slot - lk));
+    EXPECT_TRUE(zeros(grads.dv, k0 + lk, slot - lk));
+    if (lq == 0 || lk == 0) {  // nothing attends: zeros
       EXPECT_TRUE(zeros(packed.output, q0, lq));
       EXPECT_TRUE(zeros(grads.dq, q0, lq));
       EXPECT_TRUE(zeros(grads.dk, k0, lk));
@@ -70,9 +79,9 @@ void CheckEachSequenceAlone(const VarlenCase& c) {
     }
     const Tensor q_s = sequence_alone(q, q0, lq), k_s = sequence_alone(k, k0, lk),
                  v_s = sequence_alone(v, k0, lk);
-    const SdpaResult one = sdpa(q_s, k_s, v_s, c.options);
-    const SdpaGradients one_grads = sdpa_backward(q_s, k_s, v_s, one.output, one.logsumexp,
-                                                  sequence_alone(g, q0, lq), c.options);
+    const SdpaResult one = sdpa(q_s, k_s, v_s, alone);
+    const SdpaGradients one_grads =
+        sdpa_backward(q_s, k_s, v_s, one.output, one.logsumexp, sequence_alone(g, q0, lq), alone);
     // 16 rows or more: sdpa runs the fused forward too, and the bits agree (the backward's too,
     // from the same output); fewer, it may take the decode kernel, which sums in another order.
     const auto same = [lq](const Tensor& a, const Tensor& b) {
@@ -97,6 +106,8 @@ TEST(SdpaVarlen, EachSequenceIsTheSameAsAlone) {
   SdpaOptions causal = testing::causal(), window, variants = testing::causal();
   window.window = 20;
   window.causal = true;
+  SdpaOptions in_use = testing::causal();  // seqused_k: slots longer than what they hold
+  in_use.key_lengths = {250, 0, 130, 3};
   variants.softcap = 2.0f;
   variants.alibi_slopes = {0.5f, 0.25f, 0.125f, 0.0625f};
   variants.sinks = {0.5f, -1.0f, 0.0f, 2.0f};
@@ -112,6 +123,7 @@ TEST(SdpaVarlen, EachSequenceIsTheSameAsAlone) {
       {"empty sequences", {0, 50, 0, 20}, {10, 50, 0, 20}, 4, 1, 16, causal},
       {"sliding window", {200, 33}, {200, 33}, 4, 2, 16, window},
       {"softcap, ALiBi, sinks", {150, 20, 77}, {150, 20, 77}, 4, 2, 32, variants},
+      {"keys in use (key_lengths)", {40, 5, 130, 1}, {300, 17, 130, 64}, 4, 2, 32, in_use},
   };
   for (const VarlenCase& c : cases) CheckEachSequenceAlone(c);
   // bf16 products: on a CPU with AMX (or vdpbf16ps), K and V are packed from the packed rows
@@ -151,8 +163,16 @@ TEST(SdpaVarlen, BadArgumentsAreClearErrors) {
   EXPECT_TRUE(ThrowsWith(call({0, 10}, {0, 4, 10}), "one sequence each"));
   EXPECT_TRUE(ThrowsWith(call({0}, {0}), "at least 2 offsets"));
   SdpaOptions masked;
-  masked.key_lengths = {3};
-  EXPECT_TRUE(ThrowsWith(call({0, 10}, {0, 10}, masked), "masks, key_lengths"));
+  masked.key_starts = {3};
+  EXPECT_TRUE(ThrowsWith(call({0, 10}, {0, 10}, masked), "masks, key_starts"));
+  SdpaOptions in_use;
+  in_use.key_lengths = {3};
+  EXPECT_TRUE(ThrowsWith(call({0, 4, 10}, {0, 4, 10}, in_use), "one each"));
+  in_use.key_lengths = {3, 7};
+  EXPECT_TRUE(ThrowsWith(call({0, 4, 10}, {0, 4, 10}, in_use),
+                         "key_lengths[1] = 7 must be from 0 to the 6 key rows"));
+  in_use.key_lengths = {-1, 0};
+  EXPECT_TRUE(ThrowsWith(call({0, 4, 10}, {0, 4, 10}, in_use), "key_lengths[0] = -1"));
   EXPECT_TRUE(ThrowsWith(
       [&] {
         sdpa_varlen(rand_normal({10, 8}, 1), k, k, {0, 10}, {0, 10});

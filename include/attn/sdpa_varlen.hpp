@@ -6,8 +6,11 @@
 // likewise: sequence s is Q rows [cu_seqlens_q[s], cu_seqlens_q[s+1]) against K/V rows
 // [cu_seqlens_k[s], cu_seqlens_k[s+1]). Each sequence is an attention problem of its own: causal
 // and window within it (bottom-right aligned when its lengths differ, or as causal_align says),
-// scale, softcap, alibi_slopes and sinks as in attn/sdpa.hpp; masks, key_lengths, key_starts
-// and return_weights are not taken (an attn::Error). No work is spent on padding: there is none.
+// scale, softcap, alibi_slopes and sinks as in attn/sdpa.hpp. options.key_lengths, when given,
+// holds one count per sequence (FlashAttention's seqused_k): sequence s attends to the first
+// key_lengths[s] rows of its key slot only, as if its slot ended there (a cache slot longer than
+// what it holds); the rest get zero gradients. Masks, key_starts and return_weights are not
+// taken (an attn::Error). No work is spent on padding: there is none.
 #pragma once
 
 #include <cstdint>

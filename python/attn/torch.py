@@ -40,7 +40,8 @@ import torch
 
 from . import _attn
 
-__all__ = ["scaled_dot_product_attention", "attention", "varlen_attention"]
+__all__ = ["scaled_dot_product_attention", "attention", "varlen_attention",
+           "varlen_attention_out"]
 
 # float32 and bfloat16 CPU tensors: read in place
 _attn._set_torch_types(torch.Tensor, torch.float32, torch.bfloat16)
@@ -426,11 +427,87 @@ def _check_no_queries(cu_seq_q: torch.Tensor, cu_seq_k: torch.Tensor, keys: int)
                          f"from 0 to the {keys} key rows, never decreasing")
 
 
+def _keys_used(seqused_k: Optional[torch.Tensor], sequences: int):
+    """seqused_k as a list of counts (None: every key of each slot)."""
+    if seqused_k is None:
+        return None
+    _check_cpu(seqused_k, "seqused_k")
+    if seqused_k.dim() != 1 or seqused_k.is_floating_point() or seqused_k.shape[0] != sequences:
+        raise ValueError(f"attn.torch: seqused_k must be a 1-D integer tensor of {sequences} "
+                         f"counts, one per sequence, got {seqused_k.dtype} of shape "
+                         f"{tuple(seqused_k.shape)}")
+    return seqused_k.tolist()
+
+
+class _Pages:
+    """A paged K/V cache read as packed rows: sequence s's keys are the first seqused_k[s]
+    tokens of the pages block_table[s, 0], block_table[s, 1], … of key and value (total_pages,
+    page_size, Hkv, D). The rows are gathered into packed tensors (one copy of the tokens in use;
+    the kernels read rows at a fixed stride, not page by page), and the keys' gradient is added
+    back into the pages they came from (pages shared by sequences sum theirs)."""
+
+    def __init__(self, key: torch.Tensor, block_table: torch.Tensor, used, sequences: int):
+        _check_cpu(block_table, "block_table")
+        if used is None:
+            raise ValueError("attn.torch: block_table needs seqused_k, the tokens each sequence "
+                             "holds in its pages")
+        if key.dim() != 4:
+            raise ValueError("attn.torch: with block_table, key and value are pages "
+                             f"(total_pages, page_size, Hkv, D), got key of shape "
+                             f"{tuple(key.shape)}")
+        if (block_table.dim() != 2 or block_table.is_floating_point()
+                or block_table.shape[0] != sequences):
+            raise ValueError(f"attn.torch: block_table must be a 2-D integer tensor "
+                             f"({sequences} sequences, pages per sequence), got "
+                             f"{block_table.dtype} of shape {tuple(block_table.shape)}")
+        pages, page_size = key.shape[0], key.shape[1]
+        rows = []
+        for s, n in enumerate(used):
+            needed = -(-n // page_size) if page_size else 0
+            if n < 0 or needed > block_table.shape[1] or (n > 0 and page_size == 0):
+                raise ValueError(f"attn.torch: seqused_k[{s}] = {n} does not fit in "
+                                 f"{block_table.shape[1]} pages of {page_size} tokens")
+            table = block_table[s, :needed].to(torch.int64)
+            if needed and (int(table.min()) < 0 or int(table.max()) >= pages):
+                raise ValueError(f"attn.torch: block_table[{s}] names a page outside the "
+                                 f"{pages} pages of key and value")
+            tokens = table[:, None] * page_size + torch.arange(page_size)
+            rows.append(tokens.reshape(-1)[:n])
+        self.index = torch.cat(rows) if rows else torch.zeros(0, dtype=torch.int64)
+        self.cu = [0]
+        for n in used:
+            self.cu.append(self.cu[-1] + n)
+        self.cu = torch.tensor(self.cu, dtype=torch.int64)
+
+    def rows(self, pages: torch.Tensor) -> torch.Tensor:
+        """The tokens in use of (total_pages, page_size, H, D), packed (tokens, H, D)."""
+        return pages.reshape(-1, *pages.shape[2:]).index_select(0, self.index)
+
+    def into_pages(self, rows: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """Packed rows' gradient added back into the pages' shape (zeros where none was read)."""
+        flat = torch.zeros(like.shape[0] * like.shape[1], *like.shape[2:], dtype=rows.dtype)
+        return flat.index_add_(0, self.index, rows).reshape(like.shape).to(like.dtype)
+
+
+def _as_read(key, value, cu_seq_k, seqused_k, block_table, sequences):
+    """The packed K and V rows, the key offsets and the keys in use per sequence that the
+    kernels take, from what varlen_attention was given; and the pages, if any."""
+    used = _keys_used(seqused_k, sequences)
+    if block_table is None:
+        return key, value, cu_seq_k, used, None
+    pages = _Pages(key, block_table, used, sequences)
+    return pages.rows(key), pages.rows(value), pages.cu, None, pages
+
+
 @torch.library.custom_op("attn::varlen", mutates_args=())
 def _varlen(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seq_q: torch.Tensor,
-            cu_seq_k: torch.Tensor, is_causal: bool, window: int, scale: Optional[float],
-            softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
-            sinks: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+            cu_seq_k: Optional[torch.Tensor], is_causal: bool, window: int,
+            scale: Optional[float], softcap: float = 0.0,
+            alibi_slopes: Optional[torch.Tensor] = None, sinks: Optional[torch.Tensor] = None,
+            seqused_k: Optional[torch.Tensor] = None,
+            block_table: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    key, value, cu_seq_k, used, _ = _as_read(key, value, cu_seq_k, seqused_k, block_table,
+                                             cu_seq_q.shape[0] - 1)
     if query.shape[0] == 0:  # no query tokens: an empty result, as the dense call gives
         _check_no_queries(cu_seq_q, cu_seq_k, key.shape[0])
         return (query.new_empty(query.shape[:-1] + value.shape[-1:]),
@@ -438,14 +515,14 @@ def _varlen(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seq_
     out, lse = _attn.sdpa_varlen(_as_input(query, "query"), _as_input(key, "key"),
                                  _as_input(value, "value"), _offsets(cu_seq_q, "cu_seq_q"),
                                  _offsets(cu_seq_k, "cu_seq_k"), causal=is_causal,
-                                 window=window or None, scale=scale,
+                                 window=window or None, scale=scale, key_lengths=used,
                                  **_variants(softcap, alibi_slopes, sinks, query.dtype))
     return _tensor(out, query.dtype), torch.from_numpy(lse)
 
 
 @_varlen.register_fake
 def _(query, key, value, cu_seq_q, cu_seq_k, is_causal, window, scale, softcap=0.0,
-      alibi_slopes=None, sinks=None):
+      alibi_slopes=None, sinks=None, seqused_k=None, block_table=None):
     return (query.new_empty(query.shape[:-1] + value.shape[-1:]),
             query.new_empty(query.shape[:-1], dtype=torch.float32))
 
@@ -453,47 +530,57 @@ def _(query, key, value, cu_seq_q, cu_seq_k, is_causal, window, scale, softcap=0
 @torch.library.custom_op("attn::varlen_backward", mutates_args=())
 def _varlen_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                      value: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                     cu_seq_q: torch.Tensor, cu_seq_k: torch.Tensor, is_causal: bool, window: int,
-                     scale: Optional[float], softcap: float = 0.0,
+                     cu_seq_q: torch.Tensor, cu_seq_k: Optional[torch.Tensor], is_causal: bool,
+                     window: int, scale: Optional[float], softcap: float = 0.0,
                      alibi_slopes: Optional[torch.Tensor] = None,
-                     sinks: Optional[torch.Tensor] = None
+                     sinks: Optional[torch.Tensor] = None,
+                     seqused_k: Optional[torch.Tensor] = None,
+                     block_table: Optional[torch.Tensor] = None
                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     if query.shape[0] == 0:  # no tokens: nothing depended on the keys, values or sinks
         dsinks = torch.zeros_like(sinks) if sinks is not None else _no_gradient(query)
         return torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value), dsinks
+    key_rows, value_rows, cu_seq_k, used, pages = _as_read(key, value, cu_seq_k, seqused_k,
+                                                           block_table, cu_seq_q.shape[0] - 1)
     grads = _attn.sdpa_varlen_backward(
-        _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
+        _as_input(query, "query"), _as_input(key_rows, "key"), _as_input(value_rows, "value"),
         _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
         _offsets(cu_seq_q, "cu_seq_q"), _offsets(cu_seq_k, "cu_seq_k"), causal=is_causal,
-        window=window or None, scale=scale, **_variants(softcap, alibi_slopes, sinks, query.dtype))
+        window=window or None, scale=scale, key_lengths=used,
+        **_variants(softcap, alibi_slopes, sinks, query.dtype))
     dsinks = _tensor(grads[3], sinks.dtype) if sinks is not None else _no_gradient(query)
-    return (_tensor(grads[0], query.dtype), _tensor(grads[1], key.dtype),
-            _tensor(grads[2], value.dtype), dsinks)
+    dk, dv = _tensor(grads[1], key.dtype), _tensor(grads[2], value.dtype)
+    if pages is not None:
+        dk, dv = pages.into_pages(dk, key), pages.into_pages(dv, value)
+    return _tensor(grads[0], query.dtype), dk, dv, dsinks
 
 
 @_varlen_backward.register_fake
 def _(grad_out, query, key, value, out, lse, cu_seq_q, cu_seq_k, is_causal, window, scale,
-      softcap=0.0, alibi_slopes=None, sinks=None):
+      softcap=0.0, alibi_slopes=None, sinks=None, seqused_k=None, block_table=None):
     dsinks = torch.empty_like(sinks) if sinks is not None else _no_gradient(query)
     return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value), dsinks
 
 
 def _varlen_setup_context(ctx, inputs, output):
     (query, key, value, cu_seq_q, cu_seq_k, is_causal, window, scale, softcap, alibi_slopes,
-     sinks) = inputs
+     sinks, seqused_k, block_table) = inputs
     out, lse = output
     ctx.mark_non_differentiable(lse)
-    ctx.save_for_backward(query, key, value, out, lse, cu_seq_q, cu_seq_k, alibi_slopes, sinks)
+    ctx.save_for_backward(query, key, value, out, lse, cu_seq_q, cu_seq_k, alibi_slopes, sinks,
+                          seqused_k, block_table)
     ctx.is_causal, ctx.window, ctx.scale, ctx.softcap = is_causal, window, scale, softcap
 
 
 def _varlen_backward_rule(ctx, grad_out, grad_lse):
-    query, key, value, out, lse, cu_seq_q, cu_seq_k, alibi_slopes, sinks = ctx.saved_tensors
+    (query, key, value, out, lse, cu_seq_q, cu_seq_k, alibi_slopes, sinks, seqused_k,
+     block_table) = ctx.saved_tensors
     dq, dk, dv, dsinks = _varlen_backward(grad_out, query, key, value, out, lse, cu_seq_q,
                                           cu_seq_k, ctx.is_causal, ctx.window, ctx.scale,
-                                          ctx.softcap, alibi_slopes, sinks)
+                                          ctx.softcap, alibi_slopes, sinks, seqused_k,
+                                          block_table)
     return (dq, dk, dv, None, None, None, None, None, None, None,
-            dsinks if sinks is not None else None)
+            dsinks if sinks is not None else None, None, None)
 
 
 _varlen.register_autograd(_varlen_backward_rule, setup_context=_varlen_setup_context)
@@ -503,10 +590,13 @@ for _op in (_sdpa, _varlen):  # (the backwards are reached only by autograd, whi
 
 
 def varlen_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     cu_seq_q: torch.Tensor, cu_seq_k: torch.Tensor, max_q: int, max_k: int, *,
-                     return_aux=None, scale: Optional[float] = None,
+                     cu_seq_q: torch.Tensor, cu_seq_k: Optional[torch.Tensor], max_q: int,
+                     max_k: int, *, return_aux=None, scale: Optional[float] = None,
                      window_size: Tuple[int, int] = (-1, -1), enable_gqa: bool = False,
-                     softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
+                     seqused_k: Optional[torch.Tensor] = None,
+                     block_table: Optional[torch.Tensor] = None,
+                     num_splits: Optional[int] = None, softcap: float = 0.0,
+                     alibi_slopes: Optional[torch.Tensor] = None,
                      sinks: Optional[torch.Tensor] = None):
     """PyTorch's `torch.nn.attention.varlen.varlen_attn` on attn's fused CPU kernels, forward and
     backward: query (Tq, Hq, D), key and value (Tk, Hkv, D), sequences packed end to end with
@@ -514,19 +604,54 @@ def varlen_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     (-1, -1) every key of the sequence, (-1, 0) causal, (W, 0) causal over the last W + 1 keys
     (bottom-right aligned within each sequence, as FlashAttention's). max_q and max_k are
     taken for the signature's sake (attn reads the offsets). With return_aux.lse, also the
-    logsumexp (Tq, Hq). softcap, alibi_slopes and sinks as in `attention` (attn's additions)."""
+    logsumexp (Tq, Hq).
+
+    seqused_k (N,): sequence s attends to the first seqused_k[s] keys of its slot only (a cache
+    slot longer than what it holds). block_table (N, pages per sequence), with seqused_k: key and
+    value are a paged cache (total_pages, page_size, Hkv, D) and sequence s's keys are its pages
+    block_table[s, 0], block_table[s, 1], … in that order; cu_seq_k is then not read (None is
+    taken). The tokens in use are gathered into packed rows first (a copy). Unlike PyTorch's,
+    both work in the backward too: keys past seqused_k get zero gradients, and a page's gradient
+    sums those of every sequence that read it. num_splits is taken for the signature's sake: attn
+    never splits a sequence's keys across threads in a way that depends on the batch, so each
+    sequence's result is bitwise the same whatever else is packed with it.
+    softcap, alibi_slopes and sinks as in `attention` (attn's additions)."""
     left, right = window_size
     if right not in (-1, 0) or (right == -1 and left != -1):
         raise ValueError(f"attn.torch: window_size {tuple(window_size)} is not supported: "
                          "(-1, -1), (-1, 0) or (W, 0)")
+    if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 0):
+        raise ValueError(f"attn.torch: num_splits must be None or a whole number ≥ 0, got "
+                         f"{num_splits!r}")
+    if cu_seq_k is None and block_table is None:
+        raise ValueError("attn.torch: cu_seq_k is needed unless the keys are pages (block_table)")
     is_causal = right == 0
     window = left + 1 if is_causal and left >= 0 else 0
     _check_devices(query, key, value, None)
-    if not enable_gqa and key.shape[1] != query.shape[1]:
-        raise ValueError(f"attn.torch: query has {query.shape[1]} heads and key {key.shape[1]}: "
+    kv_heads = key.shape[2] if block_table is not None and key.dim() == 4 else key.shape[1]
+    if not enable_gqa and kv_heads != query.shape[1]:
+        raise ValueError(f"attn.torch: query has {query.shape[1]} heads and key {kv_heads}: "
                          "pass enable_gqa=True for grouped heads")
     out, lse = _varlen(query, key, value, cu_seq_q, cu_seq_k, is_causal, window, scale,
-                       float(softcap), alibi_slopes, sinks)
+                       float(softcap), alibi_slopes, sinks, seqused_k, block_table)
     if return_aux is not None and getattr(return_aux, "lse", False):
         return out, lse
     return out
+
+
+def varlen_attention_out(out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                         value: torch.Tensor, cu_seq_q: torch.Tensor,
+                         cu_seq_k: Optional[torch.Tensor], max_q: int, max_k: int, **options):
+    """PyTorch's `varlen_attn_out`: `varlen_attention` with the result written into out, a tensor
+    of the output's shape (copied there: the kernels write a buffer of their own). Not under
+    autograd (as for PyTorch's out= functions). Returns out, or (out, lse) with return_aux.lse."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+        raise ValueError("attn.torch: varlen_attention_out does not take part in autograd; "
+                         "call varlen_attention")
+    result = varlen_attention(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, **options)
+    computed = result[0] if isinstance(result, tuple) else result
+    if out.shape != computed.shape:
+        raise ValueError(f"attn.torch: out has shape {tuple(out.shape)}, the output "
+                         f"{tuple(computed.shape)}")
+    out.copy_(computed)
+    return (out, result[1]) if isinstance(result, tuple) else out

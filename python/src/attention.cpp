@@ -305,21 +305,23 @@ py::object mha_py(const py::handle& x, const py::handle& w_q, const py::handle& 
 
 // Packed variable-length batches (attn/sdpa_varlen.hpp).
 SdpaOptions varlen_options(bool causal, std::optional<int64_t> window, std::optional<float> scale,
+                           std::optional<std::vector<int64_t>> key_lengths,
                            const std::string& causal_align, const Variants& variants) {
-  return options_of(causal, window, py::none(), scale, std::nullopt, std::nullopt, causal_align,
-                    variants);
+  return options_of(causal, window, py::none(), scale, std::move(key_lengths), std::nullopt,
+                    causal_align, variants);
 }
 
 py::tuple sdpa_varlen_py(const py::handle& q, const py::handle& k, const py::handle& v,
                          const std::vector<int64_t>& cu_seqlens_q,
                          const std::vector<int64_t>& cu_seqlens_k, bool causal,
                          std::optional<int64_t> window, std::optional<float> scale,
+                         std::optional<std::vector<int64_t>> key_lengths,
                          const std::string& causal_align, float softcap,
                          std::optional<std::vector<float>> alibi_slopes,
                          std::optional<std::vector<float>> sinks, const std::string& precision) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v");
   const SdpaOptions o =
-      varlen_options(causal, window, scale, causal_align,
+      varlen_options(causal, window, scale, std::move(key_lengths), causal_align,
                      {softcap, std::move(alibi_slopes), std::move(sinks), precision});
   SdpaResult r;
   {
@@ -329,20 +331,18 @@ py::tuple sdpa_varlen_py(const py::handle& q, const py::handle& k, const py::han
   return py::make_tuple(to_array(r.output), to_array(r.logsumexp));
 }
 
-py::tuple sdpa_varlen_backward_py(const py::handle& q, const py::handle& k, const py::handle& v,
-                                  const py::handle& out, const py::handle& lse,
-                                  const py::handle& d_out, const std::vector<int64_t>& cu_seqlens_q,
-                                  const std::vector<int64_t>& cu_seqlens_k, bool causal,
-                                  std::optional<int64_t> window, std::optional<float> scale,
-                                  const std::string& causal_align, float softcap,
-                                  std::optional<std::vector<float>> alibi_slopes,
-                                  std::optional<std::vector<float>> sinks,
-                                  const std::string& precision) {
+py::tuple sdpa_varlen_backward_py(
+    const py::handle& q, const py::handle& k, const py::handle& v, const py::handle& out,
+    const py::handle& lse, const py::handle& d_out, const std::vector<int64_t>& cu_seqlens_q,
+    const std::vector<int64_t>& cu_seqlens_k, bool causal, std::optional<int64_t> window,
+    std::optional<float> scale, std::optional<std::vector<int64_t>> key_lengths,
+    const std::string& causal_align, float softcap, std::optional<std::vector<float>> alibi_slopes,
+    std::optional<std::vector<float>> sinks, const std::string& precision) {
   const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k, "k"), tv = to_tensor(v, "v"),
                t_out = to_tensor(out, "out"), t_lse = to_tensor(lse, "lse"),
                t_d = to_tensor(d_out, "d_out");
   const SdpaOptions o =
-      varlen_options(causal, window, scale, causal_align,
+      varlen_options(causal, window, scale, std::move(key_lengths), causal_align,
                      {softcap, std::move(alibi_slopes), std::move(sinks), precision});
   SdpaGradients g;
   {
@@ -405,29 +405,32 @@ training loop keeps one buffer instead of a new one per call (return_mask_gradie
         "dmask"_a = py::none());
   m.def("sdpa_varlen", &sdpa_varlen_py,
         R"(sdpa_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, window=None,
-            scale=None, causal_align="bottom-right", softcap=0.0, alibi_slopes=None,
-            sinks=None, precision="f32") -> (output, logsumexp)
+            scale=None, key_lengths=None, causal_align="bottom-right", softcap=0.0,
+            alibi_slopes=None, sinks=None, precision="f32") -> (output, logsumexp)
 
 Packed variable-length attention: q (Tq_total, H, d), k (Tk_total, Hkv, d), v (Tk_total,
 Hkv, dv), sequences laid end to end; sequence s is q rows cu_seqlens_q[s] .. cu_seqlens_q[s+1]
 against k/v rows cu_seqlens_k[s] .. cu_seqlens_k[s+1] (N + 1 offsets from 0). Each sequence
 attends within itself (causal and window inside it), on the fused kernels, no padding.
-Returns the output (Tq_total, H, dv) and the logsumexp (Tq_total, H).)",
+key_lengths (N counts, FlashAttention's seqused_k): sequence s uses only the first
+key_lengths[s] rows of its key slot. Returns the output (Tq_total, H, dv) and the logsumexp
+(Tq_total, H).)",
         "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, py::kw_only(), "causal"_a = false,
-        "window"_a = py::none(), "scale"_a = py::none(), "causal_align"_a = "bottom-right",
-        "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(), "sinks"_a = py::none(),
-        "precision"_a = "f32");
-  m.def("sdpa_varlen_backward", &sdpa_varlen_backward_py,
-        R"(sdpa_varlen_backward(q, k, v, out, lse, d_out, cu_seqlens_q, cu_seqlens_k, *,
-                     causal=False, window=None, scale=None, causal_align="bottom-right",
-                     softcap=0.0, alibi_slopes=None, sinks=None, precision="f32")
-                     -> (dq, dk, dv[, dsinks])
-
-The gradients of sdpa_varlen for dL/d(out) = d_out, from its output and logsumexp.)",
-        "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_out"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a,
-        py::kw_only(), "causal"_a = false, "window"_a = py::none(), "scale"_a = py::none(),
+        "window"_a = py::none(), "scale"_a = py::none(), "key_lengths"_a = py::none(),
         "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
         "sinks"_a = py::none(), "precision"_a = "f32");
+  m.def("sdpa_varlen_backward", &sdpa_varlen_backward_py,
+        R"(sdpa_varlen_backward(q, k, v, out, lse, d_out, cu_seqlens_q, cu_seqlens_k, *,
+                     causal=False, window=None, scale=None, key_lengths=None,
+                     causal_align="bottom-right", softcap=0.0, alibi_slopes=None, sinks=None,
+                     precision="f32") -> (dq, dk, dv[, dsinks])
+
+The gradients of sdpa_varlen for dL/d(out) = d_out, from its output and logsumexp (key rows
+past key_lengths get zeros).)",
+        "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "d_out"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a,
+        py::kw_only(), "causal"_a = false, "window"_a = py::none(), "scale"_a = py::none(),
+        "key_lengths"_a = py::none(), "causal_align"_a = "bottom-right", "softcap"_a = 0.0f,
+        "alibi_slopes"_a = py::none(), "sinks"_a = py::none(), "precision"_a = "f32");
   m.def("scaled_dot_product_attention", &torch_sdpa,
         R"(scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                              is_causal=False, scale=None, enable_gqa=False)

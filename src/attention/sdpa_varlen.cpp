@@ -1,12 +1,12 @@
 // Packed variable-length attention (attn/sdpa_varlen.hpp): each sequence's rows, a (H, L, d)
-// view, are a fused-kernel problem of their own; the forward runs every sequence's tasks as
-// one list over the threads, the backward one sequence after another. Everything is read and
-// written in place: Q, O and dO once per task; K and V, whose packed rows lie H·d floats apart
-// (4 KiB at H = 16, d = 64, all in the same few L1 sets) and are read again for every query
-// block, are copied a head at a time by the tasks into the core's cache (staged_keys.hpp), not
-// laid out head-major as a whole first (32 MiB written to memory and read back at 4096 × 16 ×
-// 64: it cost about what it saved). The logsumexp, (H, L) per sequence as the kernels write it,
-// is kept sequence by sequence in scratch and laid out (Tq_total, H) at the end.
+// view (L its keys in use), are a fused-kernel problem of their own; the forward runs every
+// sequence's tasks as one list over the threads, the backward one sequence after another.
+// Everything is read and written in place: Q, O and dO once per task; K and V, whose packed rows
+// lie H·d floats apart (4 KiB at H = 16, d = 64, all in the same few L1 sets) and are read again
+// for every query block, are copied a head at a time by the tasks into the core's cache
+// (staged_keys.hpp), not laid out head-major as a whole first (32 MiB written to memory and read
+// back at 4096 × 16 × 64: it cost about what it saved). The logsumexp, (H, L) per sequence as the
+// kernels write it, is kept sequence by sequence in scratch and laid out (Tq_total, H) at the end.
 #include "attn/sdpa_varlen.hpp"
 
 #include <algorithm>
@@ -58,10 +58,20 @@ PackedDims check_varlen(const Tensor& q, const Tensor& k, const Tensor& v,
   check_offsets(cu_k, k.dim(0), "cu_seqlens_k");
   ATTN_CHECK(cu_q.size() == cu_k.size(), "sdpa_varlen: cu_seqlens_q has ", cu_q.size(),
              " offsets and cu_seqlens_k ", cu_k.size(), ": one sequence each");
-  ATTN_CHECK(options.mask.empty() && options.key_lengths.empty() && options.key_starts.empty() &&
-                 !options.return_weights && !options.return_mask_gradient,
-             "sdpa_varlen: masks, key_lengths, key_starts and weights are not taken: the "
-             "offsets say where each sequence's keys are");
+  ATTN_CHECK(options.mask.empty() && options.key_starts.empty() && !options.return_weights &&
+                 !options.return_mask_gradient,
+             "sdpa_varlen: masks, key_starts and weights are not taken: the offsets say where "
+             "each sequence's keys are");
+  if (!options.key_lengths.empty()) {  // seqused_k: the keys in use at the start of each slot
+    ATTN_CHECK(options.key_lengths.size() + 1 == cu_k.size(), "sdpa_varlen: key_lengths has ",
+               options.key_lengths.size(), " entries for ", cu_k.size() - 1,
+               " sequences: one each");
+    for (size_t s = 0; s + 1 < cu_k.size(); ++s) {
+      const int64_t used = options.key_lengths[s], slot = cu_k[s + 1] - cu_k[s];
+      ATTN_CHECK(used >= 0 && used <= slot, "sdpa_varlen: key_lengths[", s, "] = ", used,
+                 " must be from 0 to the ", slot, " key rows sequence ", s, " has");
+    }
+  }
   return {static_cast<int64_t>(cu_q.size()) - 1,
           q.dim(0),
           k.dim(0),
@@ -77,12 +87,27 @@ Tensor packed_view(const Tensor& packed, int64_t first, int64_t length) {
   return packed.slice(first, length).permute({1, 0, 2});
 }
 
+// The key rows sequence s attends to: the first key_lengths[s] of its slot when given
+// (FlashAttention's seqused_k: a cache slot longer than what it holds), else all of it.
+int64_t keys_used(const std::vector<int64_t>& cu_k, const SdpaOptions& options, int64_t s) {
+  const int64_t slot = cu_k[static_cast<size_t>(s) + 1] - cu_k[static_cast<size_t>(s)];
+  return options.key_lengths.empty() ? slot : options.key_lengths[static_cast<size_t>(s)];
+}
+
+// The options each sequence's own problem takes: its keys are already cut to those in use.
+SdpaOptions per_sequence(const SdpaOptions& options) {
+  SdpaOptions each = options;
+  each.key_lengths.clear();
+  return each;
+}
+
 }  // namespace
 
 SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                        const std::vector<int64_t>& cu_q, const std::vector<int64_t>& cu_k,
-                       const SdpaOptions& options) {
-  const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options);
+                       const SdpaOptions& options_in) {
+  const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options_in);
+  const SdpaOptions options = per_sequence(options_in);
   // On AMX tiles the packing rounds Q, K and V as it reads them (amx_operands.hpp).
   const bool on_amx = detail::products_on_amx(options);
   const Tensor q = detail::operand_rows_for(q_in, options, on_amx),
@@ -96,7 +121,8 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   std::atomic<bool> non_finite{false};
   std::vector<kernels::FlashProblem> problems;  // one per sequence that has queries and keys
   for (int64_t s = 0; s < dims.sequences; ++s) {
-    const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s], lk = cu_k[s + 1] - k0;
+    const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s],
+                  lk = keys_used(cu_k, options_in, s);
     if (lq == 0) continue;
     if (lk == 0) {  // no key at all: zeros, logsumexp +inf, or the sink
       float* rows = result.output.data() + q0 * dims.heads * dims.dv;
@@ -138,8 +164,10 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
 SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                    const Tensor& out_in, const Tensor& logsumexp,
                                    const Tensor& d_out_in, const std::vector<int64_t>& cu_q,
-                                   const std::vector<int64_t>& cu_k, const SdpaOptions& options) {
-  const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options);
+                                   const std::vector<int64_t>& cu_k,
+                                   const SdpaOptions& options_in) {
+  const PackedDims dims = check_varlen(q_in, k_in, v_in, cu_q, cu_k, options_in);
+  const SdpaOptions options = per_sequence(options_in);
   const Shape out_shape{dims.tq_total, dims.heads, dims.dv};
   ATTN_CHECK(out_in.defined() && out_in.shape() == out_shape && d_out_in.defined() &&
                  d_out_in.shape() == out_shape,
@@ -177,7 +205,10 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
   }
   std::atomic<bool> non_finite{false};
   for (int64_t s = 0; s < dims.sequences; ++s) {
-    const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s], lk = cu_k[s + 1] - k0;
+    const int64_t q0 = cu_q[s], lq = cu_q[s + 1] - q0, k0 = cu_k[s],
+                  lk = keys_used(cu_k, options_in, s), unused = cu_k[s + 1] - k0 - lk;
+    zero_rows(grads.dk, k0 + lk, unused);  // keys past those in use: no output read them
+    zero_rows(grads.dv, k0 + lk, unused);
     if (lq == 0 || lk == 0) {  // nothing attends: the gradients are 0
       zero_rows(grads.dq, q0, lq);
       zero_rows(grads.dk, k0, lk);
