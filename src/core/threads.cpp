@@ -3,8 +3,8 @@
 // Why not OpenMP: with its default spin-wait, PyTorch and ggml ran 4-14× slower on 2 threads
 // than on 1 on this machine while another process kept one core busy, because a spinning
 // thread burns the time slice its descheduled partner needs. Here a worker that finds no work
-// spins for at most kSpinIterations pause instructions (a few µs, to catch back-to-back jobs),
-// then sleeps in the kernel until the next job.
+// spins for at most kSpinIterations pause instructions (5-35 µs by CPU, to catch back-to-back
+// jobs), then sleeps in the kernel until the next job.
 //
 // Even so, a busy core elsewhere can leave the helpers without a core of their own; a
 // ShareMonitor (share_monitor.hpp) notices and runs jobs on the caller alone for a while.
@@ -32,7 +32,12 @@
 namespace attn {
 namespace {
 
-constexpr int kSpinIterations = 2000;  // ~5 µs of _mm_pause on this CPU
+// The pause instruction's length differs by CPU: 2000 of them took ~5 µs where this was set,
+// and 34 µs on an Emerald Rapids Xeon (2026-12-06), where a time budget of 5 µs put half of the
+// small GPT step's waits to sleep (the gaps between its ~120 jobs a step are mostly under 35 µs)
+// and a sleeping helper's wake-up cost ~10 µs more a job. The count stays until a time budget
+// has been measured on more CPUs than one.
+constexpr int kSpinIterations = 2000;
 
 std::atomic<int> g_requested_threads{0};  // 0 = default
 thread_local bool t_inside_pool_job = false;
