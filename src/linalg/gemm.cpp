@@ -15,6 +15,7 @@
 #include "attn/gemm.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "attn/error.hpp"
@@ -119,7 +120,10 @@ void gemm_inner_split(Dtype precision, char ta, char tb, int64_t m, int64_t n, i
   const int64_t per_core = (k + cores - 1) / cores;
   const int64_t slice = (per_core + detail::kRowGrain - 1) / detail::kRowGrain * detail::kRowGrain;
   const int64_t slices = (k + slice - 1) / slice;
-  std::vector<float> partials(static_cast<size_t>((slices - 1) * m * n));
+  // Not zeroed (each slice's product writes all of its partial, beta = 0): a memset here ran
+  // on the calling thread alone while the other core waited.
+  const auto partials =
+      std::make_unique_for_overwrite<float[]>(static_cast<size_t>((slices - 1) * m * n));
   parallel_for(slices, [&](int64_t s) {
     const int64_t k0 = s * slice, inner = std::min(slice, k - k0);
     const float* a_slice = ta == 'T' ? a + k0 * lda : a + k0;
@@ -129,13 +133,13 @@ void gemm_inner_split(Dtype precision, char ta, char tb, int64_t m, int64_t n, i
                           c, ldc);
     } else {
       multiply_one_thread(precision, ta, tb, m, n, inner, alpha, a_slice, lda, b_slice, ldb, 0.0f,
-                          partials.data() + (s - 1) * m * n, n);
+                          partials.get() + (s - 1) * m * n, n);
     }
   });
   detail::parallel_ranges(m, std::max<int64_t>(1, 16384 / n), [&](int64_t first, int64_t last) {
     float* rows = c + first * ldc;
     for (int64_t s = 1; s < slices; ++s) {  // each element adds the slices in slice order
-      kernels::add_rows(rows, ldc, partials.data() + ((s - 1) * m + first) * n, n, last - first, n,
+      kernels::add_rows(rows, ldc, partials.get() + ((s - 1) * m + first) * n, n, last - first, n,
                         rows, ldc);
     }
   });

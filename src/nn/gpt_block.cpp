@@ -56,6 +56,15 @@ void Dropout::apply(float* x, int64_t n, DropoutSite site, int64_t layer) const 
   });
 }
 
+const float* Dropout::masked(const float* x, float* into, int64_t n, DropoutSite site,
+                             int64_t layer) const {
+  if (p_ <= 0.0f) return x;
+  detail::parallel_ranges(
+      n, 16384, [&](int64_t first, int64_t last) { std::copy(x + first, x + last, into + first); });
+  apply(into, n, site, layer);
+  return into;
+}
+
 Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_, ActivationUse use)
     : batch(batch_), t(t_), rows(batch_ * t_) {
   const int64_t c = config.n_embd, width = qkv_width(config), h = config.n_head;
@@ -128,11 +137,12 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
                     float* grads, const float* x, LayerActivations& la, Activations& a,
                     int64_t layer) {
   const int64_t rows = a.rows, c = config.n_embd;
-  float* d_branch = a.d_branch.data();
+  // Each branch's output gradient: the residual's, through the branch's dropout mask (the
+  // residual's own buffer, read before LayerNorm's backward adds to it, when there is none).
+  const float* d_branch =
+      a.dropout.masked(a.d_residual.data(), a.d_branch.data(), rows * c, DropoutSite::kMlp, layer);
 
   // MLP branch.
-  std::memcpy(d_branch, a.d_residual.data(), sizeof(float) * static_cast<size_t>(rows * c));
-  a.dropout.apply(d_branch, rows * c, DropoutSite::kMlp, layer);
   detail::linear_backward(d_branch, la.fch_gelu.data(), params + at.wproj, rows, 4 * c, c,
                           a.d_fch.data(), false, grads + at.wproj, at_or_null(grads, at.bproj),
                           a.precision);
@@ -145,8 +155,8 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
                       at_or_null(grads, at.ln2_b));
 
   // Attention branch.
-  std::memcpy(d_branch, a.d_residual.data(), sizeof(float) * static_cast<size_t>(rows * c));
-  a.dropout.apply(d_branch, rows * c, DropoutSite::kAttention, layer);
+  d_branch = a.dropout.masked(a.d_residual.data(), a.d_branch.data(), rows * c,
+                              DropoutSite::kAttention, layer);
   const detail::AttentionLayerState state{la.qkv, la.att, la.lse.data()};
   detail::AttentionLayerScratch scratch{a.d_qkv, a.d_att};
   const detail::AttentionLayerGradients into{grads + at.wqkv, at_or_null(grads, at.bqkv),

@@ -72,6 +72,10 @@ class Dropout {
   }
   // x[i] *= mask[first_element + i] for i in [0, n); nothing when p = 0.
   void apply(float* x, int64_t n, DropoutSite site, int64_t layer) const;
+  // x with the mask applied, written into `into` and returned; x itself when p = 0, so that a
+  // step without dropout copies nothing.
+  const float* masked(const float* x, float* into, int64_t n, DropoutSite site,
+                      int64_t layer) const;
 
  private:
   float p_ = 0.0f;
