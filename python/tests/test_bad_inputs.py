@@ -217,6 +217,9 @@ add("sdpa_varlen-offsets-past-the-rows", ValueError, "must run from 0 to 6",
 add("sdpa_varlen-offsets-decreasing", ValueError, "must not decrease",
     lambda c: attn.sdpa_varlen(packed(c["q"]), packed(c["k"]), packed(c["v"]), [0, 4, 2, 6],
                                [0, 4, 2, 6]))
+add("sdpa_varlen-key-lengths-past-the-slot", ValueError, r"key_lengths\[1\] = 5 must be from 0",
+    lambda c: attn.sdpa_varlen(packed(c["q"]), packed(c["k"]), packed(c["v"]), [0, 2, 6],
+                               [0, 2, 6], key_lengths=[2, 5]))
 add("sdpa_varlen-not-packed", ValueError, "must be packed",
     lambda c: attn.sdpa_varlen(c["q"], c["k"], c["v"], [0, 6], [0, 6]))
 add("sdpa_varlen-q-nan", ValueError, "sdpa_varlen: q holds nan",

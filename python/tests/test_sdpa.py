@@ -36,6 +36,31 @@ def test_sdpa_matches_float64_numpy(rng, q_shape, k_shape, causal, align):
     np.testing.assert_allclose(ref_w.sum(-1)[..., -1], 1.0, atol=1e-5)
 
 
+def test_varlen_key_lengths_use_the_start_of_each_slot(rng):
+    """attn.sdpa_varlen with key_lengths (seqused_k): each sequence against float64 numpy on the
+    first key_lengths[s] keys of its slot, causal bottom-right; the slot's rest gets no
+    gradient."""
+    lengths_q, slots, used = [3, 6, 2], [8, 6, 5], [5, 6, 0]
+    cu_q, cu_k = np.cumsum([0] + lengths_q).tolist(), np.cumsum([0] + slots).tolist()
+    q = rng.standard_normal((cu_q[-1], 2, 8), dtype=np.float32)
+    k = rng.standard_normal((cu_k[-1], 2, 8), dtype=np.float32)
+    v = rng.standard_normal((cu_k[-1], 2, 8), dtype=np.float32)
+    out, lse = attn.sdpa_varlen(q, k, v, cu_q, cu_k, causal=True, key_lengths=used)
+    for s in range(3):
+        rows = out[cu_q[s]:cu_q[s + 1]]
+        if used[s] == 0:
+            assert not rows.any()  # no key: zeros
+            continue
+        keys = slice(cu_k[s], cu_k[s] + used[s])
+        expected, _ = reference_sdpa(*(t.transpose(1, 0, 2) for t in (
+            q[cu_q[s]:cu_q[s + 1]], k[keys], v[keys])), causal=True, align="bottom-right")
+        close(rows, expected.transpose(1, 0, 2))
+    _, dk, dv = attn.sdpa_varlen_backward(q, k, v, out, lse, np.ones_like(out), cu_q, cu_k,
+                                          causal=True, key_lengths=used)
+    assert not dk[5:8].any() and not dv[5:8].any() and not dk[14:].any()
+    assert dk[:5].any()
+
+
 def test_masks_boolean_integer_and_additive(rng):
     q, k, v = (rng.standard_normal((2, 3, 5, 8), dtype=np.float32) for _ in range(3))
     allowed = rng.random((5, 5)) > 0.3
