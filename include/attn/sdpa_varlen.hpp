@@ -22,10 +22,11 @@
 
 namespace attn {
 
-// Output (Tq_total, H, dv) and logsumexp (Tq_total, H). Each sequence runs the fused kernels on
-// strided views of its rows: its output is bitwise what attn::sdpa gives it alone (on its
-// (1, H, L, d) form) whenever sdpa takes the fused forward too (16 or more query rows, or a
-// mask-free case the decode kernel does not take).
+// Output (Tq_total, H, dv) and logsumexp (Tq_total, H). Each sequence runs on strided views of
+// its rows with the kernel attn::sdpa would give it alone — the fused forward, or for a decode
+// step (fewer than 16 queries at the end of its keys, float products) the decode kernel, whose
+// tasks split the keys over the threads — so its output is bitwise what sdpa gives its
+// (1, H, L, d) form.
 SdpaResult sdpa_varlen(const Tensor& q, const Tensor& k, const Tensor& v,
                        const std::vector<int64_t>& cu_seqlens_q,
                        const std::vector<int64_t>& cu_seqlens_k, const SdpaOptions& options = {});

@@ -24,8 +24,12 @@ SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
   const size_t scratch_floats = kernels::decode_scratch_floats(p);
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
   const int64_t tasks = groups * chunks;
-  // K and V as (B, Hkv, capacity, d), rows contiguous: the strides of b, kv_h and a position.
-  const int64_t kv_stride[3] = {p.kv_heads * p.capacity * p.d, p.capacity * p.d, p.d};
+  // The strides of b, kv_h and a position: K and V as (B, Hkv, capacity, d) with rows
+  // contiguous, unless the problem gives its own.
+  const bool strided = p.kv_stride[2] != 0;
+  const int64_t kv_stride[3] = {strided ? p.kv_stride[0] : p.kv_heads * p.capacity * p.d,
+                                strided ? p.kv_stride[1] : p.capacity * p.d,
+                                strided ? p.kv_stride[2] : p.d};
   auto run = [&](int64_t task, int worker) {
     auto& buffer = scratch[static_cast<size_t>(worker)];
     if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);

@@ -17,6 +17,14 @@
 
 namespace attn::detail {
 
+// Whether sdpa's call is the decode kernel's (a few query rows at the end of the keys, no mask,
+// float K and V rows contiguous at one stride for both), and that call: output (B, H, Tq, d)
+// and logsumexp, errors naming `caller`.
+bool decode_applies(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const SdpaOptions& options);
+SdpaResult decode(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const SdpaOptions& options, const char* caller);
+
 // The fused forward into a given output view (Q's shape with dv last, contiguous rows), so
 // that callers can pick the output's memory layout. dims: what check_attention(q, k, v,
 // options) returned — the caller checks once (the check scans an additive mask's values).

@@ -165,36 +165,40 @@ void check_scores_fit(const AttentionDims& dims, const SdpaOptions& options,
 
 }  // namespace detail
 
-namespace {
+namespace detail {
 
-// One query row, or a few at the end of the keys (causal), against contiguous K and V, with no
-// mask and no weights asked for: the decode kernel's problem. Its tasks split the keys, so both
-// cores stream them; the fused forward gives a query row to one task (one row against 64k keys,
-// 16 heads, d = 64, two Zen 2 threads: 56.7 ms, where the decode kernel reads at 21 GB/s).
-bool decode_applies(const detail::AttentionDims& dims, const Tensor& q, const Tensor& k,
-                    const Tensor& v, const SdpaOptions& options) {
+// One query row, or a few at the end of the keys (causal), against K and V whose rows are
+// contiguous (laid out (B, Hkv, Tk, d), or at any row stride: a packed batch's rows, a layer's
+// Q, K, V columns), with no mask and no weights asked for: the decode kernel's problem. Its
+// tasks split the keys, so both cores stream them; the fused forward gives a query row to one
+// task (one row against 64k keys, 16 heads, d = 64, two Zen 2 threads: 56.7 ms, where the
+// decode kernel reads at 21 GB/s).
+bool decode_applies(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const SdpaOptions& options) {
   if (!options.mask.empty() || !options.key_lengths.empty() || !options.key_starts.empty() ||
       options.return_weights || options.precision != Dtype::kFloat32)
     return false;
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0)) return false;
-  if (!k.is_contiguous() || !v.is_contiguous() || q.strides().back() != 1 || dims.dv != dims.d)
+  // K and V at the same strides (one set for both in the kernel), rows contiguous and apart.
+  if (k.strides() != v.strides() || k.strides()[3] != 1 || k.strides()[2] < dims.d ||
+      q.strides().back() != 1 || dims.dv != dims.d)
     return false;
   // Rows are read in whole vectors: a head dim off the widest vector would read past the end of
   // the caller's K and V (ASan caught it with d = 4).
   if (dims.d % kernels::kDecodeMaxVectorFloats != 0) return false;
-  if (options.causal)
-    return dims.tq < detail::kDecodeRowLimit && dims.query_position0 == dims.tk - dims.tq;
+  if (options.causal) return dims.tq < kDecodeRowLimit && dims.query_position0 == dims.tk - dims.tq;
   return dims.tq == 1 && options.window == 0;  // one row that sees every key
 }
 
-SdpaResult decode(const detail::AttentionDims& dims, const Tensor& q, const Tensor& k,
-                  const Tensor& v, const SdpaOptions& options) {
-  detail::check_finite(q, "sdpa", "q");  // a few rows; K and V are scanned inside the tasks
+SdpaResult decode(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const SdpaOptions& options, const char* caller) {
+  check_finite(q, caller, "q");  // a few rows; K and V are scanned inside the tasks
   kernels::DecodeProblem p{};
   p.q = q.data();
   for (int i = 0; i < 3; ++i) p.q_stride[i] = q.strides()[static_cast<size_t>(i)];
   p.k = k.data();
   p.v = v.data();
+  for (int i = 0; i < 3; ++i) p.kv_stride[i] = k.strides()[static_cast<size_t>(i)];
   p.batch = dims.batch;
   p.heads = dims.heads;
   p.kv_heads = dims.kv_heads;
@@ -208,21 +212,17 @@ SdpaResult decode(const detail::AttentionDims& dims, const Tensor& q, const Tens
   p.sinks = options.sinks.empty() ? nullptr : options.sinks.data();
   const int64_t begin = p.window > 0 ? std::max<int64_t>(0, dims.tk - dims.tq - p.window + 1) : 0;
   std::atomic<bool> non_finite_kv{false};
-  SdpaResult result = detail::run_decode(p, begin, &non_finite_kv);
-  if (non_finite_kv.load()) detail::check_finite_qkv("sdpa", q, k, v);  // throws, naming it
+  SdpaResult result = run_decode(p, begin, &non_finite_kv);
+  if (non_finite_kv.load()) check_finite_qkv(caller, q, k, v);  // throws, naming it
   return result;
 }
-
-}  // namespace
-
-namespace detail {
 
 SdpaResult sdpa_of(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options,
                    OperandValues values) {
   const detail::AttentionDims dims = detail::check_attention(q, k, v, options);
   detail::check_fits_in_memory(detail::with_last_dim(q, dims.dv), "sdpa: the output");
   if (decode_applies(dims, q, k, v, options)) {
-    SdpaResult result = decode(dims, q, k, v, options);
+    SdpaResult result = decode(dims, q, k, v, options, "sdpa");
     detail::check_scores_fit(dims, options, result.logsumexp);
     return result;
   }

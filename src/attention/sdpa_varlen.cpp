@@ -135,11 +135,19 @@ SdpaResult sdpa_varlen(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
     }
     const Tensor q_s = packed_view(q, q0, lq), k_s = packed_view(k, k0, lk),
                  v_s = packed_view(v, k0, lk);
-    problems.push_back(
-        detail::flash_problem(detail::check_attention(q_s, k_s, v_s, options),
-                              detail::as_rank4(q_s), detail::as_rank4(k_s), detail::as_rank4(v_s),
-                              detail::as_rank4(packed_view(result.output, q0, lq)), Tensor{},
-                              options, lse_by_sequence.data() + q0 * dims.heads));
+    const detail::AttentionDims dims_s = detail::check_attention(q_s, k_s, v_s, options);
+    const Tensor q4 = detail::as_rank4(q_s), k4 = detail::as_rank4(k_s), v4 = detail::as_rank4(v_s);
+    if (!on_amx && detail::decode_applies(dims_s, q4, k4, v4, options)) {
+      // A decode step (a few queries at the end of its keys): the decode kernel, whose tasks
+      // split the keys over the threads, as attn::sdpa gives it alone; its rows packed here.
+      const SdpaResult one = detail::decode(dims_s, q4, k4, v4, options, "sdpa_varlen");
+      packed_view(result.output, q0, lq).copy_from(one.output.select(0));
+      std::copy_n(one.logsumexp.data(), dims.heads * lq, lse_by_sequence.data() + q0 * dims.heads);
+      continue;
+    }
+    problems.push_back(detail::flash_problem(
+        dims_s, q4, k4, v4, detail::as_rank4(packed_view(result.output, q0, lq)), Tensor{}, options,
+        lse_by_sequence.data() + q0 * dims.heads));
   }
   {
     const detail::PhaseScope clock(Phase::kAttention);

@@ -478,9 +478,16 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
       q16_scale[r] = step;
     }
   }
+  // A row's pitch in the storage's elements: d, or for q8 the bytes of d values and a scale; or
+  // the caller's stride for float rows laid out otherwise (DecodeProblem::kv_stride).
+  const bool strided = kStorage == Dtype::kFloat32 && p.kv_stride[2] != 0;
+  const int64_t pitch = strided                  ? p.kv_stride[2]
+                        : kStorage == Dtype::kQ8 ? kv_row_bytes(kStorage, p.d)
+                                                 : p.d;
+  // Where the head's slot 0 starts, in pitches (the cache's layout) or in elements (strided).
   const int64_t head_base = (b * p.kv_heads + kv_h) * p.capacity;
-  // A row's pitch in the storage's elements: d, or for q8 the bytes of d values and a scale.
-  const int64_t pitch = kStorage == Dtype::kQ8 ? kv_row_bytes(kStorage, p.d) : p.d;
+  const int64_t head_start =
+      strided ? b * p.kv_stride[0] + kv_h * p.kv_stride[1] : head_base * pitch;
   const int64_t row_bytes = kv_row_bytes(kStorage, p.d);
   thread_local std::vector<size_t> offsets;
   for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
@@ -498,7 +505,7 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
         next_values = {static_cast<const char*>(p.v) + at, static_cast<size_t>(row_bytes)};
       }
       DecodeBlock<kStorage>(t, p.k, p.v,
-                            ConsecutiveRows{static_cast<size_t>((head_base + slot0) * pitch),
+                            ConsecutiveRows{static_cast<size_t>(head_start + slot0 * pitch),
                                             static_cast<size_t>(pitch)},
                             j0, cols, next_keys, next_values);
       continue;
@@ -507,7 +514,7 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
     int64_t slot = slot0;
     for (size_t c = 0; c < cols; ++c, ++slot) {
       if (slot == p.capacity) slot = 0;  // the ring wraps
-      offsets[c] = static_cast<size_t>((head_base + slot) * pitch);
+      offsets[c] = static_cast<size_t>(head_start + slot * pitch);
     }
     DecodeBlock<kStorage>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols, kNoPrefetch,
                           kNoPrefetch);

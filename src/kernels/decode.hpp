@@ -32,6 +32,10 @@ struct DecodeProblem {
   const void* k;
   const void* v;
   Dtype storage;
+  // Float32 K and V laid out otherwise (sdpa on strided views, a packed batch's rows): the
+  // element strides of b, kv_h and a position, the same for K and V, rows contiguous. All 0: the
+  // cache's layout above.
+  int64_t kv_stride[3];
   int64_t batch, heads, kv_heads, tq, d, capacity;
   int64_t position;  // positions appended so far; query i sits at position − tq + i
   int64_t window;    // 0 = none; else keys p − window < j ≤ p
