@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -181,6 +183,77 @@ TEST(SdpaVarlen, BadArgumentsAreClearErrors) {
         sdpa_varlen(rand_normal({10, 8}, 1), k, k, {0, 10}, {0, 10});
       },
       "must be packed (total, heads, d)"));
+}
+
+// A paged cache: every sequence bitwise sdpa_varlen on its pages gathered into packed rows —
+// decode steps read in place (pages of 48 tokens, so a key block of the decode kernel crosses
+// pages; of 256, so it does not), prompts gathered, an empty sequence, GQA, a window, sinks.
+TEST(SdpaVarlenPaged, EachSequenceIsItsPagesGathered) {
+  for (const int64_t page_size : {48, 256}) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    const int64_t pages = 3000 / page_size + 8, heads = 4, kv_heads = 2, d = 64;
+    const Tensor k_pages = rand_normal({pages, page_size, kv_heads, d}, 7),
+                 v_pages = rand_normal({pages, page_size, kv_heads, d}, 8);
+    const std::vector<int64_t> lengths_q{1, 3, 40, 1, 2}, used{700, 1100, 90, 0, 129};
+    // Pages in a shuffled order, the first two sequences sharing their first page.
+    std::vector<std::vector<int64_t>> table;
+    int64_t next = 1;
+    for (size_t s = 0; s < used.size(); ++s) {
+      std::vector<int64_t> row;
+      for (int64_t j = 0; j < (used[s] + page_size - 1) / page_size; ++j)
+        row.push_back(s < 2 && j == 0 ? 0 : (next++ * 7) % pages);
+      table.push_back(row);
+    }
+    const std::vector<int64_t> cu_q = offsets_of(lengths_q), cu_k = offsets_of(used);
+    const Tensor q = rand_normal({cu_q.back(), heads, d}, 9);
+    // The same keys laid end to end.
+    Tensor k({cu_k.back(), kv_heads, d}), v({cu_k.back(), kv_heads, d});
+    for (size_t s = 0; s < used.size(); ++s) {
+      for (int64_t j = 0; j < used[s]; ++j) {
+        const int64_t page = table[s][static_cast<size_t>(j / page_size)];
+        k.slice(cu_k[s] + j, 1).copy_from(k_pages.select(page).slice(j % page_size, 1));
+        v.slice(cu_k[s] + j, 1).copy_from(v_pages.select(page).slice(j % page_size, 1));
+      }
+    }
+    SdpaOptions window = testing::causal(), sinks = testing::causal();
+    window.window = 300;
+    sinks.sinks = {0.5f, -1.0f, 0.0f, 2.0f};
+    for (const SdpaOptions& o : {testing::causal(), window, sinks}) {
+      const SdpaResult paged = sdpa_varlen_paged(q, k_pages, v_pages, cu_q, table, used, o);
+      const SdpaResult packed = sdpa_varlen(q, k, v, cu_q, cu_k, o);
+      EXPECT_TRUE(BitwiseEqual(paged.output, packed.output));
+      EXPECT_TRUE(BitwiseEqual(paged.logsumexp, packed.logsumexp));
+    }
+  }
+}
+
+TEST(SdpaVarlenPaged, ANonFiniteRowIsRefusedOnlyWhereItIsRead) {
+  Tensor k_pages = rand_normal({4, 64, 1, 16}, 1);
+  const Tensor v_pages = rand_normal({4, 64, 1, 16}, 2), q = rand_normal({1, 1, 16}, 3);
+  k_pages.at({3, 10, 0, 4}) = std::numeric_limits<float>::quiet_NaN();  // page 3, unread
+  const SdpaResult fine =
+      sdpa_varlen_paged(q, k_pages, v_pages, {0, 1}, {{2, 0}}, {100}, testing::causal());
+  for (float x : fine.output.to_vector()) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sdpa_varlen_paged(q, k_pages, v_pages, {0, 1}, {{2, 3}}, {100}, testing::causal());
+      },
+      "k_pages or v_pages holds NaN"));
+}
+
+TEST(SdpaVarlenPaged, BadArgumentsAreClearErrors) {
+  const Tensor pages = rand_normal({3, 8, 2, 16}, 1), q = rand_normal({4, 2, 16}, 2);
+  auto call = [&](std::vector<std::vector<int64_t>> table, std::vector<int64_t> used) {
+    return [=] { sdpa_varlen_paged(q, pages, pages, {0, 1, 4}, table, used); };
+  };
+  EXPECT_TRUE(ThrowsWith(call({{0}}, {3}), "one each"));
+  EXPECT_TRUE(ThrowsWith(call({{0}, {1}}, {3, 9}), "seqused_k[1] = 9 does not fit in the 1 pages"));
+  EXPECT_TRUE(ThrowsWith(call({{0}, {3}}, {3, 2}), "block_table[1][0] = 3 is outside the 3 pages"));
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sdpa_varlen_paged(q, q, q, {0, 4}, {{0}}, {1});
+      },
+      "k_pages, v_pages (pages, page_size, kv_heads, d)"));
 }
 
 }  // namespace

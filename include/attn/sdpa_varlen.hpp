@@ -39,4 +39,19 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q, const Tensor& k, const Tenso
                                    const std::vector<int64_t>& cu_seqlens_k,
                                    const SdpaOptions& options = {});
 
+// Packed queries against a paged K/V cache — PyTorch's varlen_attn with a block_table, vLLM's
+// layout: k_pages and v_pages (pages, page_size, Hkv, d); sequence s's keys are the first
+// seqused_k[s] tokens of the pages block_table[s][0], block_table[s][1], … in that order, and
+// its queries q rows [cu_seqlens_q[s], cu_seqlens_q[s+1]) as in sdpa_varlen (causal and the
+// window bottom-right aligned within the sequence, the variants). A decode step (fewer than 16
+// queries at the end of its keys, float products) reads the pages in place, on the decode
+// kernel; any other sequence's pages are gathered into consecutive rows for attn::sdpa. Either
+// way each sequence's output is bitwise sdpa's on its keys gathered. Forward only; masks,
+// key_lengths, key_starts and weights are an attn::Error.
+SdpaResult sdpa_varlen_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pages,
+                             const std::vector<int64_t>& cu_seqlens_q,
+                             const std::vector<std::vector<int64_t>>& block_table,
+                             const std::vector<int64_t>& seqused_k,
+                             const SdpaOptions& options = {});
+
 }  // namespace attn

@@ -446,7 +446,10 @@ class _Pages:
     the kernels read rows at a fixed stride, not page by page), and the keys' gradient is added
     back into the pages they came from (pages shared by sequences sum theirs)."""
 
-    def __init__(self, key: torch.Tensor, block_table: torch.Tensor, used, sequences: int):
+    @staticmethod
+    def check(key: torch.Tensor, block_table: torch.Tensor, used, sequences: int) -> None:
+        """The arguments' kinds and shapes (the pages each sequence names are checked where
+        they are read)."""
         _check_cpu(block_table, "block_table")
         if used is None:
             raise ValueError("attn.torch: block_table needs seqused_k, the tokens each sequence "
@@ -460,12 +463,15 @@ class _Pages:
             raise ValueError(f"attn.torch: block_table must be a 2-D integer tensor "
                              f"({sequences} sequences, pages per sequence), got "
                              f"{block_table.dtype} of shape {tuple(block_table.shape)}")
+
+    def __init__(self, key: torch.Tensor, block_table: torch.Tensor, used, sequences: int):
+        self.check(key, block_table, used, sequences)
         pages, page_size = key.shape[0], key.shape[1]
         rows = []
         for s, n in enumerate(used):
             needed = -(-n // page_size) if page_size else 0
             if n < 0 or needed > block_table.shape[1] or (n > 0 and page_size == 0):
-                raise ValueError(f"attn.torch: seqused_k[{s}] = {n} does not fit in "
+                raise ValueError(f"attn.torch: seqused_k[{s}] = {n} does not fit in the "
                                  f"{block_table.shape[1]} pages of {page_size} tokens")
             table = block_table[s, :needed].to(torch.int64)
             if needed and (int(table.min()) < 0 or int(table.max()) >= pages):
@@ -506,6 +512,17 @@ def _varlen(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seq_
             alibi_slopes: Optional[torch.Tensor] = None, sinks: Optional[torch.Tensor] = None,
             seqused_k: Optional[torch.Tensor] = None,
             block_table: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    if block_table is not None and query.shape[0] > 0 and query.dtype is torch.float32:
+        # The pages read where they lie (decode steps) or gathered by attn per sequence.
+        sequences = cu_seq_q.shape[0] - 1
+        used = _keys_used(seqused_k, sequences)
+        _Pages.check(key, block_table, used, sequences)
+        out, lse = _attn.sdpa_varlen_paged(
+            _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
+            _offsets(cu_seq_q, "cu_seq_q"), block_table.tolist(), used, causal=is_causal,
+            window=window or None, scale=scale,
+            **_variants(softcap, alibi_slopes, sinks, query.dtype))
+        return _tensor(out, query.dtype), torch.from_numpy(lse)
     key, value, cu_seq_k, used, _ = _as_read(key, value, cu_seq_k, seqused_k, block_table,
                                              cu_seq_q.shape[0] - 1)
     if query.shape[0] == 0:  # no query tokens: an empty result, as the dense call gives

@@ -331,6 +331,28 @@ py::tuple sdpa_varlen_py(const py::handle& q, const py::handle& k, const py::han
   return py::make_tuple(to_array(r.output), to_array(r.logsumexp));
 }
 
+py::tuple sdpa_varlen_paged_py(const py::handle& q, const py::handle& k_pages,
+                               const py::handle& v_pages, const std::vector<int64_t>& cu_seqlens_q,
+                               const std::vector<std::vector<int64_t>>& block_table,
+                               const std::vector<int64_t>& seqused_k, bool causal,
+                               std::optional<int64_t> window, std::optional<float> scale,
+                               const std::string& causal_align, float softcap,
+                               std::optional<std::vector<float>> alibi_slopes,
+                               std::optional<std::vector<float>> sinks,
+                               const std::string& precision) {
+  const Tensor tq = to_tensor(q, "q"), tk = to_tensor(k_pages, "k_pages"),
+               tv = to_tensor(v_pages, "v_pages");
+  const SdpaOptions o =
+      varlen_options(causal, window, scale, std::nullopt, causal_align,
+                     {softcap, std::move(alibi_slopes), std::move(sinks), precision});
+  SdpaResult r;
+  {
+    py::gil_scoped_release unlocked;
+    r = sdpa_varlen_paged(tq, tk, tv, cu_seqlens_q, block_table, seqused_k, o);
+  }
+  return py::make_tuple(to_array(r.output), to_array(r.logsumexp));
+}
+
 py::tuple sdpa_varlen_backward_py(
     const py::handle& q, const py::handle& k, const py::handle& v, const py::handle& out,
     const py::handle& lse, const py::handle& d_out, const std::vector<int64_t>& cu_seqlens_q,
@@ -417,6 +439,20 @@ key_lengths[s] rows of its key slot. Returns the output (Tq_total, H, dv) and th
 (Tq_total, H).)",
         "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, py::kw_only(), "causal"_a = false,
         "window"_a = py::none(), "scale"_a = py::none(), "key_lengths"_a = py::none(),
+        "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
+        "sinks"_a = py::none(), "precision"_a = "f32");
+  m.def("sdpa_varlen_paged", &sdpa_varlen_paged_py,
+        R"(sdpa_varlen_paged(q, k_pages, v_pages, cu_seqlens_q, block_table, seqused_k, *,
+                  causal=False, window=None, scale=None, causal_align="bottom-right",
+                  softcap=0.0, alibi_slopes=None, sinks=None, precision="f32")
+                  -> (output, logsumexp)
+
+Packed queries against a paged K/V cache: k_pages, v_pages (pages, page_size, Hkv, d);
+sequence s's keys are the first seqused_k[s] tokens of its pages block_table[s] (a list of
+page numbers), its queries q rows cu_seqlens_q[s] .. cu_seqlens_q[s+1]. Decode steps read the
+pages in place; longer sequences have theirs gathered first. Forward only.)",
+        "q"_a, "k_pages"_a, "v_pages"_a, "cu_seqlens_q"_a, "block_table"_a, "seqused_k"_a,
+        py::kw_only(), "causal"_a = false, "window"_a = py::none(), "scale"_a = py::none(),
         "causal_align"_a = "bottom-right", "softcap"_a = 0.0f, "alibi_slopes"_a = py::none(),
         "sinks"_a = py::none(), "precision"_a = "f32");
   m.def("sdpa_varlen_backward", &sdpa_varlen_backward_py,

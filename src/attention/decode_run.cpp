@@ -12,6 +12,55 @@
 
 namespace attn::detail {
 
+namespace {
+
+// Whether K's or V's rows of positions [p0, p1) of cached head (b, kv_h) hold NaN or ±inf: one
+// run of rows at kv_stride, or on a paged cache one run per page.
+bool kv_rows_non_finite(const kernels::DecodeProblem& p, const int64_t (&kv_stride)[3], int64_t b,
+                        int64_t kv_h, int64_t p0, int64_t p1) {
+  const auto* k = static_cast<const float*>(p.k);
+  const auto* v = static_cast<const float*>(p.v);
+  if (p.page_table == nullptr) {
+    return rows_non_finite(k, kv_stride, b, kv_h, p0, p1 - p0, p.d) ||
+           rows_non_finite(v, kv_stride, b, kv_h, p0, p1 - p0, p.d);
+  }
+  for (int64_t j = p0; j < p1;) {  // page by page: the rows of one page are kv_stride apart
+    const int64_t page = j / p.page_size, in_page = j % p.page_size;
+    const int64_t rows = std::min(p1 - j, p.page_size - in_page);
+    const int64_t start = p.page_table[page] * p.page_stride + in_page * kv_stride[2];
+    if (rows_non_finite(k + start, kv_stride, 0, kv_h, 0, rows, p.d) ||
+        rows_non_finite(v + start, kv_stride, 0, kv_h, 0, rows, p.d))
+      return true;
+    j += rows;
+  }
+  return false;
+}
+
+}  // namespace
+
+kernels::DecodeProblem decode_problem_of(const AttentionDims& dims, const Tensor& q,
+                                         const SdpaOptions& options) {
+  kernels::DecodeProblem p{};
+  p.q = q.data();
+  for (int i = 0; i < 3; ++i) p.q_stride[i] = q.strides()[static_cast<size_t>(i)];
+  p.batch = dims.batch;
+  p.heads = dims.heads;
+  p.kv_heads = dims.kv_heads;
+  p.tq = dims.tq;
+  p.d = dims.d;
+  p.capacity = p.position = dims.tk;  // query i sits at position tk − tq + i
+  p.window = options.causal ? options.window : 0;
+  p.scale = dims.scale;
+  p.softcap = options.softcap;
+  p.alibi_slopes = options.alibi_slopes.empty() ? nullptr : options.alibi_slopes.data();
+  p.sinks = options.sinks.empty() ? nullptr : options.sinks.data();
+  return p;
+}
+
+int64_t first_visible_position(const kernels::DecodeProblem& p) {
+  return p.window > 0 ? std::max<int64_t>(0, p.position - p.tq - p.window + 1) : 0;
+}
+
 SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
                       std::atomic<bool>* non_finite_kv) {
   // Chunks aligned to absolute multiples of kDecodeChunk.
@@ -37,9 +86,7 @@ SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
     const int64_t p0 = std::max(begin, chunk * kernels::kDecodeChunk);
     const int64_t p1 = std::min(p.position, (chunk + 1) * kernels::kDecodeChunk);
     const int64_t b = group / p.kv_heads, kv_h = group % p.kv_heads;
-    if (non_finite_kv != nullptr &&
-        (rows_non_finite(static_cast<const float*>(p.k), kv_stride, b, kv_h, p0, p1 - p0, p.d) ||
-         rows_non_finite(static_cast<const float*>(p.v), kv_stride, b, kv_h, p0, p1 - p0, p.d))) {
+    if (non_finite_kv != nullptr && kv_rows_non_finite(p, kv_stride, b, kv_h, p0, p1)) {
       non_finite_kv->store(true);
     }
     kernels::decode_chunk(p, b, kv_h, p0, p1,

@@ -10,6 +10,7 @@
 
 #include "attn/sdpa.hpp"
 #include "src/kernels/decode.hpp"
+#include "src/reference/checks.hpp"
 
 namespace attn::detail {
 
@@ -17,6 +18,13 @@ namespace attn::detail {
 // (attend_cached's prompt, sdpa's other calls): one rule for both entries, why in
 // attend_cached.cpp.
 constexpr int64_t kDecodeRowLimit = 16;
+
+// The decode problem of q (B, H, Tq, d rows contiguous) against Tk keys with these options:
+// every field but K's and V's storage (k, v, storage, kv_stride, the page table), which the
+// caller sets. And the first position its rows can see (a window's start, else 0).
+kernels::DecodeProblem decode_problem_of(const AttentionDims& dims, const Tensor& q,
+                                         const SdpaOptions& options);
+int64_t first_visible_position(const kernels::DecodeProblem& p);
 
 // Output (B, H, Tq, d) and logsumexp of the queries of `p` over cached positions [begin,
 // p.position). With `non_finite_kv`, each task first scans its chunk of K and V (float only),

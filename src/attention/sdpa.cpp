@@ -193,24 +193,11 @@ bool decode_applies(const AttentionDims& dims, const Tensor& q, const Tensor& k,
 SdpaResult decode(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
                   const SdpaOptions& options, const char* caller) {
   check_finite(q, caller, "q");  // a few rows; K and V are scanned inside the tasks
-  kernels::DecodeProblem p{};
-  p.q = q.data();
-  for (int i = 0; i < 3; ++i) p.q_stride[i] = q.strides()[static_cast<size_t>(i)];
+  kernels::DecodeProblem p = decode_problem_of(dims, q, options);
   p.k = k.data();
   p.v = v.data();
   for (int i = 0; i < 3; ++i) p.kv_stride[i] = k.strides()[static_cast<size_t>(i)];
-  p.batch = dims.batch;
-  p.heads = dims.heads;
-  p.kv_heads = dims.kv_heads;
-  p.tq = dims.tq;
-  p.d = dims.d;
-  p.capacity = p.position = dims.tk;  // query i sits at position tk − tq + i
-  p.window = options.causal ? options.window : 0;
-  p.scale = dims.scale;
-  p.softcap = options.softcap;
-  p.alibi_slopes = options.alibi_slopes.empty() ? nullptr : options.alibi_slopes.data();
-  p.sinks = options.sinks.empty() ? nullptr : options.sinks.data();
-  const int64_t begin = p.window > 0 ? std::max<int64_t>(0, dims.tk - dims.tq - p.window + 1) : 0;
+  const int64_t begin = first_visible_position(p);
   std::atomic<bool> non_finite_kv{false};
   SdpaResult result = run_decode(p, begin, &non_finite_kv);
   if (non_finite_kv.load()) check_finite_qkv(caller, q, k, v);  // throws, naming it

@@ -490,8 +490,28 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
       strided ? b * p.kv_stride[0] + kv_h * p.kv_stride[1] : head_base * pitch;
   const int64_t row_bytes = kv_row_bytes(kStorage, p.d);
   thread_local std::vector<size_t> offsets;
+  // A paged cache: where position j's row starts.
+  const auto paged_row = [&](int64_t j) {
+    return static_cast<size_t>(p.page_table[j / p.page_size] * p.page_stride +
+                               kv_h * p.kv_stride[1] + j % p.page_size * pitch);
+  };
   for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
     const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
+    if (strided && p.page_table != nullptr) {
+      // Within one page: consecutive rows; across pages, the table of each key's row.
+      const int64_t last = j0 + static_cast<int64_t>(cols) - 1;
+      if (j0 / p.page_size == last / p.page_size) {
+        DecodeBlock<kStorage>(t, p.k, p.v,
+                              ConsecutiveRows{paged_row(j0), static_cast<size_t>(pitch)}, j0, cols,
+                              kNoPrefetch, kNoPrefetch);
+        continue;
+      }
+      offsets.resize(cols);
+      for (size_t c = 0; c < cols; ++c) offsets[c] = paged_row(j0 + static_cast<int64_t>(c));
+      DecodeBlock<kStorage>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols, kNoPrefetch,
+                            kNoPrefetch);
+      continue;
+    }
     const int64_t slot0 = j0 % p.capacity;  // one division per block, not per key
     if (slot0 + static_cast<int64_t>(cols) <= p.capacity) {
       // The next block's rows, while they are the next slots of this head and held: bf16 and

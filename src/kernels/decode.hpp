@@ -36,6 +36,11 @@ struct DecodeProblem {
   // element strides of b, kv_h and a position, the same for K and V, rows contiguous. All 0: the
   // cache's layout above.
   int64_t kv_stride[3];
+  // With kv_stride, a paged cache (PyTorch's varlen_attn block_table, vLLM's layout): position
+  // j's row is in page page_table[j / page_size], which starts page_table[·]·page_stride
+  // elements into K and V; kv_stride[1] and [2] step within a page. nullptr: no pages.
+  const int64_t* page_table;
+  int64_t page_size, page_stride;
   int64_t batch, heads, kv_heads, tq, d, capacity;
   int64_t position;  // positions appended so far; query i sits at position − tq + i
   int64_t window;    // 0 = none; else keys p − window < j ≤ p
