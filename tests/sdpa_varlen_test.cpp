@@ -170,6 +170,9 @@ TEST(SdpaVarlen, BadArgumentsAreClearErrors) {
   SdpaOptions masked;
   masked.key_starts = {3};
   EXPECT_TRUE(ThrowsWith(call({0, 10}, {0, 10}, masked), "masks, key_starts"));
+  SdpaOptions sinks;  // one sink for two heads: refused before the keyless sequence reads them
+  sinks.sinks = {0.5f};
+  EXPECT_TRUE(ThrowsWith([&] { sdpa_varlen(q, k, k, {0, 10, 10}, {0, 0, 10}, sinks); }, "sinks"));
   SdpaOptions in_use;
   in_use.key_lengths = {3};
   EXPECT_TRUE(ThrowsWith(call({0, 4, 10}, {0, 4, 10}, in_use), "one each"));
@@ -249,6 +252,13 @@ TEST(SdpaVarlenPaged, BadArgumentsAreClearErrors) {
   EXPECT_TRUE(ThrowsWith(call({{0}}, {3}), "one each"));
   EXPECT_TRUE(ThrowsWith(call({{0}, {1}}, {3, 9}), "seqused_k[1] = 9 does not fit in the 1 pages"));
   EXPECT_TRUE(ThrowsWith(call({{0}, {3}}, {3, 2}), "block_table[1][0] = 3 is outside the 3 pages"));
+  SdpaOptions sinks;  // one sink for two heads: refused before the empty sequences read them
+  sinks.sinks = {0.5f};
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sdpa_varlen_paged(q, pages, pages, {0, 1, 4}, {{}, {}}, {0, 0}, sinks);
+      },
+      "sinks"));
   EXPECT_TRUE(ThrowsWith(
       [&] {
         sdpa_varlen_paged(q, q, q, {0, 4}, {{0}}, {1});

@@ -31,6 +31,13 @@ struct PackedDims {
   int64_t sequences, tq_total, tk_total, heads, kv_heads, d, dv;
 };
 
+// The options each sequence's own problem takes: its keys are already cut to those in use.
+SdpaOptions per_sequence(const SdpaOptions& options) {
+  SdpaOptions each = options;
+  each.key_lengths.clear();
+  return each;
+}
+
 // Offsets: N + 1 of them, from 0, never decreasing, ending at the packed length.
 void check_offsets(const std::vector<int64_t>& cu, int64_t total, const char* name) {
   ATTN_CHECK(cu.size() >= 2, "sdpa_varlen: ", name,
@@ -72,6 +79,10 @@ PackedDims check_varlen(const Tensor& q, const Tensor& k, const Tensor& v,
                  " must be from 0 to the ", slot, " key rows sequence ", s, " has");
     }
   }
+  // The options against the heads and widths (scale, window, the variants' counts), before a
+  // sequence without keys reads its sinks.
+  detail::check_attention(Shape{1, q.dim(1), 1, q.dim(2)}, Shape{1, k.dim(1), 1, k.dim(2)},
+                          Shape{1, v.dim(1), 1, v.dim(2)}, per_sequence(options));
   return {static_cast<int64_t>(cu_q.size()) - 1,
           q.dim(0),
           k.dim(0),
@@ -92,13 +103,6 @@ Tensor packed_view(const Tensor& packed, int64_t first, int64_t length) {
 int64_t keys_used(const std::vector<int64_t>& cu_k, const SdpaOptions& options, int64_t s) {
   const int64_t slot = cu_k[static_cast<size_t>(s) + 1] - cu_k[static_cast<size_t>(s)];
   return options.key_lengths.empty() ? slot : options.key_lengths[static_cast<size_t>(s)];
-}
-
-// The options each sequence's own problem takes: its keys are already cut to those in use.
-SdpaOptions per_sequence(const SdpaOptions& options) {
-  SdpaOptions each = options;
-  each.key_lengths.clear();
-  return each;
 }
 
 }  // namespace

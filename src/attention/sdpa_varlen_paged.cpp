@@ -67,6 +67,10 @@ PagedDims check_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pa
                  !options.return_weights && !options.return_mask_gradient,
              "sdpa_varlen_paged: masks, key_lengths, key_starts and weights are not taken: "
              "seqused_k says how many keys each sequence has");
+  // The options against the heads and widths (scale, window, the variants' counts), before
+  // any sequence reads them, also when none has keys.
+  detail::check_attention(Shape{1, q.dim(1), 1, q.dim(2)}, Shape{1, k_pages.dim(2), 1, q.dim(2)},
+                          Shape{1, k_pages.dim(2), 1, v_pages.dim(3)}, options);
   return {sequences, pages, page_size, q.dim(1), k_pages.dim(2), q.dim(2), v_pages.dim(3)};
 }
 
