@@ -440,11 +440,12 @@ def _keys_used(seqused_k: Optional[torch.Tensor], sequences: int):
 
 
 class _Pages:
-    """A paged K/V cache read as packed rows: sequence s's keys are the first seqused_k[s]
-    tokens of the pages block_table[s, 0], block_table[s, 1], … of key and value (total_pages,
-    page_size, Hkv, D). The rows are gathered into packed tensors (one copy of the tokens in use;
-    the kernels read rows at a fixed stride, not page by page), and the keys' gradient is added
-    back into the pages they came from (pages shared by sequences sum theirs)."""
+    """A paged K/V cache read as packed rows, for the backward and for bfloat16 tensors (the
+    float forward hands the pages to attn.sdpa_varlen_paged as they are): sequence s's keys are
+    the first seqused_k[s] tokens of the pages block_table[s, 0], block_table[s, 1], … of key and
+    value (total_pages, page_size, Hkv, D). The rows are gathered into packed tensors (one copy of
+    the tokens in use), and the keys' gradient is added back into the pages they came from
+    (pages shared by sequences sum theirs)."""
 
     @staticmethod
     def check(key: torch.Tensor, block_table: torch.Tensor, used, sequences: int) -> None:
@@ -627,8 +628,9 @@ def varlen_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     slot longer than what it holds). block_table (N, pages per sequence), with seqused_k: key and
     value are a paged cache (total_pages, page_size, Hkv, D) and sequence s's keys are its pages
     block_table[s, 0], block_table[s, 1], … in that order; cu_seq_k is then not read (None is
-    taken). The tokens in use are gathered into packed rows first (a copy). Unlike PyTorch's,
-    both work in the backward too: keys past seqused_k get zero gradients, and a page's gradient
+    taken). Decode steps (fewer than 16 queries at the end of their keys) read the pages where
+    they lie; longer sequences, bfloat16 tensors and the backward gather the tokens in use into
+    packed rows first (a copy). Unlike PyTorch's, both work in the backward too: keys past seqused_k get zero gradients, and a page's gradient
     sums those of every sequence that read it. num_splits is taken for the signature's sake: attn
     never splits a sequence's keys across threads in a way that depends on the batch, so each
     sequence's result is bitwise the same whatever else is packed with it.
