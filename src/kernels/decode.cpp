@@ -233,7 +233,7 @@ HWY_INLINE void AccumulateValues(const float* pr, size_t cols, const void* value
 // Where the cached row of key c of a block starts in the storage, in elements (bytes for q8). A
 // block inside the ring is consecutive slots: first + c·pitch, which the loops turn into a pointer
 // increment (a table of offsets cost a multiply and a load per key, about 6 % of the step);
-// only a block across the ring's end (sliding window) takes the table.
+// only a block across the ring's end (sliding window) or a page's end takes the table.
 struct ConsecutiveRows {
   size_t first, stride;
   size_t operator[](size_t c) const { return first + c * stride; }
@@ -490,52 +490,37 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
       strided ? b * p.kv_stride[0] + kv_h * p.kv_stride[1] : head_base * pitch;
   const int64_t row_bytes = kv_row_bytes(kStorage, p.d);
   thread_local std::vector<size_t> offsets;
-  // A paged cache: where position j's row starts.
-  const auto paged_row = [&](int64_t j) {
-    return static_cast<size_t>(p.page_table[j / p.page_size] * p.page_stride +
-                               kv_h * p.kv_stride[1] + j % p.page_size * pitch);
+  // Where position j's row starts, and where the run of consecutive rows it is in ends: a page's
+  // end in a paged cache, the ring's end otherwise.
+  const bool paged = strided && p.page_table != nullptr;
+  const auto row_at = [&](int64_t j) {
+    return static_cast<size_t>(paged ? p.page_table[j / p.page_size] * p.page_stride +
+                                           kv_h * p.kv_stride[1] + j % p.page_size * pitch
+                                     : head_start + j % p.capacity * pitch);
+  };
+  const auto run_end = [&](int64_t j) {
+    return paged ? (j / p.page_size + 1) * p.page_size : j - j % p.capacity + p.capacity;
   };
   for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
     const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
-    if (strided && p.page_table != nullptr) {
-      // Within one page: consecutive rows; across pages, the table of each key's row.
-      const int64_t last = j0 + static_cast<int64_t>(cols) - 1;
-      if (j0 / p.page_size == last / p.page_size) {
-        DecodeBlock<kStorage>(t, p.k, p.v,
-                              ConsecutiveRows{paged_row(j0), static_cast<size_t>(pitch)}, j0, cols,
-                              kNoPrefetch, kNoPrefetch);
-        continue;
-      }
-      offsets.resize(cols);
-      for (size_t c = 0; c < cols; ++c) offsets[c] = paged_row(j0 + static_cast<int64_t>(c));
-      DecodeBlock<kStorage>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols, kNoPrefetch,
-                            kNoPrefetch);
-      continue;
-    }
-    const int64_t slot0 = j0 % p.capacity;  // one division per block, not per key
-    if (slot0 + static_cast<int64_t>(cols) <= p.capacity) {
+    if (j0 + static_cast<int64_t>(cols) <= run_end(j0)) {  // one division per block, not per key
       // The next block's rows, while they are the next slots of this head and held: bf16 and
-      // q8 rows only (see the opening comment).
+      // q8 rows only (see the opening comment), which are never paged.
       PrefetchAhead next_keys = kNoPrefetch, next_values = kNoPrefetch;
-      const int64_t next_slot = slot0 + static_cast<int64_t>(cols);
+      const int64_t next_slot = j0 % p.capacity + static_cast<int64_t>(cols);
       if (kStorage != Dtype::kFloat32 && j0 + static_cast<int64_t>(cols) < p.position &&
           next_slot + static_cast<int64_t>(cols) <= p.capacity) {
         const auto at = static_cast<size_t>((head_base + next_slot) * row_bytes);
         next_keys = {static_cast<const char*>(p.k) + at, static_cast<size_t>(row_bytes)};
         next_values = {static_cast<const char*>(p.v) + at, static_cast<size_t>(row_bytes)};
       }
-      DecodeBlock<kStorage>(t, p.k, p.v,
-                            ConsecutiveRows{static_cast<size_t>(head_start + slot0 * pitch),
-                                            static_cast<size_t>(pitch)},
+      DecodeBlock<kStorage>(t, p.k, p.v, ConsecutiveRows{row_at(j0), static_cast<size_t>(pitch)},
                             j0, cols, next_keys, next_values);
       continue;
     }
+    // A block across the ring's end (sliding window) or a page's end: each key's row looked up.
     offsets.resize(cols);
-    int64_t slot = slot0;
-    for (size_t c = 0; c < cols; ++c, ++slot) {
-      if (slot == p.capacity) slot = 0;  // the ring wraps
-      offsets[c] = static_cast<size_t>(head_start + slot * pitch);
-    }
+    for (size_t c = 0; c < cols; ++c) offsets[c] = row_at(j0 + static_cast<int64_t>(c));
     DecodeBlock<kStorage>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols, kNoPrefetch,
                           kNoPrefetch);
   }
