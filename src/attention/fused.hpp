@@ -22,6 +22,12 @@ namespace attn::detail {
 // and logsumexp, errors naming `caller`.
 bool decode_applies(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
                     const SdpaOptions& options);
+// Its two halves, which the paged cache (sdpa_varlen_paged.cpp) asks of its pages as well: K
+// and V at one set of strides with rows contiguous and apart (row_dim: the dim that steps a
+// position), and a decode step — float products, fewer than kDecodeRowLimit query rows at the
+// end of the keys (or one row that sees every key), a head dim of whole vectors.
+bool decode_rows_apply(const Tensor& k, const Tensor& v, int64_t row_dim, int64_t d);
+bool decode_step_applies(const AttentionDims& dims, const Tensor& q, const SdpaOptions& options);
 SdpaResult decode(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
                   const SdpaOptions& options, const char* caller);
 

@@ -176,12 +176,20 @@ namespace detail {
 bool decode_applies(const AttentionDims& dims, const Tensor& q, const Tensor& k, const Tensor& v,
                     const SdpaOptions& options) {
   if (!options.mask.empty() || !options.key_lengths.empty() || !options.key_starts.empty() ||
-      options.return_weights || options.precision != Dtype::kFloat32)
+      options.return_weights)
     return false;
   if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.dim(0) != q.dim(0)) return false;
+  return decode_rows_apply(k, v, 2, dims.d) && decode_step_applies(dims, q, options);
+}
+
+bool decode_rows_apply(const Tensor& k, const Tensor& v, int64_t row_dim, int64_t d) {
   // K and V at the same strides (one set for both in the kernel), rows contiguous and apart.
-  if (k.strides() != v.strides() || k.strides()[3] != 1 || k.strides()[2] < dims.d ||
-      q.strides().back() != 1 || dims.dv != dims.d)
+  return k.strides() == v.strides() && k.strides().back() == 1 &&
+         k.strides()[static_cast<size_t>(row_dim)] >= d;
+}
+
+bool decode_step_applies(const AttentionDims& dims, const Tensor& q, const SdpaOptions& options) {
+  if (options.precision != Dtype::kFloat32 || q.strides().back() != 1 || dims.dv != dims.d)
     return false;
   // Rows are read in whole vectors: a head dim off the widest vector would read past the end of
   // the caller's K and V (ASan caught it with d = 4).

@@ -19,6 +19,7 @@
 #include "src/attention/amx_operands.hpp"
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
+#include "src/attention/packed_offsets.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/flash_problem.hpp"
 #include "src/reference/checks.hpp"
@@ -38,18 +39,6 @@ SdpaOptions per_sequence(const SdpaOptions& options) {
   return each;
 }
 
-// Offsets: N + 1 of them, from 0, never decreasing, ending at the packed length.
-void check_offsets(const std::vector<int64_t>& cu, int64_t total, const char* name) {
-  ATTN_CHECK(cu.size() >= 2, "sdpa_varlen: ", name,
-             " needs at least 2 offsets (0 and the total), got ", cu.size());
-  ATTN_CHECK(cu.front() == 0 && cu.back() == total, "sdpa_varlen: ", name, " must run from 0 to ",
-             total, " (the packed rows), got ", cu.front(), " … ", cu.back());
-  for (size_t s = 1; s < cu.size(); ++s) {
-    ATTN_CHECK(cu[s] >= cu[s - 1], "sdpa_varlen: ", name, " must not decrease: ", cu[s - 1],
-               " then ", cu[s]);
-  }
-}
-
 PackedDims check_varlen(const Tensor& q, const Tensor& k, const Tensor& v,
                         const std::vector<int64_t>& cu_q, const std::vector<int64_t>& cu_k,
                         const SdpaOptions& options) {
@@ -61,8 +50,8 @@ PackedDims check_varlen(const Tensor& q, const Tensor& k, const Tensor& v,
              ") must share rows and heads, and k's width must be q's (", q.dim(2), ")");
   ATTN_CHECK(q.dim(1) % k.dim(1) == 0, "sdpa_varlen: k/v heads (", k.dim(1),
              ") must divide q heads (", q.dim(1), ")");
-  check_offsets(cu_q, q.dim(0), "cu_seqlens_q");
-  check_offsets(cu_k, k.dim(0), "cu_seqlens_k");
+  detail::check_offsets(cu_q, q.dim(0), "sdpa_varlen", "cu_seqlens_q");
+  detail::check_offsets(cu_k, k.dim(0), "sdpa_varlen", "cu_seqlens_k");
   ATTN_CHECK(cu_q.size() == cu_k.size(), "sdpa_varlen: cu_seqlens_q has ", cu_q.size(),
              " offsets and cu_seqlens_k ", cu_k.size(), ": one sequence each");
   ATTN_CHECK(options.mask.empty() && options.key_starts.empty() && !options.return_weights &&

@@ -7,11 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 
 #include "attn/error.hpp"
 #include "attn/sdpa_varlen.hpp"
 #include "src/attention/decode_run.hpp"
+#include "src/attention/fused.hpp"
+#include "src/attention/packed_offsets.hpp"
 #include "src/reference/checks.hpp"
 #include "src/reference/finite.hpp"
 
@@ -37,14 +38,7 @@ PagedDims check_paged(const Tensor& q, const Tensor& k_pages, const Tensor& v_pa
              ") must share pages, page size and heads, and k's width "
              "must be q's (",
              q.dim(2), ")");
-  ATTN_CHECK(cu_q.size() >= 2 && cu_q.front() == 0 && cu_q.back() == q.dim(0),
-             "sdpa_varlen_paged: cu_seqlens_q must run from 0 to ", q.dim(0),
-             " (the packed rows) in at least 2 offsets");
-  for (size_t s = 1; s < cu_q.size(); ++s) {
-    ATTN_CHECK(cu_q[s] >= cu_q[s - 1],
-               "sdpa_varlen_paged: cu_seqlens_q must not decrease: ", cu_q[s - 1], " then ",
-               cu_q[s]);
-  }
+  detail::check_offsets(cu_q, q.dim(0), "sdpa_varlen_paged", "cu_seqlens_q");
   const auto sequences = static_cast<int64_t>(cu_q.size()) - 1;
   ATTN_CHECK(static_cast<int64_t>(block_table.size()) == sequences &&
                  static_cast<int64_t>(seqused_k.size()) == sequences,
@@ -83,20 +77,6 @@ Tensor gathered(const Tensor& pages, const std::vector<int64_t>& table, int64_t 
     rows.slice(j, n).copy_from(pages.select(table[static_cast<size_t>(j / page_size)]).slice(0, n));
   }
   return rows.permute({1, 0, 2}).contiguous().reshape({1, heads, used, width});
-}
-
-// The decode kernel reads the pages in place: float products, no more rows than its limit at
-// the end of the keys (or one row that sees every key), whole vectors per row, K and V pages
-// alike with contiguous rows.
-bool decode_reads_pages(const detail::AttentionDims& dims, const Tensor& q, const Tensor& k_pages,
-                        const Tensor& v_pages, const SdpaOptions& options) {
-  if (options.precision != Dtype::kFloat32 || dims.d != dims.dv ||
-      dims.d % kernels::kDecodeMaxVectorFloats != 0 || k_pages.strides() != v_pages.strides() ||
-      k_pages.strides()[3] != 1 || k_pages.strides()[2] < dims.d || q.strides().back() != 1)
-    return false;
-  if (options.causal)
-    return dims.tq < detail::kDecodeRowLimit && dims.query_position0 == dims.tk - dims.tq;
-  return dims.tq == 1 && options.window == 0;
 }
 
 SdpaResult decode_from_pages(const detail::AttentionDims& dims, const Tensor& q4,
@@ -151,7 +131,9 @@ SdpaResult sdpa_varlen_paged(const Tensor& q, const Tensor& k_pages, const Tenso
         Shape{1, dims.kv_heads, used, dims.dv}, options);
     const Tensor q4 = detail::as_rank4(q.slice(q0, lq).permute({1, 0, 2}));
     SdpaResult one;
-    if (decode_reads_pages(one_dims, q4, k_pages, v_pages, options)) {
+    // A decode step reads the pages in place (a page's rows step by its dim 1).
+    if (detail::decode_rows_apply(k_pages, v_pages, 1, dims.d) &&
+        detail::decode_step_applies(one_dims, q4, options)) {
       detail::check_finite(q4, "sdpa_varlen_paged", "q");
       one = decode_from_pages(one_dims, q4, k_pages, v_pages, block_table[at], options);
     } else {
