@@ -314,3 +314,87 @@ def test_asking_for_the_weights_says_once_that_there_are_none(monkeypatch, caplo
     assert not out.attentions  # transformers' SDPA gives none either
     said = [r.getMessage() for r in caplog.records if r.name == "attn.hf"]
     assert len(said) == 1 and "output_attentions=True" in said[0], said
+
+
+def packed_documents(lengths=(5, 12, 3, 20)):
+    """Documents laid end to end in one row, position_ids restarting at each (what
+    DataCollatorWithFlattening gives): transformers masks them block-diagonal causal."""
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(3, VOCAB, (1, sum(lengths)), generator=g)
+    positions = torch.cat([torch.arange(n) for n in lengths])[None]
+    return ids, positions
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2"])
+def test_packed_documents_run_as_one_varlen_call_with_eagers_answers(family, monkeypatch):
+    """Packed documents (and the window of Mistral's and Gemma 2's sliding layers, 8 keys,
+    shorter than two of the documents) reach attn as attn.torch.varlen_attention over the row,
+    never as the dense mask: eager's logits and training gradients, every layer routed."""
+    import attn.torch as attn_torch
+    windows = []
+    real_varlen = attn_torch.varlen_attention
+
+    def counting_varlen(*args, **kwargs):
+        windows.append(kwargs["window_size"])
+        return real_varlen(*args, **kwargs)
+
+    monkeypatch.setattr(attn_torch, "varlen_attention", counting_varlen)
+    eager, ours = twin_models(family)
+    ids, positions = packed_documents()
+    # use_cache=False: transformers reads position_ids for packing only without a cache.
+    for model in (eager, ours):
+        model.train()
+        out = model(input_ids=ids, position_ids=positions, labels=ids, use_cache=False)
+        out.loss.backward()
+        model.logits = out.logits.detach()
+    assert worst_relative(ours.logits, eager.logits) < 1e-4
+    theirs = dict(eager.named_parameters())
+    for name, p in ours.named_parameters():
+        assert worst_relative(p.grad, theirs[name].grad) < 1e-4, name
+    expected = {"llama": [(-1, 0)] * 2, "mistral": [(7, 0)] * 2, "gemma2": [(7, 0), (-1, 0)]}
+    assert windows == expected[family]
+    # Without the documents (one causal row), the same model gives other logits: the test sees
+    # whether the packing was honoured.
+    with torch.no_grad():
+        whole = ours(input_ids=ids, use_cache=False).logits
+    assert worst_relative(whole, eager.logits) > 1e-2
+
+
+def mask_of_documents(lengths, window=0, batch=1):
+    length = sum(lengths)
+    document = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    rows = torch.arange(length)
+    seen = (document[:, None] == document[None, :]) & (rows[None, :] <= rows[:, None])
+    if window:
+        seen &= rows[None, :] > rows[:, None] - window
+    return seen[None, None].expand(batch, 1, length, length).clone()
+
+
+def test_the_documents_are_read_from_the_mask_or_the_mask_is_left_dense():
+    offsets, window = attn.hf._packed_sequences(mask_of_documents([3, 1, 4]))
+    assert offsets.tolist() == [0, 3, 4, 8] and offsets.dtype == torch.int32 and window == 0
+    offsets, window = attn.hf._packed_sequences(mask_of_documents([6, 2, 5], window=3, batch=2))
+    assert offsets.tolist() == [0, 6, 8, 13, 19, 21, 26] and window == 3
+    assert attn.hf._packed_sequences(mask_of_documents([7], window=7))[1] == 0  # a full window
+    def flipped(mask, row, key):
+        mask[0, 0, row, key] = ~mask[0, 0, row, key]
+        return mask
+
+    for not_runs in [
+        flipped(mask_of_documents([4, 4]), 5, 6),  # a key ahead of the row
+        flipped(mask_of_documents([8]), 0, 0),  # a row that sees no key
+        flipped(mask_of_documents([8]), 5, 2),  # a hole in a run
+        flipped(mask_of_documents([4, 4]), 5, 2),  # a key of the document before
+        torch.ones(1, 1, 8, 8, dtype=torch.bool),  # bidirectional
+        mask_of_documents([4, 4]) | mask_of_documents([4, 4]).transpose(2, 3),  # each one so
+    ]:
+        assert attn.hf._packed_sequences(not_runs) is None
+    windows_differ = mask_of_documents([10], window=3)
+    windows_differ[0, 0, 9, 6] = True  # row 9 sees 4 keys, the others 3
+    assert attn.hf._packed_sequences(windows_differ) is None
+    assert attn.hf._packed_sequences(mask_of_documents([4, 4]).float()) is None
+    assert attn.hf._packed_sequences(mask_of_documents([4, 4])[..., :1, :]) is None  # one row
+    changed = mask_of_documents([4, 4])
+    assert attn.hf._packed_sequences(changed)[0].tolist() == [0, 4, 8]
+    changed[0, 0, 5, 3] = True  # in place: the answer is not the cached one
+    assert attn.hf._packed_sequences(changed) is None
