@@ -141,27 +141,32 @@ TEST(FusedSdpa, FewRowsAgainstManyKeysMatchTheReference) {
 
 // K and V whose rows lie apart (a layer's Q, K, V columns, a packed batch's rows) take the
 // decode kernel too, at their stride: the same bits as their contiguous copies, a NaN among
-// them still named.
+// them still named. With 8 and more chunks of keys per thread pair, one task reads every head's
+// rows of a chunk (decode_chunk_all_heads); a batch of two tells the entries' partials apart.
 TEST(FusedSdpa, FewRowsAgainstStridedKeysAreTheContiguousCallsBits) {
-  const int64_t heads = 4, tk = 1100, d = 64;
-  const Tensor q = rand_normal({1, heads, 2, d}, 31);
-  const Tensor packed_k = rand_normal({tk, heads, d}, 32),
-               packed_v = rand_normal({tk, heads, d}, 33);
-  // (1, H, Tk, d) views of the packed (Tk, H, d) rows.
-  const auto heads_of = [&](const Tensor& packed) {
-    return packed.as_strided({1, heads, tk, d}, {tk * heads * d, d, heads * d, 1});
-  };
-  const Tensor k = heads_of(packed_k), v = heads_of(packed_v);
-  ASSERT_FALSE(k.is_contiguous());
-  SdpaOptions o;
-  o.causal = true;
-  const SdpaResult strided = sdpa(q, k, v, o), copied = sdpa(q, k.contiguous(), v.contiguous(), o);
-  EXPECT_TRUE(BitwiseEqual(strided.output, copied.output));
-  EXPECT_TRUE(BitwiseEqual(strided.logsumexp, copied.logsumexp));
-  EXPECT_TRUE(testing::AllClose(strided.output, reference::sdpa(q, k, v, o).output, 2e-5));
-  Tensor bad_v = packed_v.clone();
-  bad_v.at({700, 2, 5}) = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(q, k, heads_of(bad_v), o); }, "v holds"));
+  const int64_t heads = 4, d = 64;
+  for (const auto [batch, tk] : {std::pair<int64_t, int64_t>{1, 1100}, {2, 4500}}) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + ", keys " + std::to_string(tk));
+    const Tensor q = rand_normal({batch, heads, 2, d}, 31);
+    const Tensor packed_k = rand_normal({batch, tk, heads, d}, 32),
+                 packed_v = rand_normal({batch, tk, heads, d}, 33);
+    // (B, H, Tk, d) views of the packed (B, Tk, H, d) rows.
+    const auto heads_of = [&](const Tensor& packed) {
+      return packed.as_strided({batch, heads, tk, d}, {tk * heads * d, d, heads * d, 1});
+    };
+    const Tensor k = heads_of(packed_k), v = heads_of(packed_v);
+    ASSERT_FALSE(k.is_contiguous());
+    SdpaOptions o;
+    o.causal = true;
+    const SdpaResult strided = sdpa(q, k, v, o),
+                     copied = sdpa(q, k.contiguous(), v.contiguous(), o);
+    EXPECT_TRUE(BitwiseEqual(strided.output, copied.output));
+    EXPECT_TRUE(BitwiseEqual(strided.logsumexp, copied.logsumexp));
+    EXPECT_TRUE(testing::AllClose(strided.output, reference::sdpa(q, k, v, o).output, 2e-5));
+    Tensor bad_v = packed_v.clone();
+    bad_v.at({batch - 1, 700, 2, 5}) = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_TRUE(testing::ThrowsWith([&] { sdpa(q, k, heads_of(bad_v), o); }, "v holds"));
+  }
 }
 
 TEST(FusedSdpa, RowsThatSeeNoKeyAreZeroWithInfiniteLogsumexp) {

@@ -129,6 +129,11 @@ TEST(SdpaVarlen, EachSequenceIsTheSameAsAlone) {
       // a few queries at the end of long slots: the decode kernel at the packed rows' stride
       {"decode steps", {1, 3, 1, 15}, {700, 300, 129, 40}, 4, 2, 64, causal},
       {"decode steps in longer slots", {1, 2}, {900, 600}, 4, 4, 64, decode_in_use},
+      // Slots of 8 and more chunks of the decode kernel: one task reads every head's rows of a
+      // chunk (decode_chunk_all_heads); alone, the contiguous copy goes head by head.
+      {"decode steps, every head's rows in one task", {1, 2}, {4500, 5000}, 4, 2, 16, causal},
+      {"the same with a window", {2, 1}, {4600, 4100}, 4, 4, 16, window},
+      {"the same with softcap, ALiBi, sinks", {1, 3}, {4097, 5000}, 4, 2, 16, variants},
   };
   for (const VarlenCase& c : cases) CheckEachSequenceAlone(c);
   // bf16 products: on a CPU with AMX (or vdpbf16ps), K and V are packed from the packed rows
@@ -188,6 +193,22 @@ TEST(SdpaVarlen, BadArgumentsAreClearErrors) {
       "must be packed (total, heads, d)"));
 }
 
+// The keys of a paged cache (pages, page_size, Hkv, d) laid end to end: sequence s's first
+// used[s] positions, read through its row of the table.
+Tensor end_to_end(const Tensor& pages, const std::vector<std::vector<int64_t>>& table,
+                  const std::vector<int64_t>& used) {
+  const int64_t page_size = pages.dim(1);
+  const std::vector<int64_t> cu = offsets_of(used);
+  Tensor rows({cu.back(), pages.dim(2), pages.dim(3)});
+  for (size_t s = 0; s < used.size(); ++s) {
+    for (int64_t j = 0; j < used[s]; ++j) {
+      const int64_t page = table[s][static_cast<size_t>(j / page_size)];
+      rows.slice(cu[s] + j, 1).copy_from(pages.select(page).slice(j % page_size, 1));
+    }
+  }
+  return rows;
+}
+
 // A paged cache: every sequence bitwise sdpa_varlen on its pages gathered into packed rows —
 // decode steps read in place (pages of 48 tokens, so a key block of the decode kernel crosses
 // pages; of 256, so it does not), prompts gathered, an empty sequence, GQA, a window, sinks.
@@ -209,15 +230,7 @@ TEST(SdpaVarlenPaged, EachSequenceIsItsPagesGathered) {
     }
     const std::vector<int64_t> cu_q = offsets_of(lengths_q), cu_k = offsets_of(used);
     const Tensor q = rand_normal({cu_q.back(), heads, d}, 9);
-    // The same keys laid end to end.
-    Tensor k({cu_k.back(), kv_heads, d}), v({cu_k.back(), kv_heads, d});
-    for (size_t s = 0; s < used.size(); ++s) {
-      for (int64_t j = 0; j < used[s]; ++j) {
-        const int64_t page = table[s][static_cast<size_t>(j / page_size)];
-        k.slice(cu_k[s] + j, 1).copy_from(k_pages.select(page).slice(j % page_size, 1));
-        v.slice(cu_k[s] + j, 1).copy_from(v_pages.select(page).slice(j % page_size, 1));
-      }
-    }
+    const Tensor k = end_to_end(k_pages, table, used), v = end_to_end(v_pages, table, used);
     SdpaOptions window = testing::causal(), sinks = testing::causal();
     window.window = 300;
     sinks.sinks = {0.5f, -1.0f, 0.0f, 2.0f};
@@ -227,6 +240,44 @@ TEST(SdpaVarlenPaged, EachSequenceIsItsPagesGathered) {
       EXPECT_TRUE(BitwiseEqual(paged.output, packed.output));
       EXPECT_TRUE(BitwiseEqual(paged.logsumexp, packed.logsumexp));
     }
+  }
+}
+
+// Long sequences' decode steps read every head's rows of a chunk in one task, the rows of a
+// block looked up key by key where it crosses a page (pages of 48): bitwise the same keys laid
+// end to end, whose blocks are consecutive rows.
+TEST(SdpaVarlenPaged, LongSequencesReadAllHeadsOfAPageRowAtOnce) {
+  for (const int64_t page_size : {48, 256}) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    const std::vector<int64_t> lengths_q{1, 2}, used{4500, 5000};
+    const int64_t kv_heads = 2, d = 16,
+                  pages = (used[0] + used[1]) / page_size + 4;  // room for every sequence
+    const Tensor k_pages = rand_normal({pages, page_size, kv_heads, d}, 7),
+                 v_pages = rand_normal({pages, page_size, kv_heads, d}, 8);
+    std::vector<std::vector<int64_t>> table(used.size());
+    int64_t next = 0;
+    for (size_t s = 0; s < used.size(); ++s) {  // pages taken from the end backwards
+      for (int64_t j = 0; j < (used[s] + page_size - 1) / page_size; ++j)
+        table[s].push_back(pages - 1 - next++);
+    }
+    const std::vector<int64_t> cu_q = offsets_of(lengths_q), cu_k = offsets_of(used);
+    const Tensor q = rand_normal({cu_q.back(), 4, d}, 9);
+    const Tensor k = end_to_end(k_pages, table, used), v = end_to_end(v_pages, table, used);
+    const SdpaResult paged =
+        sdpa_varlen_paged(q, k_pages, v_pages, cu_q, table, used, testing::causal());
+    const SdpaResult packed = sdpa_varlen(q, k, v, cu_q, cu_k, testing::causal());
+    EXPECT_TRUE(BitwiseEqual(paged.output, packed.output));
+    EXPECT_TRUE(BitwiseEqual(paged.logsumexp, packed.logsumexp));
+    // A NaN in a row read row by row across the heads: named, in the paged and the packed call.
+    Tensor v_bad = v_pages.contiguous();
+    v_bad.at({table[1][table[1].size() / 2], 5, 1, 3}) = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_TRUE(ThrowsWith(
+        [&] { sdpa_varlen_paged(q, k_pages, v_bad, cu_q, table, used, testing::causal()); },
+        "holds NaN"));
+    Tensor k_bad = k.clone();
+    k_bad.at({cu_k[1] + 4321, 0, 15}) = std::numeric_limits<float>::infinity();
+    EXPECT_TRUE(
+        ThrowsWith([&] { sdpa_varlen(q, k_bad, v, cu_q, cu_k, testing::causal()); }, "holds inf"));
   }
 }
 

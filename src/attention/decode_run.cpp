@@ -61,6 +61,10 @@ int64_t first_visible_position(const kernels::DecodeProblem& p) {
   return p.window > 0 ? std::max<int64_t>(0, p.position - p.tq - p.window + 1) : 0;
 }
 
+// Tasks per thread below which a problem with its heads inside each row is still split by head:
+// a task of all heads would leave the threads too few to share out evenly.
+constexpr int64_t kAllHeadsTasksPerThread = 4;
+
 SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
                       std::atomic<bool>* non_finite_kv) {
   // Chunks aligned to absolute multiples of kDecodeChunk.
@@ -93,11 +97,35 @@ SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
                           partials.data() + static_cast<size_t>(task) * partial_floats,
                           buffer.get());
   };
+  // Heads inside each position's row (packed rows, pages): one task per (batch, chunk) reads
+  // every head's rows of its chunk in memory order (src/kernels/decode.hpp), when that still
+  // leaves each thread a few tasks; each head's partial is the same either way.
+  const bool all_heads = kernels::decode_heads_in_rows(p) &&
+                         p.batch * chunks >= kAllHeadsTasksPerThread * num_threads();
+  auto run_all_heads = [&](int64_t task, int worker) {
+    auto& buffer = scratch[static_cast<size_t>(worker)];
+    if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats * p.kv_heads);
+    const int64_t b = task / chunks, chunk = chunk0 + task % chunks;
+    const int64_t p0 = std::max(begin, chunk * kernels::kDecodeChunk);
+    const int64_t p1 = std::min(p.position, (chunk + 1) * kernels::kDecodeChunk);
+    bool found = false;
+    kernels::decode_chunk_all_heads(
+        p, b, p0, p1,
+        partials.data() +
+            static_cast<size_t>(b * p.kv_heads * chunks + task % chunks) * partial_floats,
+        static_cast<size_t>(chunks) * partial_floats, buffer.get(),
+        non_finite_kv != nullptr ? &found : nullptr);
+    if (found) non_finite_kv->store(true);
+  };
   // parallel_for gives each worker its own slice of the tasks first, so from one step to the
   // next a core re-reads the same heads and positions and finds them in its own L2 (with
   // tasks handed out first come, first served, the slices wandered between the cores: bf16,
   // L = 1k, 2 threads took 63 µs per step instead of 50).
-  parallel_for_workers(tasks, run);
+  if (all_heads) {
+    parallel_for_workers(p.batch * chunks, run_all_heads);
+  } else {
+    parallel_for_workers(tasks, run);
+  }
 
   // Merge each row's partials in chunk order.
   SdpaResult result{Tensor({p.batch, p.heads, p.tq, p.d}), Tensor{},

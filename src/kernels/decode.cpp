@@ -13,7 +13,8 @@
 // two lines, and there one core left memory idle while it computed (q8, Zen 2, L = 64k: 19 ms
 // on one thread against 10 for the same keys in cache), so those ask for the next block's rows
 // while the current block computes, a row a key: q8 10.5–10.6 → 8.7–8.9 ms on two threads,
-// bf16 17.7–18.4 → 15.9.
+// bf16 17.7–18.4 → 15.9. Float rows that hold every head of a position (packed batches, pages)
+// are a different case, taken a chunk of all heads at a time: DecodeChunkAllHeadsOf below.
 #include "src/kernels/decode.hpp"
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 // Must come after foreach_target.h.
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "src/kernels/reductions.hpp"
 #include "src/kernels/simd_common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -240,7 +242,8 @@ struct ConsecutiveRows {
 };
 struct TabledRows {
   const size_t* offsets;
-  size_t operator[](size_t c) const { return offsets[c]; }
+  size_t shift;  // another head's rows of the same positions: shift elements on
+  size_t operator[](size_t c) const { return offsets[c] + shift; }
 };
 
 // One task's state: its rows (the g·Tq queries of a cached head), their scaled queries and
@@ -286,11 +289,11 @@ void ScoreVariantsOfRow(const ChunkState& t, size_t r, int64_t j0, size_t first,
   }
 }
 
-// Scores, online softmax and o += P·V for the keys j0 .. j0 + cols − 1 of one block.
+// Scores and the online softmax step for the keys j0 .. j0 + cols − 1 of one block: t.s holds
+// the block's probabilities after, and t.m, t.l and t.o are rescaled to the new maxima.
 template <Dtype kStorage, class Rows>
-void DecodeBlock(const ChunkState& t, const void* keys, const void* values, const Rows& offsets,
-                 int64_t j0, size_t cols, const PrefetchAhead& next_keys,
-                 const PrefetchAhead& next_values) {
+void ScoreBlock(const ChunkState& t, const void* keys, const Rows& offsets, int64_t j0, size_t cols,
+                const PrefetchAhead& next_keys) {
   const DF df;
   const size_t N = hn::Lanes(df);
   // Scores, row by row: the keys a row may see in this block are a contiguous range
@@ -382,6 +385,14 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
     }
     t.m[r] = new_max;
   }
+}
+
+// o += P·V for the block ScoreBlock scored.
+template <Dtype kStorage, class Rows>
+void AccumulateBlock(const ChunkState& t, const void* values, const Rows& offsets, size_t cols,
+                     const PrefetchAhead& next_values) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
   // o += P·V. Per row, up to eight vectors of o stay in registers across the block's keys:
   // updating o in memory key by key chained every FMA behind a store-to-load forward (that
   // version took ~45 cycles per key on one cached head). Eight vectors cover d = 64 on AVX2 in
@@ -416,39 +427,53 @@ void DecodeBlock(const ChunkState& t, const void* keys, const void* values, cons
   }
 }
 
+// Scores, online softmax and o += P·V for the keys j0 .. j0 + cols − 1 of one block.
+template <Dtype kStorage, class Rows>
+void DecodeBlock(const ChunkState& t, const void* keys, const void* values, const Rows& offsets,
+                 int64_t j0, size_t cols, const PrefetchAhead& next_keys,
+                 const PrefetchAhead& next_values) {
+  ScoreBlock<kStorage>(t, keys, offsets, j0, cols, next_keys);
+  AccumulateBlock<kStorage>(t, values, offsets, cols, next_values);
+}
+
+// The rows of cached head (b, kv_h) — the g·Tq queries that share it — made ready for a task:
+// their scaled queries (and q8's int16 queries) in `scratch`, their positions and slopes, and
+// their partial state m, l, o in `partial` started empty.
+struct HeadRows {
+  std::vector<int64_t> position;  // absolute position of each row's query
+  std::vector<float> slope;       // ALiBi's slope of each row's head
+  std::vector<int16_t> q16;
+  std::vector<float> q16_scale;
+};
+
 template <Dtype kStorage>
-void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
-                   float* partial, float* scratch) {
+ChunkState PrepareHead(const DecodeProblem& p, int64_t b, int64_t kv_h, float* partial,
+                       float* scratch, HeadRows& own) {
   const size_t N = hn::Lanes(DF());
   const int64_t group = p.heads / p.kv_heads;
   const size_t rows = static_cast<size_t>(group * p.tq);
   const size_t d = static_cast<size_t>(p.d), ld = round_up(d, N);
   const size_t ldo = round_up(d, 64);  // matches decode_row_floats
   float* qs = scratch;
-  // Absolute position of each row's query: row r is new token r mod Tq (computed once: an
-  // integer % per key and row cost more than the key's arithmetic). Kept per thread, as the
-  // offsets table below, so that a task allocates nothing.
-  thread_local std::vector<int64_t> row_position;
-  row_position.resize(rows);
-  thread_local std::vector<float> row_slope;
-  row_slope.resize(rows);
+  // Row r is new token r mod Tq (computed once: an integer % per key and row cost more than
+  // the key's arithmetic). Kept by the caller per thread, so that a task allocates nothing.
+  own.position.resize(rows);
+  own.slope.resize(rows);
   const bool integer_keys = kStorage == Dtype::kQ8 && kIntegerKeyProducts;
   const size_t ld16 = integer_keys ? round_up(d, hn::Lanes(DI16())) : 0;
-  thread_local std::vector<int16_t> q16;
-  thread_local std::vector<float> q16_scale;
-  q16.resize(rows * ld16);
-  q16_scale.resize(rows);
+  own.q16.resize(rows * ld16);
+  own.q16_scale.resize(rows);
   const ChunkState t{rows,
                      d,
                      ld,
                      ldo,
-                     row_position.data(),
+                     own.position.data(),
                      p.window,
                      p.softcap,
-                     p.alibi_slopes != nullptr ? row_slope.data() : nullptr,
+                     p.alibi_slopes != nullptr ? own.slope.data() : nullptr,
                      qs,
-                     q16.data(),
-                     q16_scale.data(),
+                     own.q16.data(),
+                     own.q16_scale.data(),
                      ld16,
                      qs + rows * ld,
                      partial,
@@ -463,8 +488,8 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
     t.m[r] = kMinusInf;
     t.l[r] = 0.0f;
     std::fill(t.o + r * ldo, t.o + r * ldo + ldo, 0.0f);
-    row_position[r] = p.position - p.tq + i;
-    if (p.alibi_slopes != nullptr) row_slope[r] = p.alibi_slopes[h];
+    own.position[r] = p.position - p.tq + i;
+    if (p.alibi_slopes != nullptr) own.slope[r] = p.alibi_slopes[h];
     if (integer_keys) {
       const float* scaled = qs + r * ld;
       float largest = 0.0f;
@@ -472,58 +497,140 @@ void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, 
       const auto levels = static_cast<float>(QueryLevels(ld16));
       const float step = largest / levels, inverse = largest > 0.0f ? levels / largest : 0.0f;
       for (size_t e = 0; e < ld16; ++e) {
-        q16[r * ld16 + e] =
+        own.q16[r * ld16 + e] =
             e < d ? static_cast<int16_t>(std::nearbyint(scaled[e] * inverse)) : int16_t{0};
       }
-      q16_scale[r] = step;
+      own.q16_scale[r] = step;
     }
   }
+  return t;
+}
+
+// Where the rows of a problem's positions lie: position j's row of cached head kv_h starts at
+// at(j, kv_h) elements of the storage (bytes for q8), and the run of consecutive rows it is in
+// ends before position run_end(j): a page's end in a paged cache, the ring's end otherwise.
+template <Dtype kStorage>
+struct RowLayout {
+  const DecodeProblem& p;
+  int64_t b;
   // A row's pitch in the storage's elements: d, or for q8 the bytes of d values and a scale; or
   // the caller's stride for float rows laid out otherwise (DecodeProblem::kv_stride).
-  const bool strided = kStorage == Dtype::kFloat32 && p.kv_stride[2] != 0;
-  const int64_t pitch = strided                  ? p.kv_stride[2]
-                        : kStorage == Dtype::kQ8 ? kv_row_bytes(kStorage, p.d)
-                                                 : p.d;
-  // Where the head's slot 0 starts, in pitches (the cache's layout) or in elements (strided).
-  const int64_t head_base = (b * p.kv_heads + kv_h) * p.capacity;
-  const int64_t head_start =
-      strided ? b * p.kv_stride[0] + kv_h * p.kv_stride[1] : head_base * pitch;
+  bool strided = kStorage == Dtype::kFloat32 && p.kv_stride[2] != 0;
+  bool paged = strided && p.page_table != nullptr;
+  int64_t pitch = strided                  ? p.kv_stride[2]
+                  : kStorage == Dtype::kQ8 ? kv_row_bytes(kStorage, p.d)
+                                           : p.d;
+
+  // Where the head's slot 0 starts, in pitches (the cache's layout: B, Hkv, capacity).
+  int64_t head_base(int64_t kv_h) const { return (b * p.kv_heads + kv_h) * p.capacity; }
+  size_t at(int64_t j, int64_t kv_h) const {
+    if (paged) {
+      return static_cast<size_t>(p.page_table[j / p.page_size] * p.page_stride +
+                                 kv_h * p.kv_stride[1] + j % p.page_size * pitch);
+    }
+    const int64_t head_start =
+        strided ? b * p.kv_stride[0] + kv_h * p.kv_stride[1] : head_base(kv_h) * pitch;
+    return static_cast<size_t>(head_start + j % p.capacity * pitch);
+  }
+  int64_t run_end(int64_t j) const {
+    return paged ? (j / p.page_size + 1) * p.page_size : j - j % p.capacity + p.capacity;
+  }
+};
+
+template <Dtype kStorage>
+void DecodeChunkOf(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
+                   float* partial, float* scratch) {
+  thread_local HeadRows own;
+  const ChunkState t = PrepareHead<kStorage>(p, b, kv_h, partial, scratch, own);
+  const RowLayout<kStorage> layout{p, b};
   const int64_t row_bytes = kv_row_bytes(kStorage, p.d);
   thread_local std::vector<size_t> offsets;
-  // Where position j's row starts, and where the run of consecutive rows it is in ends: a page's
-  // end in a paged cache, the ring's end otherwise.
-  const bool paged = strided && p.page_table != nullptr;
-  const auto row_at = [&](int64_t j) {
-    return static_cast<size_t>(paged ? p.page_table[j / p.page_size] * p.page_stride +
-                                           kv_h * p.kv_stride[1] + j % p.page_size * pitch
-                                     : head_start + j % p.capacity * pitch);
-  };
-  const auto run_end = [&](int64_t j) {
-    return paged ? (j / p.page_size + 1) * p.page_size : j - j % p.capacity + p.capacity;
-  };
   for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
     const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
-    if (j0 + static_cast<int64_t>(cols) <= run_end(j0)) {  // one division per block, not per key
+    if (j0 + static_cast<int64_t>(cols) <= layout.run_end(j0)) {  // one division per block
       // The next block's rows, while they are the next slots of this head and held: bf16 and
       // q8 rows only (see the opening comment), which are never paged.
       PrefetchAhead next_keys = kNoPrefetch, next_values = kNoPrefetch;
       const int64_t next_slot = j0 % p.capacity + static_cast<int64_t>(cols);
       if (kStorage != Dtype::kFloat32 && j0 + static_cast<int64_t>(cols) < p.position &&
           next_slot + static_cast<int64_t>(cols) <= p.capacity) {
-        const auto at = static_cast<size_t>((head_base + next_slot) * row_bytes);
+        const auto at = static_cast<size_t>((layout.head_base(kv_h) + next_slot) * row_bytes);
         next_keys = {static_cast<const char*>(p.k) + at, static_cast<size_t>(row_bytes)};
         next_values = {static_cast<const char*>(p.v) + at, static_cast<size_t>(row_bytes)};
       }
-      DecodeBlock<kStorage>(t, p.k, p.v, ConsecutiveRows{row_at(j0), static_cast<size_t>(pitch)},
+      DecodeBlock<kStorage>(t, p.k, p.v,
+                            ConsecutiveRows{layout.at(j0, kv_h), static_cast<size_t>(layout.pitch)},
                             j0, cols, next_keys, next_values);
       continue;
     }
     // A block across the ring's end (sliding window) or a page's end: each key's row looked up.
     offsets.resize(cols);
-    for (size_t c = 0; c < cols; ++c) offsets[c] = row_at(j0 + static_cast<int64_t>(c));
-    DecodeBlock<kStorage>(t, p.k, p.v, TabledRows{offsets.data()}, j0, cols, kNoPrefetch,
+    for (size_t c = 0; c < cols; ++c) offsets[c] = layout.at(j0 + static_cast<int64_t>(c), kv_h);
+    DecodeBlock<kStorage>(t, p.k, p.v, TabledRows{offsets.data(), 0}, j0, cols, kNoPrefetch,
                           kNoPrefetch);
   }
+}
+
+// Whether float rows [0, cols) of every cached head, at `rows` (head 0's) and head_stride
+// elements apart for each next head, hold NaN or ±inf: read position by position, each
+// position's heads in turn, the order they lie in memory.
+template <class Rows>
+bool BlockRowsNonFinite(const float* base, const Rows& rows, size_t cols, int64_t kv_heads,
+                        int64_t head_stride, int64_t d) {
+  bool found = false;
+  for (size_t c = 0; c < cols; ++c)
+    found |= any_non_finite(base + rows[c], kv_heads, d, head_stride);
+  return found;
+}
+
+// Every cached head of batch entry b over positions [p0, p1), for float K and V whose heads lie
+// inside each position's row: block by block, the block's K rows of all heads read in memory
+// order (and checked), then each head's scores and softmax step, then V's rows the same way
+// and each head's o += P·V. Each head's arithmetic is DecodeChunkOf's, in the same order.
+void DecodeChunkAllHeadsOf(const DecodeProblem& p, int64_t b, int64_t p0, int64_t p1,
+                           float* partials, size_t partial_stride, float* scratch,
+                           bool* non_finite) {
+  constexpr Dtype kFloat = Dtype::kFloat32;
+  thread_local std::vector<HeadRows> own;
+  own.resize(static_cast<size_t>(p.kv_heads));
+  std::vector<ChunkState> heads;  // (a few dozen bytes a head; the task reads megabytes)
+  const size_t scratch_floats = decode_scratch_floats(p);
+  for (int64_t kv_h = 0; kv_h < p.kv_heads; ++kv_h) {
+    const auto h = static_cast<size_t>(kv_h);
+    heads.push_back(PrepareHead<kFloat>(p, b, kv_h, partials + h * partial_stride,
+                                        scratch + h * scratch_floats, own[h]));
+  }
+  const RowLayout<kFloat> layout{p, b};
+  const auto* k = static_cast<const float*>(p.k);
+  const auto* v = static_cast<const float*>(p.v);
+  const auto head_stride = static_cast<size_t>(p.kv_stride[1]);
+  thread_local std::vector<size_t> offsets;
+  bool found = false;
+  for (int64_t j0 = p0; j0 < p1; j0 += static_cast<int64_t>(kDecodeKeyBlock)) {
+    const size_t cols = static_cast<size_t>(std::min<int64_t>(kDecodeKeyBlock, p1 - j0));
+    const auto block = [&](const auto& rows_of) {  // rows_of(kv_h): that head's rows
+      found |= BlockRowsNonFinite(k, rows_of(0), cols, p.kv_heads, p.kv_stride[1], p.d);
+      for (auto& t : heads) {
+        ScoreBlock<kFloat>(t, k, rows_of(&t - heads.data()), j0, cols, kNoPrefetch);
+      }
+      found |= BlockRowsNonFinite(v, rows_of(0), cols, p.kv_heads, p.kv_stride[1], p.d);
+      for (auto& t : heads)
+        AccumulateBlock<kFloat>(t, v, rows_of(&t - heads.data()), cols, kNoPrefetch);
+    };
+    if (j0 + static_cast<int64_t>(cols) <= layout.run_end(j0)) {
+      const size_t first = layout.at(j0, 0), pitch = static_cast<size_t>(layout.pitch);
+      block([&](int64_t kv_h) {
+        return ConsecutiveRows{first + static_cast<size_t>(kv_h) * head_stride, pitch};
+      });
+      continue;
+    }
+    offsets.resize(cols);
+    for (size_t c = 0; c < cols; ++c) offsets[c] = layout.at(j0 + static_cast<int64_t>(c), 0);
+    block([&](int64_t kv_h) {
+      return TabledRows{offsets.data(), static_cast<size_t>(kv_h) * head_stride};
+    });
+  }
+  if (non_finite != nullptr && found) *non_finite = true;
 }
 
 void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
@@ -541,6 +648,11 @@ void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, in
   }
 }
 
+void DecodeChunkAllHeads(const DecodeProblem& p, int64_t b, int64_t p0, int64_t p1, float* partials,
+                         size_t partial_stride, float* scratch, bool* non_finite) {
+  DecodeChunkAllHeadsOf(p, b, p0, p1, partials, partial_stride, scratch, non_finite);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace attn::kernels
 HWY_AFTER_NAMESPACE();
@@ -549,6 +661,7 @@ HWY_AFTER_NAMESPACE();
 namespace attn::kernels {
 
 HWY_EXPORT(DecodeChunk);
+HWY_EXPORT(DecodeChunkAllHeads);
 
 size_t decode_row_floats(const DecodeProblem& p) {
   return static_cast<size_t>((p.d + 63) / 64 * 64);
@@ -567,6 +680,18 @@ size_t decode_scratch_floats(const DecodeProblem& p) {
 void decode_chunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
                   float* partial, float* scratch) {
   HWY_DYNAMIC_DISPATCH(DecodeChunk)(p, b, kv_h, p0, p1, partial, scratch);
+}
+
+bool decode_heads_in_rows(const DecodeProblem& p) {
+  return p.storage == Dtype::kFloat32 && p.kv_stride[2] != 0 && p.kv_heads > 1 &&
+         p.kv_stride[1] < p.kv_stride[2];
+}
+
+void decode_chunk_all_heads(const DecodeProblem& p, int64_t b, int64_t p0, int64_t p1,
+                            float* partials, size_t partial_stride, float* scratch,
+                            bool* non_finite) {
+  HWY_DYNAMIC_DISPATCH(DecodeChunkAllHeads)
+  (p, b, p0, p1, partials, partial_stride, scratch, non_finite);
 }
 
 }  // namespace attn::kernels

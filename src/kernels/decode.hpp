@@ -70,4 +70,19 @@ size_t decode_row_floats(const DecodeProblem& p);
 void decode_chunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, int64_t p1,
                   float* partial, float* scratch);
 
+// Whether p's K and V are float rows laid out position by position with the cached heads inside
+// each position's row (kv_stride[1] < kv_stride[2]: a packed batch's (T, Hkv, d) rows, a paged
+// cache, a (B, T, Hkv, d) view), which decode_chunk_all_heads reads in memory order.
+bool decode_heads_in_rows(const DecodeProblem& p);
+
+// decode_chunk for every cached head of batch entry b at once, when decode_heads_in_rows(p):
+// head kv_h's partial state at partials + kv_h·partial_stride, bitwise what decode_chunk gives
+// it. A head's rows lie a row's pitch apart (4 KiB for 16 heads of 64 floats), so head by head
+// each row is a new page for the prefetchers; here each block of positions is read row by row
+// across the heads first (and checked for NaN and ±inf: *non_finite is set if any, when given)
+// and the heads' products then find it in cache. Scratch: kv_heads · decode_scratch_floats(p).
+void decode_chunk_all_heads(const DecodeProblem& p, int64_t b, int64_t p0, int64_t p1,
+                            float* partials, size_t partial_stride, float* scratch,
+                            bool* non_finite);
+
 }  // namespace attn::kernels
