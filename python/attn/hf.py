@@ -73,7 +73,10 @@ _answers_of_mask: dict = {}
 
 
 def _once_per_mask(mask: torch.Tensor, question):
-    """question(mask), computed once per mask object and version."""
+    """question(mask), computed once per mask object and version (every call for a tensor made
+    under torch.inference_mode, which keeps no version to tell an in-place change by)."""
+    if mask.is_inference():
+        return question(mask)
     key = (id(mask), question.__name__)
     cached = _answers_of_mask.get(key)
     if cached is not None and cached[0]() is mask and cached[1] == mask._version:

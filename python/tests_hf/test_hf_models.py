@@ -398,3 +398,19 @@ def test_the_documents_are_read_from_the_mask_or_the_mask_is_left_dense():
     assert attn.hf._packed_sequences(changed)[0].tolist() == [0, 4, 8]
     changed[0, 0, 5, 3] = True  # in place: the answer is not the cached one
     assert attn.hf._packed_sequences(changed) is None
+
+
+def test_masks_made_under_inference_mode_are_read_too():
+    """torch.inference_mode's tensors keep no version counter, by which attn.hf tells a mask
+    changed in place: a left-padded batch and packed documents give no_grad's logits."""
+    _, ours = twin_models("mistral")
+    ids, mask = left_padded_batch()
+    packed, positions = packed_documents()
+    calls = [dict(input_ids=ids, attention_mask=mask),
+             dict(input_ids=packed, position_ids=positions, use_cache=False)]
+    for kwargs in calls:
+        with torch.no_grad():
+            expected = ours(**kwargs).logits
+        with torch.inference_mode():
+            got = ours(**kwargs).logits
+        assert torch.equal(got, expected)
