@@ -145,7 +145,7 @@ TEST(FusedSdpa, FewRowsAgainstManyKeysMatchTheReference) {
 // rows of a chunk (decode_chunk_all_heads); a batch of two tells the entries' partials apart.
 TEST(FusedSdpa, FewRowsAgainstStridedKeysAreTheContiguousCallsBits) {
   const int64_t heads = 4, d = 64;
-  for (const auto [batch, tk] : {std::pair<int64_t, int64_t>{1, 1100}, {2, 4500}}) {
+  for (const auto& [batch, tk] : {std::pair<int64_t, int64_t>{1, 1100}, {2, 4500}}) {
     SCOPED_TRACE("batch " + std::to_string(batch) + ", keys " + std::to_string(tk));
     const Tensor q = rand_normal({batch, heads, 2, d}, 31);
     const Tensor packed_k = rand_normal({batch, tk, heads, d}, 32),
