@@ -83,37 +83,43 @@ SdpaResult run_decode(const kernels::DecodeProblem& p, int64_t begin,
   const int64_t kv_stride[3] = {strided ? p.kv_stride[0] : p.kv_heads * p.capacity * p.d,
                                 strided ? p.kv_stride[1] : p.capacity * p.d,
                                 strided ? p.kv_stride[2] : p.d};
-  auto run = [&](int64_t task, int worker) {
+  // Heads inside each position's row (packed rows, pages): one task per (batch, chunk) reads
+  // every head's rows of its chunk in memory order (src/kernels/decode.hpp), when that still
+  // leaves each thread a few tasks; each head's partial is the same either way.
+  const bool all_heads = kernels::decode_heads_in_rows(p) &&
+                         p.batch * chunks >= kAllHeadsTasksPerThread * num_threads();
+  // A worker's scratch (for every head when a task has them all), and a chunk's positions.
+  const auto scratch_of = [&](int worker) {
     auto& buffer = scratch[static_cast<size_t>(worker)];
-    if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
-    const int64_t group = task / chunks, chunk = chunk0 + task % chunks;
-    const int64_t p0 = std::max(begin, chunk * kernels::kDecodeChunk);
-    const int64_t p1 = std::min(p.position, (chunk + 1) * kernels::kDecodeChunk);
+    if (!buffer)
+      buffer = hwy::AllocateAligned<float>(scratch_floats *
+                                           static_cast<size_t>(all_heads ? p.kv_heads : 1));
+    return buffer.get();
+  };
+  const auto first_position = [&](int64_t c) {  // c: the chunk's index among this call's
+    return std::max(begin, (chunk0 + c) * kernels::kDecodeChunk);
+  };
+  const auto end_position = [&](int64_t c) {
+    return std::min(p.position, (chunk0 + c + 1) * kernels::kDecodeChunk);
+  };
+  auto run = [&](int64_t task, int worker) {
+    const int64_t group = task / chunks, c = task % chunks;
+    const int64_t p0 = first_position(c), p1 = end_position(c);
     const int64_t b = group / p.kv_heads, kv_h = group % p.kv_heads;
     if (non_finite_kv != nullptr && kv_rows_non_finite(p, kv_stride, b, kv_h, p0, p1)) {
       non_finite_kv->store(true);
     }
     kernels::decode_chunk(p, b, kv_h, p0, p1,
                           partials.data() + static_cast<size_t>(task) * partial_floats,
-                          buffer.get());
+                          scratch_of(worker));
   };
-  // Heads inside each position's row (packed rows, pages): one task per (batch, chunk) reads
-  // every head's rows of its chunk in memory order (src/kernels/decode.hpp), when that still
-  // leaves each thread a few tasks; each head's partial is the same either way.
-  const bool all_heads = kernels::decode_heads_in_rows(p) &&
-                         p.batch * chunks >= kAllHeadsTasksPerThread * num_threads();
   auto run_all_heads = [&](int64_t task, int worker) {
-    auto& buffer = scratch[static_cast<size_t>(worker)];
-    if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats * p.kv_heads);
-    const int64_t b = task / chunks, chunk = chunk0 + task % chunks;
-    const int64_t p0 = std::max(begin, chunk * kernels::kDecodeChunk);
-    const int64_t p1 = std::min(p.position, (chunk + 1) * kernels::kDecodeChunk);
+    const int64_t b = task / chunks, c = task % chunks;
     bool found = false;
     kernels::decode_chunk_all_heads(
-        p, b, p0, p1,
-        partials.data() +
-            static_cast<size_t>(b * p.kv_heads * chunks + task % chunks) * partial_floats,
-        static_cast<size_t>(chunks) * partial_floats, buffer.get(),
+        p, b, first_position(c), end_position(c),
+        partials.data() + static_cast<size_t>(b * p.kv_heads * chunks + c) * partial_floats,
+        static_cast<size_t>(chunks) * partial_floats, scratch_of(worker),
         non_finite_kv != nullptr ? &found : nullptr);
     if (found) non_finite_kv->store(true);
   };

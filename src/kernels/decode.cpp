@@ -14,7 +14,7 @@
 // on one thread against 10 for the same keys in cache), so those ask for the next block's rows
 // while the current block computes, a row a key: q8 10.5–10.6 → 8.7–8.9 ms on two threads,
 // bf16 17.7–18.4 → 15.9. Float rows that hold every head of a position (packed batches, pages)
-// are a different case, taken a chunk of all heads at a time: DecodeChunkAllHeadsOf below.
+// are a different case, taken a chunk of all heads at a time: DecodeChunkAllHeads below.
 #include "src/kernels/decode.hpp"
 
 #include <algorithm>
@@ -587,9 +587,8 @@ bool BlockRowsNonFinite(const float* base, const Rows& rows, size_t cols, int64_
 // inside each position's row: block by block, the block's K rows of all heads read in memory
 // order (and checked), then each head's scores and softmax step, then V's rows the same way
 // and each head's o += P·V. Each head's arithmetic is DecodeChunkOf's, in the same order.
-void DecodeChunkAllHeadsOf(const DecodeProblem& p, int64_t b, int64_t p0, int64_t p1,
-                           float* partials, size_t partial_stride, float* scratch,
-                           bool* non_finite) {
+void DecodeChunkAllHeads(const DecodeProblem& p, int64_t b, int64_t p0, int64_t p1, float* partials,
+                         size_t partial_stride, float* scratch, bool* non_finite) {
   constexpr Dtype kFloat = Dtype::kFloat32;
   thread_local std::vector<HeadRows> own;
   own.resize(static_cast<size_t>(p.kv_heads));
@@ -646,11 +645,6 @@ void DecodeChunk(const DecodeProblem& p, int64_t b, int64_t kv_h, int64_t p0, in
       DecodeChunkOf<Dtype::kFloat32>(p, b, kv_h, p0, p1, partial, scratch);
       break;
   }
-}
-
-void DecodeChunkAllHeads(const DecodeProblem& p, int64_t b, int64_t p0, int64_t p1, float* partials,
-                         size_t partial_stride, float* scratch, bool* non_finite) {
-  DecodeChunkAllHeadsOf(p, b, p0, p1, partials, partial_stride, scratch, non_finite);
 }
 
 }  // namespace HWY_NAMESPACE
