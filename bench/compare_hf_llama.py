@@ -60,6 +60,28 @@ def register_timed():
         AttentionMaskInterface.register(f"timed-{name}", masks[name])
 
 
+def use_every_core():
+    """Both libraries on all the machine's cores; returns their count."""
+    threads = os.cpu_count()
+    torch.set_num_threads(threads)
+    attn.set_num_threads(threads)
+    return threads
+
+
+def same_weight_models(config, names):
+    """A Llama of `config` (a dict) per name, on the timed implementation of that name, all
+    with the first one's random weights."""
+    torch.manual_seed(0)
+    models = {}
+    for name in names:
+        model = AutoModelForCausalLM.from_config(LlamaConfig(**config),
+                                                 attn_implementation=f"timed-{name}")
+        if models:
+            model.load_state_dict(next(iter(models.values())).state_dict())
+        models[name] = model
+    return models
+
+
 def measure(model, ids, mask, new_tokens):
     """(prefill s, attention s in it, generation s, attention s in it, tokens)."""
     global attention_seconds
@@ -86,17 +108,8 @@ def main():
     parser.add_argument("--padding", type=int, default=0)
     args = parser.parse_args()
     register_timed()
-    threads = os.cpu_count()
-    torch.set_num_threads(threads)
-    attn.set_num_threads(threads)
-    torch.manual_seed(0)
-    models = {}
-    for name in FUNCTIONS:
-        model = AutoModelForCausalLM.from_config(LlamaConfig(**CONFIG),
-                                                 attn_implementation=f"timed-{name}")
-        if models:
-            model.load_state_dict(next(iter(models.values())).state_dict())
-        models[name] = model.eval()
+    threads = use_every_core()
+    models = {name: model.eval() for name, model in same_weight_models(CONFIG, FUNCTIONS).items()}
     parameters = sum(p.numel() for p in models["attn"].parameters())
     ids = torch.randint(3, CONFIG["vocab_size"], (args.batch, args.prompt),
                         generator=torch.Generator().manual_seed(1))

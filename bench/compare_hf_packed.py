@@ -22,11 +22,9 @@ import time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, LlamaConfig  # noqa: E402
-
-import attn  # noqa: E402
 import compare_hf_llama  # noqa: E402
-from compare_hf_llama import CONFIG, register_timed  # noqa: E402
+from compare_hf_llama import (CONFIG, register_timed, same_weight_models,  # noqa: E402
+                              use_every_core)
 from compare_torch import cpu_name  # noqa: E402  (bench/ is the script's folder)
 
 IMPLEMENTATIONS = ("attn", "sdpa")
@@ -60,19 +58,11 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     register_timed()
-    threads = os.cpu_count()
-    torch.set_num_threads(threads)
-    attn.set_num_threads(threads)
+    threads = use_every_core()
     config = dict(CONFIG, num_hidden_layers=args.layers,
                   max_position_embeddings=max(CONFIG["max_position_embeddings"], args.length))
-    torch.manual_seed(0)
-    models = {}
-    for name in IMPLEMENTATIONS:
-        model = AutoModelForCausalLM.from_config(LlamaConfig(**config),
-                                                 attn_implementation=f"timed-{name}")
-        if models:
-            model.load_state_dict(next(iter(models.values())).state_dict())
-        models[name] = model.train()
+    models = {name: model.train()
+              for name, model in same_weight_models(config, IMPLEMENTATIONS).items()}
     generator = torch.Generator().manual_seed(1)
     lengths = document_lengths(args.length, args.documents, generator)
     ids = torch.randint(3, config["vocab_size"], (1, args.length), generator=generator)
