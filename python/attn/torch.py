@@ -630,8 +630,9 @@ def varlen_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     block_table[s, 0], block_table[s, 1], … in that order; cu_seq_k is then not read (None is
     taken). Decode steps (fewer than 16 queries at the end of their keys) read the pages where
     they lie; longer sequences, bfloat16 tensors and the backward gather the tokens in use into
-    packed rows first (a copy). Unlike PyTorch's, both work in the backward too: keys past seqused_k get zero gradients, and a page's gradient
-    sums those of every sequence that read it. num_splits is taken for the signature's sake: attn
+    packed rows first (a copy). Unlike PyTorch's, both work in the backward too: keys past
+    seqused_k get zero gradients, and a page's gradient sums those of every sequence that read
+    it. num_splits is taken for the signature's sake: attn
     never splits a sequence's keys across threads in a way that depends on the batch, so each
     sequence's result is bitwise the same whatever else is packed with it.
     softcap, alibi_slopes and sinks as in `attention` (attn's additions)."""
