@@ -173,7 +173,7 @@ void forward_finds_nan_anywhere(const SdpaOptions& options) {
                  v = normal_for_policy({2, s.kv_heads, s.tk, 4}, 22);
     for (const char* name : {"q", "k", "v"}) {
       const Tensor& clean = name[0] == 'q' ? q : name[0] == 'k' ? k : v;
-      for (int64_t at = 0; at < clean.numel(); at += 3) {
+      for (int64_t at = 0; at < clean.numel(); at += testing::sweep_step(3)) {
         Tensor bad = clean.clone();
         bad.data()[at] = kNonFiniteNaN;
         const Tensor& tq = name[0] == 'q' ? bad : q;
@@ -216,7 +216,7 @@ void backward_finds_inf_anywhere(const SdpaOptions& options) {
     const std::vector<std::pair<const char*, Tensor>> inputs{
         {"q", q}, {"k", k}, {"v", v}, {"out", f.output}, {"d_out", d_out}};
     for (const auto& [name, clean] : inputs) {
-      for (int64_t at = 0; at < clean.numel(); at += 5) {
+      for (int64_t at = 0; at < clean.numel(); at += testing::sweep_step(5)) {
         std::vector<Tensor> args;
         for (const auto& [other, tensor] : inputs) args.push_back(tensor);
         Tensor bad = clean.clone();

@@ -79,7 +79,7 @@ TEST(StagedKeys, ANaNInRowsApartIsRefusedNamingTheInput) {
   const SdpaResult f = sdpa(q, k, v, causal);
   for (const char* name : {"k", "v"}) {
     const Tensor& clean = name[0] == 'k' ? k : v;
-    for (int64_t at = 0; at < clean.numel(); at += 11) {
+    for (int64_t at = 0; at < clean.numel(); at += testing::sweep_step(11)) {
       Tensor bad = clean.clone();
       bad.data()[at] = std::numeric_limits<float>::quiet_NaN();
       const Tensor apart = rows_apart(bad), k_in = name[0] == 'k' ? apart : rows_apart(k),

@@ -23,6 +23,19 @@ namespace attn::testing {
 
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// The step of a sweep that calls the library once per element position (a NaN planted at each
+// in turn): `step` in Release and ASan; coarser under ThreadSanitizer, where each call costs
+// about ten times more and what the sweep checks (that some task reads every element, for any
+// split of the work) is the same whatever the threads' interleaving TSan watches. 8·step + 1
+// still lands on every column of a row over the sweep.
+inline constexpr int64_t sweep_step(int64_t step) {
+#if defined(__SANITIZE_THREAD__)
+  return 8 * step + 1;
+#else
+  return step;
+#endif
+}
+
 // Max |a − b| over all elements; shapes must match. NaN anywhere counts as infinite error.
 inline ::testing::AssertionResult AllClose(const Tensor& a, const Tensor& b, double tolerance) {
   if (a.shape() != b.shape()) {
