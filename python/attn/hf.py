@@ -34,6 +34,10 @@ handed to attn as it is, which broadcasts it over the heads; the first such call
 (INFO, logger "attn.hf"). A row that sees no key — a padding position of a left-padded batch
 — gives zeros, where "eager" gives the mean of the values: no real token's output depends on
 it, but a loss that asks a padding position to predict the first real token does.
+
+output_attentions=True returns each layer's weights, as "eager" does (transformers' SDPA gives
+none): attn's kernel forms them under the same mask, window, cap and sinks, apart from the
+output, and they carry no gradient.
 """
 import logging
 import weakref
@@ -45,12 +49,17 @@ from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
 from . import torch as attn_torch
 
+try:  # what a model's forward is collecting (transformers 5's output recorder): a private name
+    from transformers.utils.output_capturing import _active_collector
+except ImportError:  # another transformers: the layers' output_attentions keyword alone
+    _active_collector = None
+
 __all__ = ["register", "attention_forward", "mask_for_attn"]
 
 NAME = "attn"
 _log = logging.getLogger(__name__)
 _said_dense = False  # whether the dense-mask fallback was logged (once a process)
-_said_no_weights = False  # whether output_attentions' missing weights were logged (once)
+_said_weights_detached = False  # whether weights asked for under autograd were logged (once)
 
 
 def _model_name(module: torch.nn.Module) -> str:
@@ -159,15 +168,36 @@ def _say_dense(module: torch.nn.Module, mask) -> None:
                   "as it is, block by block", _model_name(module), mask.dtype, tuple(mask.shape))
 
 
-def _say_no_weights(module: torch.nn.Module) -> None:
-    """Logs once (WARNING, logger "attn.hf") that output_attentions gets no weights, as
-    transformers' own SDPA does: the fused kernels never form them."""
-    global _said_no_weights
-    if not _said_no_weights:
-        _said_no_weights = True
-        _log.warning("attn.hf: %s was asked for its attention weights (output_attentions=True); "
-                     "attn's fused kernels never form them, so none are returned: load the model "
-                     "with attn_implementation='eager' for them", _model_name(module))
+def _weights_wanted(kwargs) -> bool:
+    """Whether the model asked for its attention weights: output_attentions among the layer's
+    keywords (Llama, T5), or the model's forward collecting attentions, which is how transformers
+    records them when a model keeps the keyword from its layers (GPT-2)."""
+    if kwargs.get("output_attentions"):
+        return True
+    collecting = _active_collector.get() if _active_collector is not None else None
+    return bool(collecting) and any(key.endswith("attentions") for key in collecting)
+
+
+def _weights(module, query, key, value, attention_mask, is_causal, scaling, softcap, sinks,
+             kv_length):
+    """The attention weights (batch, heads, Tq, kv_length) that "eager" returns for
+    output_attentions=True, from attn's kernel asked for them (the mask, the window, the cap and
+    the sinks as the output had them), in query's dtype. They are formed apart from the output
+    and carry no gradient: the first call under autograd logs that once (WARNING, logger
+    "attn.hf"). A row that sees no key (a padding position) gets zeros, where eager spreads it
+    evenly over the keys."""
+    global _said_weights_detached
+    if torch.is_grad_enabled() and query.requires_grad and not _said_weights_detached:
+        _said_weights_detached = True
+        _log.warning("attn.hf: %s returns its attention weights (output_attentions=True) without "
+                     "a gradient; load the model with attn_implementation='eager' to "
+                     "differentiate through them", _model_name(module))
+    with torch.no_grad():
+        _, weights = attn_torch._weights(query, key, value, attention_mask, is_causal, scaling,
+                                         softcap, sinks)
+    if weights.shape[-1] < kv_length:  # keys past a static cache's prompt: never seen
+        weights = torch.nn.functional.pad(weights, (0, kv_length - weights.shape[-1]))
+    return weights
 
 
 def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
@@ -175,15 +205,13 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
                       scaling=None, is_causal=None, **kwargs):
     """One attention layer's call, in transformers' convention: query (batch, heads, Tq, d), key
     and value (batch, kv_heads, Tk, d), the boolean mask or None; returns the output as
-    (batch, Tq, heads, d) and no weights."""
+    (batch, Tq, heads, d), and the weights when the model asks for them (output_attentions)."""
     softcap = kwargs.get("softcap") or 0.0  # Gemma 2's logit soft-capping
     sinks = kwargs.get("s_aux")  # gpt-oss's attention sinks, one logit per query head
     if sinks is None:
         sinks = kwargs.get("sinks")
     if dropout and module.training:
         _refuse(module, f"attention dropout in training (p={dropout})")
-    if kwargs.get("output_attentions"):
-        _say_no_weights(module)
     q_length, kv_length = query.shape[2], key.shape[2]
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     # One query row sees every cached key: no mask is needed. A prompt without padding is causal.
@@ -195,9 +223,15 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         key, value = key[:, :, :q_length], value[:, :, :q_length]
         if position_bias is not None:
             position_bias = position_bias[..., :q_length]
+    weights = None
+    if _weights_wanted(kwargs):
+        mask = attention_mask if position_bias is None else _bias_mask(attention_mask,
+                                                                        position_bias)
+        weights = _weights(module, query, key, value, mask, is_causal, scaling, softcap, sinks,
+                           kv_length)
     if position_bias is not None:  # T5's learned relative bias: a float mask, with its gradient
         return _attend_with_bias(query, key, value, attention_mask, position_bias, is_causal,
-                                 scaling), None
+                                 scaling), weights
     gqa = key.shape[1] != query.shape[1]
     key_starts = None if attention_mask is None else _left_padding(attention_mask)
     packed = None
@@ -206,7 +240,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         if packed is None:
             _say_dense(module, attention_mask)
     if packed is not None:  # documents packed end to end, or a sliding window: no mask to read
-        return _attend_packed(query, key, value, packed, scaling, softcap, sinks), None
+        return _attend_packed(query, key, value, packed, scaling, softcap, sinks), weights
     if key_starts is not None:  # causal (or one row) apart from the padding: no mask to read
         attn_torch._check_devices(query, key, value, None)
         out = attn_torch._attend(query, key, value, None, q_length > 1, scaling, key_starts,
@@ -219,7 +253,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         out = attn_torch.attention(query, key, value, attn_mask=attention_mask,
                                    is_causal=is_causal, scale=scaling, enable_gqa=gqa,
                                    softcap=softcap, sinks=sinks)
-    return out.transpose(1, 2).contiguous(), None
+    return out.transpose(1, 2).contiguous(), weights
 
 
 def _attend_packed(query, key, value, packed, scaling, softcap, sinks):
@@ -274,17 +308,22 @@ def mask_for_attn(*args, config=None, **kwargs):
     return sdpa_mask(*args, config=config, **kwargs)
 
 
+def _bias_mask(attention_mask, position_bias):
+    """T5's position bias and the padding or causal mask as one float mask: the bias where the
+    mask allows, -inf elsewhere."""
+    if attention_mask is None:
+        return position_bias
+    if attention_mask.dtype == torch.bool:
+        return torch.where(attention_mask, position_bias, float("-inf"))
+    return position_bias + attention_mask
+
+
 def _attend_with_bias(query, key, value, attention_mask, position_bias, is_causal, scaling):
     """Attention with T5's position bias (batch or 1, heads, Tq, Tk) added to the scores: the bias
     where the mask allows, -inf elsewhere, as one float mask (the same fold as transformers'
     SDPA integration), causal besides when no mask came. attn.torch's autograd gives the float
     mask its gradient, and torch.where hands it on to the bias where the mask allowed."""
-    if attention_mask is None:
-        mask = position_bias
-    elif attention_mask.dtype == torch.bool:
-        mask = torch.where(attention_mask, position_bias, float("-inf"))
-    else:
-        mask = position_bias + attention_mask
+    mask = _bias_mask(attention_mask, position_bias)
     attn_torch._check_devices(query, key, value, mask)
     out = attn_torch._attend(query, key, value, mask, is_causal, scaling)
     return out.transpose(1, 2).contiguous()

@@ -167,6 +167,22 @@ def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_
     return _tensor(out, query.dtype), None if lse is None else torch.from_numpy(lse)
 
 
+def _weights(query, key, value, attn_mask, is_causal, scale, softcap=0.0, sinks=None):
+    """The output and the attention weights softmax(q·kᵀ·scale + mask) (…, Tq, Tk) from attn's
+    kernel asked for them (scaled_dot_product_attention's semantics: top-left is_causal, GQA),
+    in query's dtype and outside autograd: for callers that report the weights (attn.hf's
+    output_attentions)."""
+    _check_devices(query, key, value, attn_mask)
+    query, key, value = (t.detach() for t in (query, key, value))
+    attn_mask = None if attn_mask is None else attn_mask.detach()
+    out, weights = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
+                              _as_input(value, "value"), causal=is_causal,
+                              causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
+                              return_weights=True,
+                              **_variants(softcap, None, sinks, torch.float32))
+    return _tensor(out, query.dtype), _tensor(weights, query.dtype)
+
+
 @torch.library.custom_op("attn::sdpa", mutates_args=())
 def _sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
           attn_mask: Optional[torch.Tensor], is_causal: bool, scale: Optional[float],

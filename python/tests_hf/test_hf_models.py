@@ -304,16 +304,69 @@ def test_encoders_give_eagers_hidden_states(family):
     assert worst_relative(got, theirs, real) < 1e-4
 
 
-def test_asking_for_the_weights_says_once_that_there_are_none(monkeypatch, caplog):
-    monkeypatch.setattr(attn.hf, "_said_no_weights", False)
+def close_weights(ours, theirs, real_rows):
+    """Each layer's weights (batch, heads, Tq, Tk) against eager's on the rows of real tokens
+    (a padding position sees no key: zeros on attn, an even spread on eager)."""
+    assert len(ours) == len(theirs) > 0
+    for layer, (got, expected) in enumerate(zip(ours, theirs)):
+        assert got.shape == expected.shape, layer
+        rows = real_rows[:, None, :].expand(got.shape[:3])
+        assert worst_relative(got, expected, rows) < 1e-5, layer
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "mistral", "gemma2", "gpt_oss"])
+def test_output_attentions_gives_eagers_weights(family):
+    """output_attentions=True returns every layer's weights as eager does — under GQA, the
+    padding, Mistral's and Gemma 2's windows, Gemma 2's cap and gpt-oss's sinks; GPT-2 keeps the
+    keyword from its layers, and attn reads what the model collects — and leaves the logits as
+    they are without them."""
+    eager, ours = twin_models(family)
+    ids, mask = left_padded_batch()
+    with torch.no_grad():
+        theirs = eager(input_ids=ids, attention_mask=mask, output_attentions=True)
+        got = ours(input_ids=ids, attention_mask=mask, output_attentions=True)
+        plain = ours(input_ids=ids, attention_mask=mask).logits
+    close_weights(got.attentions, theirs.attentions, mask.bool())
+    assert torch.equal(got.logits, plain)
+
+
+def test_output_attentions_of_packed_documents_and_of_t5():
+    """The weights follow the mask as it came: packed documents (block-diagonal, read as one
+    varlen call for the output), and T5's position bias folded into the mask."""
+    eager, ours = twin_models("llama")
+    ids, positions = packed_documents()
+    with torch.no_grad():
+        theirs = eager(input_ids=ids, position_ids=positions, use_cache=False,
+                       output_attentions=True).attentions
+        got = ours(input_ids=ids, position_ids=positions, use_cache=False,
+                   output_attentions=True).attentions
+    close_weights(got, theirs, torch.ones(ids.shape, dtype=torch.bool))
+    eager, ours = t5_twins()
+    ids, mask = left_padded_batch(length=12, padding=4)
+    ids, mask = ids.flip(1), mask.flip(1)
+    decoder_ids = torch.randint(3, VOCAB, (2, 7), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        theirs = eager.eval()(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids,
+                              output_attentions=True)
+        got = ours.eval()(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids,
+                          output_attentions=True)
+    close_weights(got.encoder_attentions, theirs.encoder_attentions, mask.bool())
+    close_weights(got.decoder_attentions, theirs.decoder_attentions,
+                  torch.ones(decoder_ids.shape, dtype=torch.bool))
+    close_weights(got.cross_attentions, theirs.cross_attentions,
+                  torch.ones(decoder_ids.shape, dtype=torch.bool))
+
+
+def test_weights_under_autograd_carry_no_gradient_and_say_so_once(monkeypatch, caplog):
+    monkeypatch.setattr(attn.hf, "_said_weights_detached", False)
     caplog.set_level("WARNING", logger="attn.hf")
     _, ours = twin_models("llama")
     ids, mask = left_padded_batch()
     for _ in range(2):
         out = ours(input_ids=ids, attention_mask=mask, output_attentions=True)
-    assert not out.attentions  # transformers' SDPA gives none either
+    assert out.logits.requires_grad and not out.attentions[0].requires_grad
     said = [r.getMessage() for r in caplog.records if r.name == "attn.hf"]
-    assert len(said) == 1 and "output_attentions=True" in said[0], said
+    assert len(said) == 1 and "without a gradient" in said[0], said
 
 
 def packed_documents(lengths=(5, 12, 3, 20)):
