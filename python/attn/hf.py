@@ -40,7 +40,6 @@ none): attn's kernel forms them under the same mask, window, cap and sinks, apar
 output, and they carry no gradient.
 """
 import logging
-import weakref
 
 import torch
 from transformers import AttentionInterface
@@ -74,31 +73,10 @@ def _refuse(module: torch.nn.Module, feature: str) -> None:
                      "attn_implementation='sdpa' or 'eager'")
 
 
-# Per live mask tensor and question (by id, with a weak reference that removes the entry when
-# the mask goes): (the reference, the mask's _version then, the answer). Every layer of a forward
-# gets the same mask object, so only the first pays for reading it. (A WeakKeyDictionary
-# compares keys with ==, which a tensor answers elementwise.)
-_answers_of_mask: dict = {}
-
-
-def _once_per_mask(mask: torch.Tensor, question):
-    """question(mask), computed once per mask object and version (every call for a tensor made
-    under torch.inference_mode, which keeps no version to tell an in-place change by)."""
-    if mask.is_inference():
-        return question(mask)
-    key = (id(mask), question.__name__)
-    cached = _answers_of_mask.get(key)
-    if cached is not None and cached[0]() is mask and cached[1] == mask._version:
-        return cached[2]
-    answer = question(mask)
-    _answers_of_mask[key] = (weakref.ref(mask, lambda _: _answers_of_mask.pop(key, None)),
-                             mask._version, answer)
-    return answer
-
-
 def _readable(mask: torch.Tensor) -> bool:
-    """A boolean (batch, 1, Tq, Tk) mask whose values may be read (not while tracing: there the
-    dense mask goes to the kernel, with no test that depends on data)."""
+    """A boolean (batch, 1, Tq, Tk) mask whose values may be read (not while tracing, where no
+    test may depend on data: there the mask goes on as it is, and attn.torch's operator, when it
+    runs, reads a causal one with left padding as key starts)."""
     return (mask.dtype is torch.bool and mask.dim() == 4 and mask.shape[1] == 1
             and not torch.compiler.is_compiling())
 
@@ -109,21 +87,7 @@ def _left_padding(mask: torch.Tensor):
     Otherwise None."""
     if not _readable(mask) or mask.shape[2] not in (1, mask.shape[3]):
         return None
-    return _once_per_mask(mask, _key_starts)
-
-
-def _key_starts(mask: torch.Tensor):
-    q_length, kv_length = mask.shape[2], mask.shape[3]
-    last_row = mask[:, 0, -1, :]  # the last query sees every real key
-    real = last_row.any(dim=1)
-    starts = torch.where(real, last_row.int().argmax(dim=1),
-                         torch.full_like(real, kv_length, dtype=torch.long))
-    keys = torch.arange(kv_length)
-    expected = keys[None, :] >= starts[:, None]  # (batch, Tk)
-    expected = expected[:, None, None, :]
-    if q_length > 1:
-        expected = expected & torch.ones(q_length, kv_length, dtype=torch.bool).tril()
-    return starts if torch.equal(mask, expected.expand_as(mask)) else None
+    return attn_torch._once_per_mask(mask, attn_torch._key_starts)
 
 
 def _packed_sequences(mask: torch.Tensor):
@@ -134,7 +98,7 @@ def _packed_sequences(mask: torch.Tensor):
     Otherwise None."""
     if not _readable(mask) or mask.shape[2] != mask.shape[3] or mask.shape[2] < 2:
         return None
-    return _once_per_mask(mask, _documents)
+    return attn_torch._once_per_mask(mask, _documents)
 
 
 def _documents(mask: torch.Tensor):
@@ -159,9 +123,11 @@ def _documents(mask: torch.Tensor):
 
 
 def _say_dense(module: torch.nn.Module, mask) -> None:
-    """Logs once (INFO, logger "attn.hf") that a mask is read as it is, not as key_starts."""
+    """Logs once (INFO, logger "attn.hf") that a mask is read as it is, not as key_starts; not
+    while torch.compile traces (every mask is dense there, and a logging call breaks the graph,
+    which fullgraph=True refuses)."""
     global _said_dense
-    if not _said_dense:
+    if not _said_dense and not torch.compiler.is_compiling():
         _said_dense = True
         _log.info("attn.hf: %s passed a %s mask of shape %s that is not causal apart from left "
                   "padding (a sliding window, a chunked prefill or a custom mask): attn reads it "

@@ -482,3 +482,30 @@ def test_masks_made_under_inference_mode_are_read_too():
         with torch.inference_mode():
             got = ours(**kwargs).logits
         assert torch.equal(got, expected)
+
+
+def test_a_compiled_model_traces_attn_whole_and_gives_eagers_logits(monkeypatch):
+    """torch.compile(fullgraph=True) of a model on attn: the layers' calls and attn.hf's questions
+    about the mask trace without a graph break (fullgraph raises at one), unpadded and
+    left-padded, with eager's logits. Traced, attn.hf cannot read the mask and hands it on as it
+    is; the operator reads it when it runs, and the kernels still get the padding as key
+    starts, causal, no mask."""
+    import attn.torch as attn_torch
+    kernel_calls = []
+    real = attn_torch._attn.sdpa
+
+    def spy(*args, **kwargs):
+        kernel_calls.append((kwargs["mask"] is None, kwargs["causal"], kwargs["key_starts"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attn_torch._attn, "sdpa", spy)
+    eager, ours = twin_models("llama")
+    compiled = torch.compile(ours, fullgraph=True)
+    ids, mask = left_padded_batch()
+    with torch.no_grad():
+        assert worst_relative(compiled(input_ids=ids).logits, eager(input_ids=ids).logits) < 1e-5
+        kernel_calls.clear()
+        got = compiled(input_ids=ids, attention_mask=mask).logits
+        theirs = eager(input_ids=ids, attention_mask=mask).logits
+    assert worst_relative(got, theirs, mask.bool()) < 1e-5
+    assert kernel_calls == [(True, True, [0, 5])] * 2, kernel_calls

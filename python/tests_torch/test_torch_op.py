@@ -355,3 +355,51 @@ def test_gradients_match_finite_differences(causal):
     assert torch.autograd.gradcheck(
         lambda q, k, v: at.scaled_dot_product_attention(q, k, v, is_causal=causal), (q, k, v),
         eps=1e-3, atol=2e-3, rtol=2e-3)
+
+
+def masked_reference(q, k, v, mask):
+    """softmax(q·kᵀ/√d) · v in float64 under a boolean mask, a row that sees no key all zeros
+    (attn's answer; PyTorch's is NaN), differentiable."""
+    scores = q.double() @ k.double().transpose(-1, -2) / q.shape[-1] ** 0.5
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
+    return weights @ v.double()
+
+
+def test_a_causal_or_padding_mask_runs_as_causal_inside_the_operator(monkeypatch):
+    """A boolean mask that is causal apart from each batch entry's leading padding keys (what
+    transformers builds for a padded batch, and hands attn as it is under torch.compile), or a
+    (T, T) tril mask, reaches the kernels as is_causal with the first real keys — they skip the
+    blocks instead of reading the mask — in the forward and the backward, with the answers and
+    gradients the mask asks for. A mask one element off stays a mask."""
+    seen = []
+
+    def spy(entry):
+        real = getattr(attn._attn, entry)
+
+        def call(*args, **kwargs):
+            seen.append((entry, kwargs["mask"] is None, kwargs["causal"], kwargs["key_starts"]))
+            return real(*args, **kwargs)
+        monkeypatch.setattr(attn._attn, entry, call)
+
+    spy("sdpa")
+    spy("sdpa_backward")
+    t = 70
+    tril = torch.ones(t, t, dtype=torch.bool).tril()
+    padded = tril[None, None].repeat(2, 1, 1, 1)
+    padded[1, :, :, :9] = False  # entry 1: nine padding keys, its first nine rows see none
+    off = padded.clone()
+    off[0, 0, 5, 6] = True  # one key past the diagonal
+    for mask, as_causal, starts in ((tril, True, None), (padded, True, [0, 9]),
+                                    (off, False, None)):
+        seen.clear()
+        q, k, v = qkv(tq=t, grad=True, seed=3)
+        out = at.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(4))
+        got = torch.autograd.grad(out, (q, k, v), grad)
+        expected_out = masked_reference(q, k, v, mask)
+        expected = torch.autograd.grad(expected_out, (q, k, v), grad.double())
+        torch.testing.assert_close(out.double(), expected_out, **TOL)
+        for a, b in zip(got, expected):
+            torch.testing.assert_close(a.double(), b.double(), **TOL)
+        assert seen == [("sdpa", as_causal, as_causal, starts),
+                        ("sdpa_backward", as_causal, as_causal, starts)], seen
