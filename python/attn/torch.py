@@ -92,10 +92,10 @@ def _tensor(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return out if dtype is torch.float32 else out.to(dtype)
 
 
-def _starts_list(key_starts: Optional[torch.Tensor]):
-    """Per batch entry, the first key that is not left padding (an int64 tensor), as the module
-    takes it."""
-    return None if key_starts is None else key_starts.tolist()
+def _per_entry(values: Optional[torch.Tensor]):
+    """One int64 per batch entry — the first key that is not left padding (key_starts), or the
+    number of keys (key_lengths) — as the module takes it, a list."""
+    return None if values is None else values.tolist()
 
 
 def _per_head(values: Optional[torch.Tensor], name: str):
@@ -164,56 +164,82 @@ def _once_per_mask(mask: torch.Tensor, question):
     return answer
 
 
+def _key_range(mask: torch.Tensor):
+    """For a boolean (batch, 1, Tq, Tk) or (Tq, Tk) mask in which each batch entry's query i sees
+    the keys from the entry's first real one up to key i (top-left causal: the mask of a padded
+    prompt, the keys past Tq a static cache's slots not yet written) or, for one query row, one run
+    of keys from the first real one (a cached step, the run ending where the cache's written
+    keys do): (the first real key of each entry, one past the end of each entry's run for one row
+    or None), int64 tensors (one entry for a 2-D mask). Otherwise None."""
+    if mask.dim() == 2:
+        mask = mask[None, None]
+    q_length, kv_length = mask.shape[2], mask.shape[3]
+    last_row = mask[:, 0, -1, :]  # the last query sees every real key it may
+    real = last_row.any(dim=1)
+    none = torch.full_like(real, kv_length, dtype=torch.long)
+    starts = torch.where(real, last_row.int().argmax(dim=1), none)
+    keys = torch.arange(kv_length)
+    expected = keys[None, :] >= starts[:, None]  # (batch, Tk)
+    if q_length > 1:
+        expected = expected[:, None, None, :] & torch.ones(q_length, kv_length,
+                                                           dtype=torch.bool).tril()
+        return (starts, None) if torch.equal(mask, expected.expand_as(mask)) else None
+    ends = torch.where(real, kv_length - last_row.flip(1).int().argmax(dim=1), none)
+    expected = (expected & (keys[None, :] < ends[:, None]))[:, None, None, :]
+    return (starts, ends) if torch.equal(mask, expected.expand_as(mask)) else None
+
+
 def _key_starts(mask: torch.Tensor):
     """For a boolean (batch, 1, Tq, Tk) or (Tq, Tk) mask that is causal (Tq = Tk) or full (Tq = 1)
     apart from each entry's leading padding keys: the first real key of each entry, an int64
     tensor (one entry for a 2-D mask). Otherwise None."""
-    if mask.dim() == 2:
-        mask = mask[None, None]
-    q_length, kv_length = mask.shape[2], mask.shape[3]
-    last_row = mask[:, 0, -1, :]  # the last query sees every real key
-    real = last_row.any(dim=1)
-    starts = torch.where(real, last_row.int().argmax(dim=1),
-                         torch.full_like(real, kv_length, dtype=torch.long))
-    keys = torch.arange(kv_length)
-    expected = keys[None, :] >= starts[:, None]  # (batch, Tk)
-    expected = expected[:, None, None, :]
-    if q_length > 1:
-        expected = expected & torch.ones(q_length, kv_length, dtype=torch.bool).tril()
-    return starts if torch.equal(mask, expected.expand_as(mask)) else None
+    found = _key_range(mask) if mask.shape[-2] in (1, mask.shape[-1]) else None
+    if found is None or (found[1] is not None and not bool((found[1] == mask.shape[-1]).all())):
+        return None
+    return found[0]
 
 
-def _mask_as_starts(query, key, attn_mask, is_causal, key_starts):
-    """(attn_mask, is_causal, key_starts) as the kernels take them. A boolean mask that is causal
-    (Tq = Tk) or full (Tq = 1) apart from each batch entry's leading padding keys — what
-    transformers builds for a padded batch, handed on as it is where attn.hf cannot read it (under
-    torch.compile), or a tril mask given for is_causal — runs as is_causal with each entry's first
-    real key: the blocks past the diagonal and in the padding are skipped instead of the mask
-    read block by block (2.3x faster at T = 2048, H 16). Read here, inside the operators, when
-    they run; once per mask object (_once_per_mask)."""
+def _mask_as_starts(query, key, attn_mask, is_causal, key_starts, lengths_taken=True):
+    """(attn_mask, is_causal, key_starts, key_lengths) as the kernels take them. A boolean mask
+    of _key_range's kinds — what transformers builds for a padded batch, a prompt into a static
+    cache or a cached step, handed on as it is where attn.hf cannot read it (under
+    torch.compile, or with a static cache's unwritten slots), or a tril mask given for
+    is_causal — runs as is_causal (top-left) with each entry's first real key and, for a cached
+    step, its number of keys: the blocks past the diagonal, in the padding and past the written
+    keys are skipped instead of the mask read block by block (2.3x faster at T = 2048, H 16).
+    Read here, inside the operators, when they run; once per mask object (_once_per_mask).
+    lengths_taken=False (the bfloat16 entries, which take no key lengths): a mask that needs
+    them stays a mask."""
+    unchanged = attn_mask, is_causal, key_starts, None
     if (attn_mask is None or attn_mask.dtype is not torch.bool or is_causal
             or key_starts is not None or query.dim() != 4 or key.dim() != 4
             or attn_mask.dim() not in (2, 4) or attn_mask.shape[-2:] != (query.shape[2],
                                                                          key.shape[2])
-            or query.shape[2] not in (1, key.shape[2])
             or (attn_mask.dim() == 4 and (attn_mask.shape[1] != 1
                                           or attn_mask.shape[0] not in (1, query.shape[0])))):
-        return attn_mask, is_causal, key_starts
-    starts = _once_per_mask(attn_mask, _key_starts)
-    if starts is None:
-        return attn_mask, is_causal, key_starts
+        return unchanged
+    found = _once_per_mask(attn_mask, _key_range)
+    if found is None:
+        return unchanged
+    starts, ends = found
+    if ends is not None and bool((ends == key.shape[2]).all()):
+        ends = None  # every written key: no lengths to pass
+    if ends is not None and not lengths_taken:
+        return unchanged
+    batch = query.shape[0]
     causal = query.shape[2] > 1
-    if not bool(starts.any()):
-        return None, causal, None
-    return None, causal, starts.expand(query.shape[0]).contiguous()
+    starts = None if not bool(starts.any()) else starts.expand(batch).contiguous()
+    lengths = None if ends is None else ends.expand(batch).contiguous()
+    return None, causal, starts, lengths
 
 
 def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_starts=None,
              softcap=0.0, alibi_slopes=None, sinks=None):
     """attn's fused forward: the output in query's dtype and, with_lse, the float32 logsumexp
     (else None)."""
-    attn_mask, is_causal, key_starts = _mask_as_starts(query, key, attn_mask, is_causal,
-                                                       key_starts)
+    attn_mask, is_causal, key_starts, key_lengths = _mask_as_starts(
+        query, key, attn_mask, is_causal, key_starts,
+        lengths_taken=not _bfloat16_in_place(query, key, value))
     if _no_work(query, key, value):  # zeros, and the logsumexp of rows that see no key
         _check_no_work_shapes(query, key, value)
         out = query.new_zeros(query.shape[:-1] + value.shape[-1:])
@@ -224,13 +250,14 @@ def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_
         variants = _variants(softcap, alibi_slopes, sinks, torch.bfloat16)
         lse = _attn._torch_sdpa_bfloat16(
             query, key, value, out, is_causal, _mask_array(attn_mask), scale,
-            _starts_list(key_starts), variants["softcap"], variants["alibi_slopes"],
+            _per_entry(key_starts), variants["softcap"], variants["alibi_slopes"],
             variants["sinks"])
         return out, torch.from_numpy(lse) if with_lse else None
     result = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
                         _as_input(value, "value"), causal=is_causal, causal_align="top-left",
                         mask=_mask_array(attn_mask), scale=scale, return_lse=with_lse,
-                        key_starts=_starts_list(key_starts),
+                        key_starts=_per_entry(key_starts),
+                        key_lengths=_per_entry(key_lengths),
                         **_variants(softcap, alibi_slopes, sinks, query.dtype))
     out, lse = result if with_lse else (result, None)
     return _tensor(out, query.dtype), None if lse is None else torch.from_numpy(lse)
@@ -286,20 +313,24 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
         return (torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value), dsinks,
                 dmask)
     if not mask_gradient:  # a boolean mask read as the forward read it
-        attn_mask, is_causal, key_starts = _mask_as_starts(query, key, attn_mask, is_causal,
-                                                           key_starts)
+        attn_mask, is_causal, key_starts, key_lengths = _mask_as_starts(
+            query, key, attn_mask, is_causal, key_starts,
+            lengths_taken=not _bfloat16_in_place(grad_out, query, key, value, out))
+    else:
+        key_lengths = None
     variants = _variants(softcap, alibi_slopes, sinks, query.dtype)
     if _bfloat16_in_place(grad_out, query, key, value, out):  # read as they are
         grads = list(_attn._torch_sdpa_backward_bfloat16(
             grad_out, query, key, value, out, _as_input(lse, "lse"), is_causal,
-            _mask_array(attn_mask), scale, _starts_list(key_starts), variants["softcap"],
+            _mask_array(attn_mask), scale, _per_entry(key_starts), variants["softcap"],
             variants["alibi_slopes"], variants["sinks"], mask_gradient))
     else:
         grads = list(_attn.sdpa_backward(
             _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),
             _as_input(out, "out"), _as_input(lse, "lse"), _as_input(grad_out, "grad"),
             causal=is_causal, causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
-            key_starts=_starts_list(key_starts), return_mask_gradient=mask_gradient,
+            key_starts=_per_entry(key_starts), key_lengths=_per_entry(key_lengths),
+            return_mask_gradient=mask_gradient,
             **variants))
     dmask = _tensor(grads.pop(), attn_mask.dtype) if mask_gradient else _no_gradient(query)
     dsinks = _tensor(grads.pop(), sinks.dtype) if sinks is not None else _no_gradient(query)

@@ -94,6 +94,30 @@ def test_greedy_generation_through_the_cache_is_eagers(family):
     assert torch.equal(got, theirs)
 
 
+def test_a_static_cache_with_padding_reaches_the_kernels_without_its_mask(monkeypatch):
+    """generate() into a static cache (cache_implementation="static", the layout torch.compile
+    wants) on a left-padded batch: the masks carry the padding and the cache's slots not yet
+    written; attn.torch's operator reads them as key starts and key lengths, so every kernel call
+    skips those keys instead of reading the mask, and the tokens are eager's."""
+    import attn.torch as attn_torch
+    masks_read = []
+    real = attn_torch._attn.sdpa
+
+    def spy(*args, **kwargs):
+        masks_read.append(kwargs["mask"] is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attn_torch._attn, "sdpa", spy)
+    eager, ours = twin_models("llama")
+    ids, mask = left_padded_batch()
+    settings = dict(attention_mask=mask, max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                    pad_token_id=0, cache_implementation="static")
+    theirs = eager.generate(ids, **settings)
+    got = ours.generate(ids, **settings)
+    assert torch.equal(got, theirs)
+    assert masks_read and not any(masks_read), masks_read
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_one_training_step_has_eagers_gradients(family):
     eager, ours = twin_models(family)

@@ -370,14 +370,17 @@ def test_a_causal_or_padding_mask_runs_as_causal_inside_the_operator(monkeypatch
     transformers builds for a padded batch, and hands attn as it is under torch.compile), or a
     (T, T) tril mask, reaches the kernels as is_causal with the first real keys — they skip the
     blocks instead of reading the mask — in the forward and the backward, with the answers and
-    gradients the mask asks for. A mask one element off stays a mask."""
+    gradients the mask asks for. So do a static cache's masks, whose last keys are slots not yet
+    written: a padded prompt (Tq < Tk) as causal key starts, a cached step (one row) as key
+    starts and key lengths. A mask one element off stays a mask."""
     seen = []
 
     def spy(entry):
         real = getattr(attn._attn, entry)
 
         def call(*args, **kwargs):
-            seen.append((entry, kwargs["mask"] is None, kwargs["causal"], kwargs["key_starts"]))
+            seen.append((entry, kwargs["mask"] is None, kwargs["causal"], kwargs["key_starts"],
+                         kwargs["key_lengths"]))
             return real(*args, **kwargs)
         monkeypatch.setattr(attn._attn, entry, call)
 
@@ -389,10 +392,17 @@ def test_a_causal_or_padding_mask_runs_as_causal_inside_the_operator(monkeypatch
     padded[1, :, :, :9] = False  # entry 1: nine padding keys, its first nine rows see none
     off = padded.clone()
     off[0, 0, 5, 6] = True  # one key past the diagonal
-    for mask, as_causal, starts in ((tril, True, None), (padded, True, [0, 9]),
-                                    (off, False, None)):
+    prompt = torch.zeros(2, 1, 30, t, dtype=torch.bool)  # 30 prompt rows, 70 cache slots
+    prompt[:, :, :, :30] = padded[:, :, :30, :30]
+    step = torch.zeros(2, 1, 1, t, dtype=torch.bool)  # one row at position 40 of the cache
+    step[0, :, :, :41] = True
+    step[1, :, :, 9:41] = True
+    cases = ((tril, 70, (True, True, None, None)), (padded, 70, (True, True, [0, 9], None)),
+             (off, 70, (False, False, None, None)), (prompt, 30, (True, True, [0, 9], None)),
+             (step, 1, (True, False, [0, 9], [41, 41])))
+    for mask, tq, kernels_see in cases:
         seen.clear()
-        q, k, v = qkv(tq=t, grad=True, seed=3)
+        q, k, v = qkv(tq=tq, tk=t, grad=True, seed=3)
         out = at.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(4))
         got = torch.autograd.grad(out, (q, k, v), grad)
@@ -401,5 +411,4 @@ def test_a_causal_or_padding_mask_runs_as_causal_inside_the_operator(monkeypatch
         torch.testing.assert_close(out.double(), expected_out, **TOL)
         for a, b in zip(got, expected):
             torch.testing.assert_close(a.double(), b.double(), **TOL)
-        assert seen == [("sdpa", as_causal, as_causal, starts),
-                        ("sdpa_backward", as_causal, as_causal, starts)], seen
+        assert seen == [("sdpa",) + kernels_see, ("sdpa_backward",) + kernels_see], seen
