@@ -174,6 +174,8 @@ def _key_range(mask: torch.Tensor):
     if mask.dim() == 2:
         mask = mask[None, None]
     q_length, kv_length = mask.shape[2], mask.shape[3]
+    if q_length > 1 and bool(mask[:, 0, 0, 1:].any()):
+        return None  # the first query sees a key past itself: not causal (a quick no for most)
     last_row = mask[:, 0, -1, :]  # the last query sees every real key it may
     real = last_row.any(dim=1)
     none = torch.full_like(real, kv_length, dtype=torch.long)
