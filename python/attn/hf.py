@@ -76,7 +76,7 @@ def _refuse(module: torch.nn.Module, feature: str) -> None:
 def _readable(mask: torch.Tensor) -> bool:
     """A boolean (batch, 1, Tq, Tk) mask whose values may be read (not while tracing, where no
     test may depend on data: there the mask goes on as it is, and attn.torch's operator, when it
-    runs, reads a causal one with left padding as key starts)."""
+    runs, reads left padding as key starts and packed documents as a varlen call)."""
     return (mask.dtype is torch.bool and mask.dim() == 4 and mask.shape[1] == 1
             and not torch.compiler.is_compiling())
 
@@ -98,28 +98,7 @@ def _packed_sequences(mask: torch.Tensor):
     Otherwise None."""
     if not _readable(mask) or mask.shape[2] != mask.shape[3] or mask.shape[2] < 2:
         return None
-    return attn_torch._once_per_mask(mask, _documents)
-
-
-def _documents(mask: torch.Tensor):
-    seen = mask[:, 0]  # (batch, T, T)
-    length = seen.shape[1]
-    rows = torch.arange(length)
-    first = seen.view(torch.uint8).argmax(dim=2)  # the first key each row sees (0 if none)
-    # A document's first token sees itself alone; each row's document began at the last such row.
-    begins = first == rows
-    document_start = torch.cummax(torch.where(begins, rows, 0), dim=1).values
-    windowed = first > document_start
-    window = int((rows - first)[windowed].max()) + 1 if windowed.any() else 0
-    expected_first = (document_start if window == 0 else
-                      torch.maximum(document_start, rows - window + 1))
-    if not torch.equal(first, expected_first):
-        return None
-    if not torch.equal(seen, (rows[None, None, :] >= first[:, :, None]).tril_()):
-        return None
-    starts = torch.nonzero(begins.reshape(-1)).reshape(-1)
-    offsets = torch.cat([starts, torch.tensor([begins.numel()])]).to(torch.int32)
-    return offsets, window
+    return attn_torch._once_per_mask(mask, attn_torch._documents)
 
 
 def _say_dense(module: torch.nn.Module, mask) -> None:

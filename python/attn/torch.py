@@ -235,6 +235,57 @@ def _mask_as_starts(query, key, attn_mask, is_causal, key_starts, lengths_taken=
     return None, causal, starts, lengths
 
 
+def _documents(mask: torch.Tensor):
+    """For a boolean (batch, 1, T, T) mask in which every query row sees one run of keys that
+    ends at itself and starts at its document's first token, or W − 1 keys back if that is
+    later (documents packed end to end, each causal, with or without a sliding window of W):
+    (the documents' offsets over the batch's batch·T rows as an int32 tensor, W or 0).
+    Otherwise None."""
+    seen = mask[:, 0]  # (batch, T, T)
+    length = seen.shape[1]
+    rows = torch.arange(length)
+    first = seen.view(torch.uint8).argmax(dim=2)  # the first key each row sees (0 if none)
+    # A document's first token sees itself alone; each row's document began at the last such row.
+    begins = first == rows
+    document_start = torch.cummax(torch.where(begins, rows, 0), dim=1).values
+    windowed = first > document_start
+    window = int((rows - first)[windowed].max()) + 1 if windowed.any() else 0
+    expected_first = (document_start if window == 0 else
+                      torch.maximum(document_start, rows - window + 1))
+    if not torch.equal(first, expected_first):
+        return None
+    if not torch.equal(seen, (rows[None, None, :] >= first[:, :, None]).tril_()):
+        return None
+    starts = torch.nonzero(begins.reshape(-1)).reshape(-1)
+    offsets = torch.cat([starts, torch.tensor([begins.numel()])]).to(torch.int32)
+    return offsets, window
+
+
+def _mask_as_documents(query, key, value, attn_mask):
+    """_documents' answer for a boolean (batch, 1, T, T) mask over float tensors the varlen
+    kernels take as rows — transformers' mask of packed documents, handed on as it is where
+    attn.hf cannot read it (under torch.compile) — else None. Once per mask object."""
+    if (attn_mask is None or attn_mask.dtype is not torch.bool or query.dim() != 4
+            or key.dim() != 4 or attn_mask.dim() != 4 or attn_mask.shape[1] != 1
+            or attn_mask.shape[0] != query.shape[0] or query.shape[2] < 2
+            or attn_mask.shape[2:] != (query.shape[2], key.shape[2])
+            or query.shape[2] != key.shape[2] or _bfloat16_in_place(query, key, value)):
+        return None
+    return _once_per_mask(attn_mask, _documents)
+
+
+def _as_rows(x: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, T, d) as the varlen kernels' rows (batch·T, heads, d), contiguous."""
+    return _as_input(x.transpose(1, 2).reshape(-1, x.shape[1], x.shape[3]), "rows")
+
+
+def _from_rows(rows, batch: int, dtype) -> torch.Tensor:
+    """(batch·T, heads[, d]) rows back to (batch, heads, T[, d]), contiguous, in dtype."""
+    t = _tensor(rows, dtype)
+    t = t.reshape(batch, -1, *t.shape[1:])
+    return t.transpose(1, 2).contiguous()
+
+
 def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_starts=None,
              softcap=0.0, alibi_slopes=None, sinks=None):
     """attn's fused forward: the output in query's dtype and, with_lse, the float32 logsumexp
@@ -255,6 +306,16 @@ def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_
             _per_entry(key_starts), variants["softcap"], variants["alibi_slopes"],
             variants["sinks"])
         return out, torch.from_numpy(lse) if with_lse else None
+    documents = _mask_as_documents(query, key, value, attn_mask)
+    if documents is not None:  # packed documents: one varlen call over the rows
+        offsets, window = documents
+        out, lse = _attn.sdpa_varlen(_as_rows(query), _as_rows(key), _as_rows(value),
+                                     offsets.tolist(), offsets.tolist(), causal=True,
+                                     window=window or None, scale=scale,
+                                     **_variants(softcap, alibi_slopes, sinks, query.dtype))
+        batch = query.shape[0]
+        return (_from_rows(out, batch, query.dtype),
+                _from_rows(lse, batch, torch.float32) if with_lse else None)
     result = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
                         _as_input(value, "value"), causal=is_causal, causal_align="top-left",
                         mask=_mask_array(attn_mask), scale=scale, return_lse=with_lse,
@@ -321,6 +382,18 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
     else:
         key_lengths = None
     variants = _variants(softcap, alibi_slopes, sinks, query.dtype)
+    documents = None if mask_gradient else _mask_as_documents(query, key, value, attn_mask)
+    if documents is not None:  # packed documents, as the forward ran them
+        offsets, window = documents
+        grads = list(_attn.sdpa_varlen_backward(
+            _as_rows(query), _as_rows(key), _as_rows(value), _as_rows(out),
+            _as_input(lse.transpose(1, 2).reshape(-1, lse.shape[1]), "lse"), _as_rows(grad_out),
+            offsets.tolist(), offsets.tolist(), causal=True, window=window or None, scale=scale,
+            **variants))
+        batch = query.shape[0]
+        dsinks = _tensor(grads.pop(), sinks.dtype) if sinks is not None else _no_gradient(query)
+        return (_from_rows(grads[0], batch, query.dtype), _from_rows(grads[1], batch, key.dtype),
+                _from_rows(grads[2], batch, value.dtype), dsinks, _no_gradient(query))
     if _bfloat16_in_place(grad_out, query, key, value, out):  # read as they are
         grads = list(_attn._torch_sdpa_backward_bfloat16(
             grad_out, query, key, value, out, _as_input(lse, "lse"), is_causal,

@@ -533,3 +533,32 @@ def test_a_compiled_model_traces_attn_whole_and_gives_eagers_logits(monkeypatch)
         theirs = eager(input_ids=ids, attention_mask=mask).logits
     assert worst_relative(got, theirs, mask.bool()) < 1e-5
     assert kernel_calls == [(True, True, [0, 5])] * 2, kernel_calls
+
+
+def test_packed_documents_in_a_compiled_model_run_as_one_varlen_call(monkeypatch):
+    """Traced, attn.hf cannot read the mask of packed documents either; attn.torch's operator
+    does when it runs, and hands the rows to the varlen kernels with the documents' offsets
+    (Mistral: its window too): eager's logits, no kernel call reading the mask."""
+    import attn.torch as attn_torch
+    varlen_offsets, dense_masks = [], []
+    real_varlen, real_sdpa = attn_torch._attn.sdpa_varlen, attn_torch._attn.sdpa
+
+    def varlen_spy(*args, **kwargs):
+        varlen_offsets.append((args[-2], kwargs["window"]))
+        return real_varlen(*args, **kwargs)
+
+    def sdpa_spy(*args, **kwargs):
+        dense_masks.append(kwargs["mask"] is not None)
+        return real_sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(attn_torch._attn, "sdpa_varlen", varlen_spy)
+    monkeypatch.setattr(attn_torch._attn, "sdpa", sdpa_spy)
+    eager, ours = twin_models("mistral")
+    ids, positions = packed_documents()
+    compiled = torch.compile(ours, fullgraph=True)
+    with torch.no_grad():
+        got = compiled(input_ids=ids, position_ids=positions, use_cache=False).logits
+        theirs = eager(input_ids=ids, position_ids=positions, use_cache=False).logits
+    assert worst_relative(got, theirs) < 1e-5
+    assert varlen_offsets == [([0, 5, 17, 20, 40], 8)] * 2 and not any(dense_masks), (
+        varlen_offsets, dense_masks)

@@ -412,3 +412,45 @@ def test_a_causal_or_padding_mask_runs_as_causal_inside_the_operator(monkeypatch
         for a, b in zip(got, expected):
             torch.testing.assert_close(a.double(), b.double(), **TOL)
         assert seen == [("sdpa",) + kernels_see, ("sdpa_backward",) + kernels_see], seen
+
+
+def test_a_mask_of_packed_documents_runs_as_one_varlen_call_inside_the_operator(monkeypatch):
+    """A boolean (batch, 1, T, T) mask of documents packed end to end, each causal (transformers'
+    mask for restarting position_ids, handed on as it is under torch.compile), with or without a
+    sliding window, reaches the varlen kernels over the batch's rows with the documents' offsets,
+    forward and backward, under GQA: the answers and gradients the mask asks for."""
+    seen = []
+
+    def spy(entry):
+        real = getattr(attn._attn, entry)
+
+        def call(*args, **kwargs):
+            seen.append((entry, args[-2], kwargs["window"]))
+            return real(*args, **kwargs)
+        monkeypatch.setattr(attn._attn, entry, call)
+
+    spy("sdpa_varlen")
+    spy("sdpa_varlen_backward")
+    t = 50
+    mask = torch.zeros(2, 1, t, t, dtype=torch.bool)
+    for b, lengths in enumerate(((20, 30), (7, 33, 10))):
+        start = 0
+        for n in lengths:
+            mask[b, 0, start:start + n, start:start + n] = torch.ones(n, n, dtype=torch.bool).tril()
+            start += n
+    windowed = mask & ~torch.ones(t, t, dtype=torch.bool).tril(-6)  # the last 6 keys only
+    for m, window in ((mask, None), (windowed, 6)):
+        seen.clear()
+        q, k, v = qkv(heads=4, kv_heads=2, tq=t, grad=True, seed=5)
+        out = at.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
+        grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(6))
+        got = torch.autograd.grad(out, (q, k, v), grad)
+        k_all, v_all = (x.repeat_interleave(2, dim=1) for x in (k, v))
+        expected_out = masked_reference(q, k_all, v_all, m)
+        expected = torch.autograd.grad(expected_out, (q, k, v), grad.double())
+        torch.testing.assert_close(out.double(), expected_out, **TOL)
+        for a, b in zip(got, expected):
+            torch.testing.assert_close(a.double(), b.double(), **TOL)
+        offsets = [0, 20, 50, 57, 90, 100]
+        assert seen == [("sdpa_varlen", offsets, window),
+                        ("sdpa_varlen_backward", offsets, window)], seen
