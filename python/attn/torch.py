@@ -213,8 +213,8 @@ def _mask_as_starts(query, key, attn_mask, is_causal, key_starts, lengths_taken=
     lengths_taken=False (the bfloat16 entries, which take no key lengths): a mask that needs
     them stays a mask."""
     unchanged = attn_mask, is_causal, key_starts, None
-    if (attn_mask is None or attn_mask.dtype is not torch.bool or is_causal
-            or key_starts is not None or query.dim() != 4 or key.dim() != 4
+    if (attn_mask is None or attn_mask.dtype is not torch.bool or attn_mask.numel() == 0
+            or is_causal or key_starts is not None or query.dim() != 4 or key.dim() != 4
             or attn_mask.dim() not in (2, 4) or attn_mask.shape[-2:] != (query.shape[2],
                                                                          key.shape[2])
             or (attn_mask.dim() == 4 and (attn_mask.shape[1] != 1

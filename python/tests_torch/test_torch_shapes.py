@@ -93,6 +93,18 @@ def test_no_keys_with_a_learned_mask_and_sinks():
     assert sinks.grad.shape == (4,) and not sinks.grad.any()
 
 
+@pytest.mark.parametrize("tq", [1, 5])
+def test_no_keys_under_a_boolean_mask_are_pytorchs_zeros(tq):
+    """A boolean mask over no keys: PyTorch's zeros, forward and backward (the operator's look
+    for a causal or padding mask has no values to read there)."""
+    q, k, v = randn(2, 4, tq, 8, grad=True), randn(2, 4, 0, 8), randn(2, 4, 0, 8)
+    mask = torch.ones(2, 1, tq, 0, dtype=torch.bool)
+    ours = at.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    ours.sum().backward()
+    assert q.grad.shape == q.shape and not q.grad.any()
+
+
 def test_empty_bfloat16():
     q, k = randn(1, 2, 0, 8, dtype=torch.bfloat16), randn(1, 2, 4, 8, dtype=torch.bfloat16)
     out = at.scaled_dot_product_attention(q, k, k)
