@@ -102,15 +102,17 @@ def _packed_sequences(mask: torch.Tensor):
 
 
 def _say_dense(module: torch.nn.Module, mask) -> None:
-    """Logs once (INFO, logger "attn.hf") that a mask is read as it is, not as key_starts; not
-    while torch.compile traces (every mask is dense there, and a logging call breaks the graph,
-    which fullgraph=True refuses)."""
+    """Logs once (INFO, logger "attn.hf") that a mask is handed on as it is, not as key_starts;
+    not while torch.compile traces (every mask is handed on there, and a logging call breaks the
+    graph, which fullgraph=True refuses)."""
     global _said_dense
     if not _said_dense and not torch.compiler.is_compiling():
         _said_dense = True
         _log.info("attn.hf: %s passed a %s mask of shape %s that is not causal apart from left "
-                  "padding (a sliding window, a chunked prefill or a custom mask): attn reads it "
-                  "as it is, block by block", _model_name(module), mask.dtype, tuple(mask.shape))
+                  "padding (a sliding window, a static cache, a chunked prefill or a custom "
+                  "mask): attn.hf hands it on as it is; attn.torch runs a static cache's as key "
+                  "starts and lengths and reads any other block by block", _model_name(module),
+                  mask.dtype, tuple(mask.shape))
 
 
 def _weights_wanted(kwargs) -> bool:

@@ -185,7 +185,7 @@ def test_left_padding_runs_as_key_starts_not_as_a_dense_mask(monkeypatch, caplog
         else:  # the window is in the mask: attn reads it as it is, and says so once
             assert calls and all(c[0] and c[1] is None for c in calls), calls
             said = [r.getMessage() for r in caplog.records if r.name == "attn.hf"]
-            assert len(said) == 1 and "attn reads it as it is" in said[0], said
+            assert len(said) == 1 and "hands it on as it is" in said[0], said
 
 
 def test_attention_dropout_in_training_is_refused_by_name():
