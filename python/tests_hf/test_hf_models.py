@@ -513,7 +513,8 @@ def test_a_compiled_model_traces_attn_whole_and_gives_eagers_logits(monkeypatch)
     about the mask trace without a graph break (fullgraph raises at one), unpadded and
     left-padded, with eager's logits. Traced, attn.hf cannot read the mask and hands it on as it
     is; the operator reads it when it runs, and the kernels still get the padding as key
-    starts, causal, no mask."""
+    starts, causal, no mask. (backend="eager": Dynamo's trace, which is what fullgraph checks,
+    without Inductor's code generation, a minute of CI's time.)"""
     import attn.torch as attn_torch
     kernel_calls = []
     real = attn_torch._attn.sdpa
@@ -524,7 +525,7 @@ def test_a_compiled_model_traces_attn_whole_and_gives_eagers_logits(monkeypatch)
 
     monkeypatch.setattr(attn_torch._attn, "sdpa", spy)
     eager, ours = twin_models("llama")
-    compiled = torch.compile(ours, fullgraph=True)
+    compiled = torch.compile(ours, fullgraph=True, backend="eager")
     ids, mask = left_padded_batch()
     with torch.no_grad():
         assert worst_relative(compiled(input_ids=ids).logits, eager(input_ids=ids).logits) < 1e-5
@@ -555,7 +556,7 @@ def test_packed_documents_in_a_compiled_model_run_as_one_varlen_call(monkeypatch
     monkeypatch.setattr(attn_torch._attn, "sdpa", sdpa_spy)
     eager, ours = twin_models("mistral")
     ids, positions = packed_documents()
-    compiled = torch.compile(ours, fullgraph=True)
+    compiled = torch.compile(ours, fullgraph=True, backend="eager")
     with torch.no_grad():
         got = compiled(input_ids=ids, position_ids=positions, use_cache=False).logits
         theirs = eager(input_ids=ids, position_ids=positions, use_cache=False).logits
