@@ -139,9 +139,8 @@ def _weights(module, query, key, value, attention_mask, is_causal, scaling, soft
         _log.warning("attn.hf: %s returns its attention weights (output_attentions=True) without "
                      "a gradient; load the model with attn_implementation='eager' to "
                      "differentiate through them", _model_name(module))
-    with torch.no_grad():
-        _, weights = attn_torch._weights(query, key, value, attention_mask, is_causal, scaling,
-                                         softcap, sinks)
+    weights = attn_torch._weights(query, key, value, attention_mask, is_causal, scaling, softcap,
+                                  sinks)
     if weights.shape[-1] < kv_length:  # keys past a static cache's prompt: never seen
         weights = torch.nn.functional.pad(weights, (0, kv_length - weights.shape[-1]))
     return weights

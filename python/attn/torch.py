@@ -201,6 +201,18 @@ def _key_starts(mask: torch.Tensor):
     return found[0]
 
 
+def _boolean_mask_over(query, key, attn_mask) -> bool:
+    """Whether attn_mask is a boolean mask with elements over (batch, heads, Tq, d) queries and
+    (batch, kv_heads, Tk, d) keys, shaped (Tq, Tk) or (batch or 1, 1, Tq, Tk): the masks the
+    operators' readers (_mask_as_starts, _mask_as_documents) look at."""
+    return (attn_mask is not None and attn_mask.dtype is torch.bool and attn_mask.numel() > 0
+            and query.dim() == 4 and key.dim() == 4
+            and attn_mask.shape[-2:] == (query.shape[2], key.shape[2])
+            and (attn_mask.dim() == 2
+                 or (attn_mask.dim() == 4 and attn_mask.shape[1] == 1
+                     and attn_mask.shape[0] in (1, query.shape[0]))))
+
+
 def _mask_as_starts(query, key, attn_mask, is_causal, key_starts, lengths_taken=True):
     """(attn_mask, is_causal, key_starts, key_lengths) as the kernels take them. A boolean mask
     of _key_range's kinds — what transformers builds for a padded batch, a prompt into a static
@@ -213,12 +225,7 @@ def _mask_as_starts(query, key, attn_mask, is_causal, key_starts, lengths_taken=
     lengths_taken=False (the bfloat16 entries, which take no key lengths): a mask that needs
     them stays a mask."""
     unchanged = attn_mask, is_causal, key_starts, None
-    if (attn_mask is None or attn_mask.dtype is not torch.bool or attn_mask.numel() == 0
-            or is_causal or key_starts is not None or query.dim() != 4 or key.dim() != 4
-            or attn_mask.dim() not in (2, 4) or attn_mask.shape[-2:] != (query.shape[2],
-                                                                         key.shape[2])
-            or (attn_mask.dim() == 4 and (attn_mask.shape[1] != 1
-                                          or attn_mask.shape[0] not in (1, query.shape[0])))):
+    if is_causal or key_starts is not None or not _boolean_mask_over(query, key, attn_mask):
         return unchanged
     found = _once_per_mask(attn_mask, _key_range)
     if found is None:
@@ -265,10 +272,8 @@ def _mask_as_documents(query, key, value, attn_mask):
     """_documents' answer for a boolean (batch, 1, T, T) mask over float tensors the varlen
     kernels take as rows — transformers' mask of packed documents, handed on as it is where
     attn.hf cannot read it (under torch.compile) — else None. Once per mask object."""
-    if (attn_mask is None or attn_mask.dtype is not torch.bool or query.dim() != 4
-            or key.dim() != 4 or attn_mask.dim() != 4 or attn_mask.shape[1] != 1
+    if (not _boolean_mask_over(query, key, attn_mask) or attn_mask.dim() != 4
             or attn_mask.shape[0] != query.shape[0] or query.shape[2] < 2
-            or attn_mask.shape[2:] != (query.shape[2], key.shape[2])
             or query.shape[2] != key.shape[2] or _bfloat16_in_place(query, key, value)):
         return None
     return _once_per_mask(attn_mask, _documents)
@@ -327,19 +332,18 @@ def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_
 
 
 def _weights(query, key, value, attn_mask, is_causal, scale, softcap=0.0, sinks=None):
-    """The output and the attention weights softmax(q·kᵀ·scale + mask) (…, Tq, Tk) from attn's
-    kernel asked for them (scaled_dot_product_attention's semantics: top-left is_causal, GQA),
-    in query's dtype and outside autograd: for callers that report the weights (attn.hf's
+    """The attention weights softmax(q·kᵀ·scale + mask) (…, Tq, Tk) from attn's kernel asked
+    for them (scaled_dot_product_attention's semantics: top-left is_causal, GQA), in query's
+    dtype and outside autograd: for callers that report the weights (attn.hf's
     output_attentions)."""
     _check_devices(query, key, value, attn_mask)
     query, key, value = (t.detach() for t in (query, key, value))
     attn_mask = None if attn_mask is None else attn_mask.detach()
-    out, weights = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
-                              _as_input(value, "value"), causal=is_causal,
-                              causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
-                              return_weights=True,
-                              **_variants(softcap, None, sinks, torch.float32))
-    return _tensor(out, query.dtype), _tensor(weights, query.dtype)
+    _, weights = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
+                            _as_input(value, "value"), causal=is_causal, causal_align="top-left",
+                            mask=_mask_array(attn_mask), scale=scale, return_weights=True,
+                            **_variants(softcap, None, sinks, torch.float32))
+    return _tensor(weights, query.dtype)
 
 
 @torch.library.custom_op("attn::sdpa", mutates_args=())
@@ -375,12 +379,11 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
         dmask = torch.zeros_like(attn_mask) if mask_gradient else _no_gradient(query)
         return (torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value), dsinks,
                 dmask)
+    in_place = _bfloat16_in_place(grad_out, query, key, value, out)
+    key_lengths = None
     if not mask_gradient:  # a boolean mask read as the forward read it
         attn_mask, is_causal, key_starts, key_lengths = _mask_as_starts(
-            query, key, attn_mask, is_causal, key_starts,
-            lengths_taken=not _bfloat16_in_place(grad_out, query, key, value, out))
-    else:
-        key_lengths = None
+            query, key, attn_mask, is_causal, key_starts, lengths_taken=not in_place)
     variants = _variants(softcap, alibi_slopes, sinks, query.dtype)
     documents = None if mask_gradient else _mask_as_documents(query, key, value, attn_mask)
     if documents is not None:  # packed documents, as the forward ran them
@@ -394,7 +397,7 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
         dsinks = _tensor(grads.pop(), sinks.dtype) if sinks is not None else _no_gradient(query)
         return (_from_rows(grads[0], batch, query.dtype), _from_rows(grads[1], batch, key.dtype),
                 _from_rows(grads[2], batch, value.dtype), dsinks, _no_gradient(query))
-    if _bfloat16_in_place(grad_out, query, key, value, out):  # read as they are
+    if in_place:  # bfloat16 tensors read as they are
         grads = list(_attn._torch_sdpa_backward_bfloat16(
             grad_out, query, key, value, out, _as_input(lse, "lse"), is_causal,
             _mask_array(attn_mask), scale, _per_entry(key_starts), variants["softcap"],

@@ -94,20 +94,26 @@ def test_greedy_generation_through_the_cache_is_eagers(family):
     assert torch.equal(got, theirs)
 
 
+def record_kernel_calls(monkeypatch, entry, what):
+    """From here on, every call of attn's module function `entry` runs as before and appends
+    what(args, kwargs) to the list returned."""
+    import attn.torch as attn_torch
+    calls = []
+    real = getattr(attn_torch._attn, entry)
+
+    def call(*args, **kwargs):
+        calls.append(what(args, kwargs))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(attn_torch._attn, entry, call)
+    return calls
+
+
 def test_a_static_cache_with_padding_reaches_the_kernels_without_its_mask(monkeypatch):
     """generate() into a static cache (cache_implementation="static", the layout torch.compile
     wants) on a left-padded batch: the masks carry the padding and the cache's slots not yet
     written; attn.torch's operator reads them as key starts and key lengths, so every kernel call
     skips those keys instead of reading the mask, and the tokens are eager's."""
-    import attn.torch as attn_torch
-    masks_read = []
-    real = attn_torch._attn.sdpa
-
-    def spy(*args, **kwargs):
-        masks_read.append(kwargs["mask"] is not None)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(attn_torch._attn, "sdpa", spy)
+    masks_read = record_kernel_calls(monkeypatch, "sdpa", lambda args, kw: kw["mask"] is not None)
     eager, ours = twin_models("llama")
     ids, mask = left_padded_batch()
     settings = dict(attention_mask=mask, max_new_tokens=8, min_new_tokens=8, do_sample=False,
@@ -515,15 +521,8 @@ def test_a_compiled_model_traces_attn_whole_and_gives_eagers_logits(monkeypatch)
     is; the operator reads it when it runs, and the kernels still get the padding as key
     starts, causal, no mask. (backend="eager": Dynamo's trace, which is what fullgraph checks,
     without Inductor's code generation, a minute of CI's time.)"""
-    import attn.torch as attn_torch
-    kernel_calls = []
-    real = attn_torch._attn.sdpa
-
-    def spy(*args, **kwargs):
-        kernel_calls.append((kwargs["mask"] is None, kwargs["causal"], kwargs["key_starts"]))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(attn_torch._attn, "sdpa", spy)
+    kernel_calls = record_kernel_calls(
+        monkeypatch, "sdpa", lambda args, kw: (kw["mask"] is None, kw["causal"], kw["key_starts"]))
     eager, ours = twin_models("llama")
     compiled = torch.compile(ours, fullgraph=True, backend="eager")
     ids, mask = left_padded_batch()
@@ -540,20 +539,9 @@ def test_packed_documents_in_a_compiled_model_run_as_one_varlen_call(monkeypatch
     """Traced, attn.hf cannot read the mask of packed documents either; attn.torch's operator
     does when it runs, and hands the rows to the varlen kernels with the documents' offsets
     (Mistral: its window too): eager's logits, no kernel call reading the mask."""
-    import attn.torch as attn_torch
-    varlen_offsets, dense_masks = [], []
-    real_varlen, real_sdpa = attn_torch._attn.sdpa_varlen, attn_torch._attn.sdpa
-
-    def varlen_spy(*args, **kwargs):
-        varlen_offsets.append((args[-2], kwargs["window"]))
-        return real_varlen(*args, **kwargs)
-
-    def sdpa_spy(*args, **kwargs):
-        dense_masks.append(kwargs["mask"] is not None)
-        return real_sdpa(*args, **kwargs)
-
-    monkeypatch.setattr(attn_torch._attn, "sdpa_varlen", varlen_spy)
-    monkeypatch.setattr(attn_torch._attn, "sdpa", sdpa_spy)
+    varlen_offsets = record_kernel_calls(monkeypatch, "sdpa_varlen",
+                                         lambda args, kw: (args[-2], kw["window"]))
+    dense_masks = record_kernel_calls(monkeypatch, "sdpa", lambda args, kw: kw["mask"] is not None)
     eager, ours = twin_models("mistral")
     ids, positions = packed_documents()
     compiled = torch.compile(ours, fullgraph=True, backend="eager")

@@ -365,6 +365,17 @@ def masked_reference(q, k, v, mask):
     return weights @ v.double()
 
 
+def record_kernel_calls(monkeypatch, entry, what, calls):
+    """From here on, every call of attn's module function `entry` runs as before and appends
+    what(args, kwargs) to calls."""
+    real = getattr(attn._attn, entry)
+
+    def call(*args, **kwargs):
+        calls.append(what(args, kwargs))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(attn._attn, entry, call)
+
+
 def test_a_causal_or_padding_mask_runs_as_causal_inside_the_operator(monkeypatch):
     """A boolean mask that is causal apart from each batch entry's leading padding keys (what
     transformers builds for a padded batch, and hands attn as it is under torch.compile), or a
@@ -374,18 +385,9 @@ def test_a_causal_or_padding_mask_runs_as_causal_inside_the_operator(monkeypatch
     written: a padded prompt (Tq < Tk) as causal key starts, a cached step (one row) as key
     starts and key lengths. A mask one element off stays a mask."""
     seen = []
-
-    def spy(entry):
-        real = getattr(attn._attn, entry)
-
-        def call(*args, **kwargs):
-            seen.append((entry, kwargs["mask"] is None, kwargs["causal"], kwargs["key_starts"],
-                         kwargs["key_lengths"]))
-            return real(*args, **kwargs)
-        monkeypatch.setattr(attn._attn, entry, call)
-
-    spy("sdpa")
-    spy("sdpa_backward")
+    for entry in ("sdpa", "sdpa_backward"):
+        record_kernel_calls(monkeypatch, entry, lambda args, kw, entry=entry: (
+            entry, kw["mask"] is None, kw["causal"], kw["key_starts"], kw["key_lengths"]), seen)
     t = 70
     tril = torch.ones(t, t, dtype=torch.bool).tril()
     padded = tril[None, None].repeat(2, 1, 1, 1)
@@ -420,17 +422,9 @@ def test_a_mask_of_packed_documents_runs_as_one_varlen_call_inside_the_operator(
     sliding window, reaches the varlen kernels over the batch's rows with the documents' offsets,
     forward and backward, under GQA: the answers and gradients the mask asks for."""
     seen = []
-
-    def spy(entry):
-        real = getattr(attn._attn, entry)
-
-        def call(*args, **kwargs):
-            seen.append((entry, args[-2], kwargs["window"]))
-            return real(*args, **kwargs)
-        monkeypatch.setattr(attn._attn, entry, call)
-
-    spy("sdpa_varlen")
-    spy("sdpa_varlen_backward")
+    for entry in ("sdpa_varlen", "sdpa_varlen_backward"):
+        record_kernel_calls(monkeypatch, entry,
+                            lambda args, kw, entry=entry: (entry, args[-2], kw["window"]), seen)
     t = 50
     mask = torch.zeros(2, 1, t, t, dtype=torch.bool)
     for b, lengths in enumerate(((20, 30), (7, 33, 10))):
