@@ -35,6 +35,10 @@ handed to attn as it is, which broadcasts it over the heads; the first such call
 — gives zeros, where "eager" gives the mean of the values: no real token's output depends on
 it, but a loss that asks a padding position to predict the first real token does.
 
+Inside `torch.autocast("cpu")` every layer runs as transformers' SDPA does there: query, key
+and value (a Llama's come out of its rotary embedding in float32 and its value in bfloat16) and
+a float mask cast to the autocast dtype, so the layers run attn's bf16 products.
+
 output_attentions=True returns each layer's weights, as "eager" does (transformers' SDPA gives
 none): attn's kernel forms them under the same mask, window, cap and sinks, apart from the
 output, and they carry no gradient.
@@ -158,6 +162,9 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         sinks = kwargs.get("sinks")
     if dropout and module.training:
         _refuse(module, f"attention dropout in training (p={dropout})")
+    if torch.is_autocast_enabled("cpu"):  # every route below in the autocast dtype, as SDPA's
+        query, key, value, attention_mask = attn_torch._autocast(query, key, value,
+                                                                 attention_mask)
     q_length, kv_length = query.shape[2], key.shape[2]
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     # One query row sees every cached key: no mask is needed. A prompt without padding is causal.

@@ -19,7 +19,12 @@ gradient autograd gets from attn's fused backward).
   reads bfloat16 q, k and v in place and writes its bfloat16 output directly (on a CPU with AMX
   or AVX-512 BF16 the kernels read the words themselves; elsewhere attn widens them first, with
   the same result); so does the backward, whose gradients (float32 sums) are rounded to
-  bfloat16. float16 and float64 are computed in float32 (returned in their own dtype).
+  bfloat16. float16 and float64 are computed in float32 (returned in their own dtype). query,
+  key and value of different dtypes are a ValueError, as in PyTorch.
+- Inside `torch.autocast("cpu")` the attention functions cast as PyTorch's SDPA does there:
+  float32 (and float16) query, key, value and float mask to the autocast dtype, bfloat16 by
+  default, so the bf16 products run and the output is bfloat16; autograd casts the gradients
+  back. varlen_attention, like PyTorch's varlen_attn, takes its inputs' dtype as it is.
 - A query row that may attend to no key gives zeros, as PyTorch 2.13's CPU kernel does.
 - Shapes as PyTorch takes them: (..., L, E) with any number of leading dims, broadcast between
   query, key and value (a key with one head serves every query head); an input with none of
@@ -477,6 +482,8 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
                                  enable_gqa: bool = False) -> torch.Tensor:
     """PyTorch 2's `F.scaled_dot_product_attention` on attn's fused CPU kernels (see the module
     docstring): the same arguments, the same result, and a backward."""
+    if torch.is_autocast_enabled("cpu"):
+        query, key, value, attn_mask = _autocast(query, key, value, attn_mask)
     if attn_mask is None and dropout_p == 0.0 and _plain_inference(query, key, value, None):
         out = _attn._torch_plain_sdpa(query, key, value, is_causal, scale, enable_gqa)
         if out is not None:  # float32 CPU tensors read in place, the kernel called directly
@@ -488,10 +495,41 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     return _attend_any_shape(query, key, value, attn_mask, is_causal, scale, enable_gqa)
 
 
+def _autocast(query, key, value, attn_mask):
+    """What PyTorch's SDPA does inside torch.autocast on the CPU: query, key, value and a float
+    mask, float32 or float16, cast to the autocast dtype (bfloat16 unless another is set;
+    float64 stays), so that attn runs its bf16 products and returns the autocast dtype."""
+    dtype = torch.get_autocast_dtype("cpu")
+
+    def cast(t):
+        if (t is None or not t.is_floating_point() or t.dtype is torch.float64
+                or t.dtype is dtype or not t.is_cpu):
+            return t
+        return t.to(dtype)
+    return cast(query), cast(key), cast(value), cast(attn_mask)
+
+
+def _check_dtypes(query, key, value, attn_mask) -> None:
+    """PyTorch's rules for the dtypes: query, key and value alike (float ones: other dtypes get
+    _as_input's TypeError), a float mask float32 or query's dtype. attn would compute mixed
+    dtypes in float32 and answer in query's; PyTorch refuses them, so attn does too."""
+    if not (query.is_floating_point() and key.is_floating_point()
+            and value.is_floating_point()):
+        return
+    if not query.dtype == key.dtype == value.dtype:
+        raise ValueError(f"attn.torch: query, key and value must have the same dtype (as in "
+                         f"PyTorch), got {query.dtype}, {key.dtype} and {value.dtype}")
+    if (attn_mask is not None and attn_mask.is_floating_point()
+            and attn_mask.dtype not in (torch.float32, query.dtype)):
+        raise ValueError(f"attn.torch: a float attn_mask must be float32 or query's dtype "
+                         f"({query.dtype}), as in PyTorch; got {attn_mask.dtype}")
+
+
 def _check_call(query, key, value, attn_mask, is_causal, enable_gqa) -> None:
-    """PyTorch's rules for the arguments: CPU tensors, a mask or is_causal, grouped heads only
-    with enable_gqa."""
+    """PyTorch's rules for the arguments: CPU tensors of one dtype, a mask or is_causal, grouped
+    heads only with enable_gqa."""
     _check_devices(query, key, value, attn_mask)
+    _check_dtypes(query, key, value, attn_mask)
     if is_causal and attn_mask is not None:
         raise ValueError("attn.torch: attn_mask and is_causal cannot both be set (as in PyTorch)")
     if (not enable_gqa and query.dim() >= 3 and key.dim() >= 3
@@ -568,7 +606,12 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
       j gains -slope·|i - j| (top-left positions, as is_causal) (BLOOM, MPT); no gradient;
     - sinks: a float tensor (H,), one logit per query head in every softmax denominator
       (gpt-oss); differentiable: its gradient comes from attn's fused backward.
+
+    Inside torch.autocast on the CPU, query, key, value and a float mask are cast to the autocast
+    dtype as scaled_dot_product_attention's are; sinks and slopes stay as they are.
     """
+    if torch.is_autocast_enabled("cpu"):
+        query, key, value, attn_mask = _autocast(query, key, value, attn_mask)
     _check_call(query, key, value, attn_mask, is_causal, enable_gqa)
     return _attend_any_shape(query, key, value, attn_mask, is_causal, scale, enable_gqa, softcap,
                              alibi_slopes, sinks)
@@ -802,6 +845,18 @@ _varlen.register_autograd(_varlen_backward_rule, setup_context=_varlen_setup_con
 
 for _op in (_sdpa, _varlen):  # (the backwards are reached only by autograd, which vmap lacks)
     _vmap_by_slices(_op)
+
+
+def _no_second_derivative(ctx, *grads):
+    raise NotImplementedError(
+        "attn.torch: attn's backward has no derivative of its own, so a gradient of a gradient "
+        "(torch.autograd.grad(..., create_graph=True) through attention, a gradient penalty) "
+        "cannot pass through it; PyTorch's fused CPU kernel has none either. Compute that "
+        "attention with explicit operations (softmax(q·kᵀ)·v) instead")
+
+
+for _op in (_sdpa_backward, _varlen_backward):  # said plainly rather than by the dispatcher
+    _op.register_autograd(_no_second_derivative, setup_context=lambda ctx, inputs, output: None)
 
 
 def varlen_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -159,6 +159,30 @@ def test_a_bfloat16_model_stays_within_bfloat16s_rounding(family):
     assert worst_relative(got, exact, valid) <= worst_relative(theirs, exact, valid) + 2 ** -8
 
 
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2", "gpt_oss"])
+def test_autocast_runs_attns_bf16_products_within_eagers_rounding(family, monkeypatch):
+    """A float32 model inside torch.autocast("cpu"): its layers hand attention bfloat16 or, after
+    a rotary embedding, float32 queries and keys with bfloat16 values; attn casts them as
+    transformers' SDPA does and runs its bf16 kernels (their entry counted). Its logits stay as
+    near the float32 model's as eager's under the same autocast, its gradients float32."""
+    bf16_calls = record_kernel_calls(monkeypatch, "_torch_sdpa_bfloat16", lambda a, kw: True)
+    float_calls = record_kernel_calls(monkeypatch, "sdpa", lambda a, kw: True)
+    eager, ours = twin_models(family)
+    ids, mask = left_padded_batch()
+    with torch.no_grad():
+        exact = eager(input_ids=ids, attention_mask=mask).logits
+    with torch.autocast("cpu"):
+        theirs = eager(input_ids=ids, attention_mask=mask).logits.float()
+        got = ours.train()(input_ids=ids, attention_mask=mask).logits
+    assert bf16_calls and not float_calls
+    valid = mask.bool()
+    assert worst_relative(got.float().detach(), exact, valid) <= \
+        worst_relative(theirs.detach(), exact, valid) + 2 ** -8
+    got.float()[valid].logsumexp(-1).sum().backward()
+    grads = [p.grad for p in ours.parameters() if p.grad is not None]
+    assert grads and all(g.dtype == torch.float32 and bool(g.isfinite().all()) for g in grads)
+
+
 def test_left_padding_runs_as_key_starts_not_as_a_dense_mask(monkeypatch, caplog):
     """A left-padded prompt and its cached steps reach the kernel as causal (or one row) with a
     first real key per entry; a sliding window keeps the dense mask. Counted at attn.torch's

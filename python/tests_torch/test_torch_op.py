@@ -122,6 +122,71 @@ def test_bfloat16_runs_the_bf16_products_and_returns_bfloat16():
         torch.testing.assert_close(a.float(), c.float(), atol=5e-2, rtol=5e-2)
 
 
+@pytest.mark.parametrize("name", ["plain", "causal", "float mask", "bool mask", "gqa"])
+def test_autocast_runs_the_bf16_products_as_pytorchs_sdpa_does(name):
+    """Inside torch.autocast("cpu") PyTorch's SDPA casts float32 inputs to bfloat16: attn gives
+    the same dtype, exactly what it gives those inputs cast by hand, and float32 gradients for
+    float32 leaves (autograd casts them back)."""
+    (q, k, v), kwargs = make_case(name, grad=True)
+    with torch.autocast("cpu"):
+        out = at.scaled_dot_product_attention(q, k, v, **kwargs)
+        theirs = F.scaled_dot_product_attention(q, k, v, **kwargs)
+    assert out.dtype == theirs.dtype == torch.bfloat16
+    by_hand = {key: (value.bfloat16() if key == "attn_mask" and value.is_floating_point()
+                     else value) for key, value in kwargs.items()}
+    cast = [t.detach().bfloat16().requires_grad_() for t in (q, k, v)]
+    expected = at.scaled_dot_product_attention(*cast, **by_hand)
+    assert torch.equal(out, expected)
+    torch.testing.assert_close(out.float(), theirs.float(), atol=2e-2, rtol=2e-2)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), g)
+    expected_grads = torch.autograd.grad(expected, cast, g)
+    for a, b in zip(grads, expected_grads):
+        assert a.dtype == torch.float32
+        assert torch.equal(a, b.float())
+
+
+def test_autocast_to_float16_and_float64_inputs_follow_pytorch():
+    q, k, v = qkv()
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert at.scaled_dot_product_attention(q, k, v).dtype == torch.float16
+        assert at.attention(q, k, v, softcap=5.0).dtype == torch.float16
+        assert at.scaled_dot_product_attention(q.double(), k.double(), v.double()).dtype == \
+            F.scaled_dot_product_attention(q.double(), k.double(), v.double()).dtype
+    with torch.autocast("cpu", enabled=False):
+        assert at.scaled_dot_product_attention(q, k, v).dtype == torch.float32
+
+
+def test_autocast_in_a_compiled_model_traces_without_a_graph_break():
+    torch.manual_seed(0)
+    model = TinyAttention()
+    q, k, v = qkv(grad=True)
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    with torch.autocast("cpu"):
+        eager = model(q, k, v)
+        out = compiled(q, k, v)
+    assert out.dtype == eager.dtype == torch.bfloat16
+    assert torch.equal(out, eager)
+
+
+def test_a_gradient_of_a_gradient_is_refused_by_name():
+    """attn's backward is not differentiable (nor is PyTorch's fused CPU kernel's): the first
+    gradient with create_graph=True is the usual one; differentiating it says why it cannot."""
+    q, k, v = qkv(grad=True)
+    out = at.scaled_dot_product_attention(q, k, v, is_causal=True)
+    first, = torch.autograd.grad(out.sum(), q, create_graph=True)
+    plain, = torch.autograd.grad(at.scaled_dot_product_attention(q, k, v, is_causal=True).sum(), q)
+    assert torch.equal(first.detach(), plain)
+    with pytest.raises(NotImplementedError, match="gradient of a gradient"):
+        first.pow(2).sum().backward()
+    rows = [t.detach()[0].transpose(0, 1).contiguous().requires_grad_() for t in (q, k, v)]
+    offsets = torch.tensor([0, 37], dtype=torch.int32)
+    out = at.varlen_attention(*rows, offsets, offsets, 37, 37, window_size=(-1, 0))
+    first, = torch.autograd.grad(out.sum(), rows[0], create_graph=True)
+    with pytest.raises(NotImplementedError, match="gradient of a gradient"):
+        first.sum().backward()
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_bfloat16_is_read_in_place_and_is_the_widened_products(name, monkeypatch):
     """bfloat16 tensors go to the kernels as they are (one call of the module's bf16 entry, no
@@ -323,6 +388,10 @@ def test_two_threads_at_once_get_one_threads_answers():
     (lambda q: at.scaled_dot_product_attention(q.to("meta"), q.to("meta"), q.to("meta")),
      ValueError, "is on meta"),
     (lambda q: at.scaled_dot_product_attention(q.int(), q, q), TypeError, "floating-point"),
+    (lambda q: at.scaled_dot_product_attention(q, q.bfloat16(), q), ValueError, "same dtype"),
+    (lambda q: at.attention(q, q, q.double(), softcap=5.0), ValueError, "same dtype"),
+    (lambda q: at.scaled_dot_product_attention(q, q, q, attn_mask=torch.zeros(37, 37).double()),
+     ValueError, "float32 or query's dtype"),
     (lambda q: at.scaled_dot_product_attention(q * float("nan"), q, q), ValueError,
      "query holds nan|q holds nan"),
 ])
