@@ -41,7 +41,7 @@ a float mask cast to the autocast dtype, so the layers run attn's bf16 products.
 
 output_attentions=True returns each layer's weights, as "eager" does (transformers' SDPA gives
 none): attn's kernel forms them under the same mask, window, cap and sinks, apart from the
-output, and they carry no gradient.
+output, and a loss on them has eager's gradients (the softmax's backward, in PyTorch).
 """
 import logging
 
@@ -62,7 +62,6 @@ __all__ = ["register", "attention_forward", "mask_for_attn"]
 NAME = "attn"
 _log = logging.getLogger(__name__)
 _said_dense = False  # whether the dense-mask fallback was logged (once a process)
-_said_weights_detached = False  # whether weights asked for under autograd were logged (once)
 
 
 def _model_name(module: torch.nn.Module) -> str:
@@ -129,20 +128,12 @@ def _weights_wanted(kwargs) -> bool:
     return bool(collecting) and any(key.endswith("attentions") for key in collecting)
 
 
-def _weights(module, query, key, value, attention_mask, is_causal, scaling, softcap, sinks,
-             kv_length):
+def _weights(query, key, value, attention_mask, is_causal, scaling, softcap, sinks, kv_length):
     """The attention weights (batch, heads, Tq, kv_length) that "eager" returns for
     output_attentions=True, from attn's kernel asked for them (the mask, the window, the cap and
-    the sinks as the output had them), in query's dtype. They are formed apart from the output
-    and carry no gradient: the first call under autograd logs that once (WARNING, logger
-    "attn.hf"). A row that sees no key (a padding position) gets zeros, where eager spreads it
-    evenly over the keys."""
-    global _said_weights_detached
-    if torch.is_grad_enabled() and query.requires_grad and not _said_weights_detached:
-        _said_weights_detached = True
-        _log.warning("attn.hf: %s returns its attention weights (output_attentions=True) without "
-                     "a gradient; load the model with attn_implementation='eager' to "
-                     "differentiate through them", _model_name(module))
+    the sinks as the output had them), in query's dtype, with the softmax's gradient to query,
+    key, the sinks and T5's bias (attn.torch._weights). A row that sees no key (a padding
+    position) gets zeros, where eager spreads it evenly over the keys."""
     weights = attn_torch._weights(query, key, value, attention_mask, is_causal, scaling, softcap,
                                   sinks)
     if weights.shape[-1] < kv_length:  # keys past a static cache's prompt: never seen
@@ -180,8 +171,7 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     if _weights_wanted(kwargs):
         mask = attention_mask if position_bias is None else _bias_mask(attention_mask,
                                                                         position_bias)
-        weights = _weights(module, query, key, value, mask, is_causal, scaling, softcap, sinks,
-                           kv_length)
+        weights = _weights(query, key, value, mask, is_causal, scaling, softcap, sinks, kv_length)
     if position_bias is not None:  # T5's learned relative bias: a float mask, with its gradient
         return _attend_with_bias(query, key, value, attention_mask, position_bias, is_causal,
                                  scaling), weights

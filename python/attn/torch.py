@@ -339,16 +339,73 @@ def _forward(query, key, value, attn_mask, is_causal, scale, with_lse=True, key_
 def _weights(query, key, value, attn_mask, is_causal, scale, softcap=0.0, sinks=None):
     """The attention weights softmax(q·kᵀ·scale + mask) (…, Tq, Tk) from attn's kernel asked
     for them (scaled_dot_product_attention's semantics: top-left is_causal, GQA), in query's
-    dtype and outside autograd: for callers that report the weights (attn.hf's
-    output_attentions)."""
+    dtype, for callers that report the weights (attn.hf's output_attentions). Differentiable:
+    a loss on them reaches query, key, a float mask and the sinks (_Weights)."""
     _check_devices(query, key, value, attn_mask)
-    query, key, value = (t.detach() for t in (query, key, value))
-    attn_mask = None if attn_mask is None else attn_mask.detach()
-    _, weights = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
-                            _as_input(value, "value"), causal=is_causal, causal_align="top-left",
-                            mask=_mask_array(attn_mask), scale=scale, return_weights=True,
-                            **_variants(softcap, None, sinks, torch.float32))
-    return _tensor(weights, query.dtype)
+    return _Weights.apply(query, key, value, attn_mask, sinks, is_causal, scale, float(softcap))
+
+
+def _grouped(key: torch.Tensor, heads: int) -> torch.Tensor:
+    """key's heads (dim -3) repeated for the query heads each one serves (GQA); key itself when
+    they are as many, or for inputs without a head dim."""
+    if key.dim() < 3 or key.shape[-3] == heads:
+        return key
+    return key.repeat_interleave(heads // key.shape[-3], dim=-3)
+
+
+class _Weights(torch.autograd.Function):
+    """The weights P from attn's kernel, and the softmax's backward for them. With dP the
+    gradient of P, a row's scores get dS = P ⊙ (dP − Σ_j P_j·dP_j) — the sink's logit, which is
+    in every denominator but has no weight of its own here, changes nothing in that — and the
+    sink, whose probability is 1 − Σ_j P_j, gets −(1 − Σ_j P_j)·Σ_j P_j·dP_j summed over its
+    rows. Soft-capping multiplies dS by 1 − tanh²(s/c) of the scaled score s, the scale by
+    `scale`; then dq = dS·k, dk = dSᵀ·q, summed over the query heads a K head serves, and a float
+    mask gets dS summed over its broadcast dims. In float32 with PyTorch's products: the weights
+    are a Tq × Tk tensor already, and this runs only when a loss asks for them."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, attn_mask, sinks, is_causal, scale, softcap):
+        query, key, value = (t.detach() for t in (query, key, value))
+        attn_mask = None if attn_mask is None else attn_mask.detach()
+        _, weights = _attn.sdpa(_as_input(query, "query"), _as_input(key, "key"),
+                                _as_input(value, "value"), causal=is_causal,
+                                causal_align="top-left", mask=_mask_array(attn_mask), scale=scale,
+                                return_weights=True,
+                                **_variants(softcap, None, sinks, torch.float32))
+        weights = torch.from_numpy(weights)
+        ctx.save_for_backward(query, key, attn_mask, sinks, weights)
+        ctx.scale = scale if scale is not None else query.shape[-1] ** -0.5
+        ctx.softcap = softcap
+        return weights if query.dtype is torch.float32 else weights.to(query.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        query, key, attn_mask, sinks, weights = ctx.saved_tensors
+        needs_q, needs_k, _, needs_mask, needs_sinks = ctx.needs_input_grad[:5]
+        along_row = (weights * grad.float()).sum(-1, keepdim=True)
+        d_scores = weights * (grad.float() - along_row)
+        d_mask = d_sinks = d_query = d_key = None
+        if needs_mask and attn_mask is not None and attn_mask.is_floating_point():
+            d_mask = d_scores.sum_to_size(attn_mask.shape).to(attn_mask.dtype)
+        if needs_sinks and sinks is not None:  # every dim but the heads' (-3) summed
+            per_row = -(1.0 - weights.sum(-1)) * along_row.squeeze(-1)  # (..., H, Tq)
+            d_sinks = per_row.transpose(-2, -1).reshape(-1, sinks.shape[0]).sum(0)
+            d_sinks = d_sinks.to(sinks.dtype)
+        if needs_q or needs_k:
+            q, k = query.float(), _grouped(key.float(), query.shape[-3] if query.dim() > 2 else 1)
+            d_raw = d_scores
+            if ctx.softcap:
+                capped = torch.tanh((q @ k.transpose(-2, -1)) * (ctx.scale / ctx.softcap))
+                d_raw = d_raw * (1.0 - capped * capped)
+            d_raw = d_raw * ctx.scale
+            if needs_q:
+                d_query = (d_raw @ k).to(query.dtype)
+            if needs_k:
+                d_key = d_raw.transpose(-2, -1) @ q
+                if d_key.shape != key.shape:  # the query heads of each K head summed (GQA)
+                    d_key = d_key.unflatten(-3, (key.shape[-3], -1)).sum(-3)
+                d_key = d_key.to(key.dtype)
+        return d_query, d_key, None, d_mask, d_sinks, None, None, None
 
 
 @torch.library.custom_op("attn::sdpa", mutates_args=())

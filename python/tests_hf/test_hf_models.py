@@ -411,16 +411,57 @@ def test_output_attentions_of_packed_documents_and_of_t5():
                   torch.ones(decoder_ids.shape, dtype=torch.bool))
 
 
-def test_weights_under_autograd_carry_no_gradient_and_say_so_once(monkeypatch, caplog):
-    monkeypatch.setattr(attn.hf, "_said_weights_detached", False)
-    caplog.set_level("WARNING", logger="attn.hf")
-    _, ours = twin_models("llama")
+def loss_on_weights(weights, real_rows, seed=5):
+    """A loss that weighs every layer's weights on the rows of real tokens (a padding position
+    sees no key: zeros on attn, an even spread on eager) by fixed random numbers."""
+    g = torch.Generator().manual_seed(seed)
+    total = 0.0
+    for w in weights:
+        rows = real_rows[:, None, :, None].expand(w.shape).float()
+        total = total + (w * torch.randn(w.shape, generator=g) * rows).sum()
+    return total
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2", "gpt_oss"])
+def test_a_loss_on_the_weights_has_eagers_gradients(family):
+    """output_attentions under autograd: a loss on the weights and the logits reaches every
+    parameter as eager's does — through q and k, Gemma 2's cap, gpt-oss's sinks."""
+    eager, ours = twin_models(family)
     ids, mask = left_padded_batch()
-    for _ in range(2):
-        out = ours(input_ids=ids, attention_mask=mask, output_attentions=True)
-    assert out.logits.requires_grad and not out.attentions[0].requires_grad
-    said = [r.getMessage() for r in caplog.records if r.name == "attn.hf"]
-    assert len(said) == 1 and "without a gradient" in said[0], said
+    grads = []
+    for model in (eager, ours):
+        out = model.train()(input_ids=ids, attention_mask=mask, output_attentions=True)
+        loss = loss_on_weights(out.attentions, mask.bool()) + out.logits[mask.bool()].square().mean()
+        model.zero_grad()
+        loss.backward()
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    theirs, got = grads
+    assert got.keys() == theirs.keys()
+    for name in theirs:
+        assert worst_relative(got[name], theirs[name]) < 1e-4, name
+
+
+def test_a_loss_on_t5s_weights_reaches_its_position_bias():
+    eager, ours = t5_twins()
+    ids, mask = left_padded_batch(length=12, padding=4)
+    ids, mask = ids.flip(1), mask.flip(1)
+    decoder_ids = torch.randint(3, VOCAB, (2, 7), generator=torch.Generator().manual_seed(2))
+    grads = []
+    for model in (eager, ours):
+        out = model.train()(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids,
+                            output_attentions=True)
+        decoder_rows = torch.ones(decoder_ids.shape, dtype=torch.bool)
+        loss = (loss_on_weights(out.encoder_attentions, mask.bool())
+                + loss_on_weights(out.decoder_attentions, decoder_rows, seed=6)
+                + loss_on_weights(out.cross_attentions, decoder_rows, seed=7))
+        model.zero_grad()
+        loss.backward()
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    theirs, got = grads
+    assert any("relative_attention_bias" in name for name in theirs)
+    assert got.keys() == theirs.keys()
+    for name in theirs:
+        assert worst_relative(got[name], theirs[name]) < 1e-4, name
 
 
 def packed_documents(lengths=(5, 12, 3, 20)):

@@ -426,6 +426,32 @@ def test_gradients_match_finite_differences(causal):
         eps=1e-3, atol=2e-3, rtol=2e-3)
 
 
+@pytest.mark.parametrize("case", ["causal", "causal Tq<Tk", "gqa", "softcap", "sinks",
+                                  "float mask"])
+def test_the_weights_gradients_match_finite_differences(case):
+    """attn.torch._weights (attn.hf's output_attentions) differentiates the softmax in PyTorch:
+    to query and key, through the cap, to the sinks and to a float mask. float32 inside, hence
+    float32's step and tolerances."""
+    tq, tk = (3, 7) if case == "causal Tq<Tk" else (6, 6)
+    q, k, v = (t.double() for t in qkv(batch=1, heads=4, kv_heads=2 if case == "gqa" else 4,
+                                       tq=tq, tk=tk, d=4, seed=3))
+    inputs = [q.requires_grad_(), k.requires_grad_()]
+    options = dict(softcap=2.0 if case == "softcap" else 0.0)
+    mask = sinks = None
+    if case == "float mask":
+        mask = torch.randn(tq, tk, dtype=torch.float64, requires_grad=True)
+        inputs.append(mask)
+    if case == "sinks":
+        sinks = torch.randn(4, dtype=torch.float64, requires_grad=True)
+        inputs.append(sinks)
+
+    def weights(q, k, *rest):
+        m = rest[0] if mask is not None else None
+        s = rest[-1] if sinks is not None else None
+        return at._weights(q, k, v, m, mask is None, None, sinks=s, **options)
+    assert torch.autograd.gradcheck(weights, inputs, eps=1e-3, atol=2e-3, rtol=2e-3)
+
+
 def masked_reference(q, k, v, mask):
     """softmax(q·kᵀ/√d) · v in float64 under a boolean mask, a row that sees no key all zeros
     (attn's answer; PyTorch's is NaN), differentiable."""
