@@ -8,7 +8,8 @@ custom operator `torch.ops.attn.sdpa` (output and logsumexp), registered with a 
 implementation, so `torch.compile(fullgraph=True)` traces through it, and with autograd, whose
 backward is attn's fused backward from the saved logsumexp. `attn.torch.attention` is the same
 call with the score variants of today's models: soft-capping, ALiBi and attention sinks (whose
-gradient autograd gets from attn's fused backward).
+gradient autograd gets from attn's fused backward). `with attn.torch.replace_sdpa():` runs
+unchanged code's `F.scaled_dot_product_attention` calls on attn (_torch_mode.py).
 
 - Memory: float32 CPU tensors whose last dim is contiguous are read in place (no copy, not
   even a numpy view: the module reads the tensor's pointer, sizes and strides) and the output
@@ -47,7 +48,7 @@ import torch
 from . import _attn
 
 __all__ = ["scaled_dot_product_attention", "attention", "varlen_attention",
-           "varlen_attention_out"]
+           "varlen_attention_out", "replace_sdpa"]
 
 # float32 and bfloat16 CPU tensors: read in place
 _attn._set_torch_types(torch.Tensor, torch.float32, torch.bfloat16)
@@ -984,3 +985,7 @@ def varlen_attention_out(out: torch.Tensor, query: torch.Tensor, key: torch.Tens
                          f"{tuple(computed.shape)}")
     out.copy_(computed)
     return (out, result[1]) if isinstance(result, tuple) else out
+
+
+# `with attn.torch.replace_sdpa():` — F.scaled_dot_product_attention on attn inside the block.
+from ._torch_mode import replace_sdpa  # noqa: E402  (it calls scaled_dot_product_attention)

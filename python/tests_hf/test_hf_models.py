@@ -183,6 +183,31 @@ def test_autocast_runs_attns_bf16_products_within_eagers_rounding(family, monkey
     assert grads and all(g.dtype == torch.float32 and bool(g.isfinite().all()) for g in grads)
 
 
+def test_an_sdpa_model_inside_replace_sdpa_runs_on_attn(monkeypatch):
+    """The other way in, without attn.hf: a model loaded on transformers' own "sdpa", run inside
+    `with attn.torch.replace_sdpa():`, gets attn's kernels for its F.scaled_dot_product_attention
+    calls and gives eager's logits and greedy tokens on a left-padded batch."""
+    import attn.torch as attn_torch
+    calls = record_kernel_calls(monkeypatch, "sdpa", lambda args, kw: True)
+    eager, _ = twin_models("llama")
+    sdpa = AutoModelForCausalLM.from_config(copy.deepcopy(FAMILIES["llama"]()),
+                                            attn_implementation="sdpa")
+    sdpa.load_state_dict(eager.state_dict())
+    sdpa.eval()
+    ids, mask = left_padded_batch()
+    settings = dict(attention_mask=mask, max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                    pad_token_id=0)
+    with torch.no_grad():
+        theirs = eager(input_ids=ids, attention_mask=mask).logits
+        expected = eager.generate(ids, **settings)
+        with attn_torch.replace_sdpa():
+            got = sdpa(input_ids=ids, attention_mask=mask).logits
+            tokens = sdpa.generate(ids, **settings)
+    assert calls
+    assert worst_relative(got, theirs, mask.bool()) < 1e-5
+    assert torch.equal(tokens, expected)
+
+
 def test_left_padding_runs_as_key_starts_not_as_a_dense_mask(monkeypatch, caplog):
     """A left-padded prompt and its cached steps reach the kernel as causal (or one row) with a
     first real key per entry; a sliding window keeps the dense mask. Counted at attn.torch's
