@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import attn
 import attn._torch_mode as torch_mode
 import attn.torch as at
+from attention_formulas import record_kernel_calls
 
 TOL = dict(atol=2e-5, rtol=2e-5)
 
@@ -21,12 +21,7 @@ def count_kernel_calls(monkeypatch):
     operator's forward) is counted; returns the list they are appended to."""
     calls = []
     for entry in ("_torch_plain_sdpa", "sdpa"):
-        real = getattr(attn._attn, entry)
-
-        def call(*args, _real=real, _entry=entry, **kwargs):
-            calls.append(_entry)
-            return _real(*args, **kwargs)
-        monkeypatch.setattr(attn._attn, entry, call)
+        record_kernel_calls(monkeypatch, entry, lambda args, kwargs, entry=entry: entry, calls)
     return calls
 
 

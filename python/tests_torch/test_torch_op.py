@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import attn
 import attn.torch as at
+from attention_formulas import masked_reference, record_kernel_calls
 
 TOL = dict(atol=2e-5, rtol=2e-5)
 
@@ -450,25 +451,6 @@ def test_the_weights_gradients_match_finite_differences(case):
         s = rest[-1] if sinks is not None else None
         return at._weights(q, k, v, m, mask is None, None, sinks=s, **options)
     assert torch.autograd.gradcheck(weights, inputs, eps=1e-3, atol=2e-3, rtol=2e-3)
-
-
-def masked_reference(q, k, v, mask):
-    """softmax(q·kᵀ/√d) · v in float64 under a boolean mask, a row that sees no key all zeros
-    (attn's answer; PyTorch's is NaN), differentiable."""
-    scores = q.double() @ k.double().transpose(-1, -2) / q.shape[-1] ** 0.5
-    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
-    return weights @ v.double()
-
-
-def record_kernel_calls(monkeypatch, entry, what, calls):
-    """From here on, every call of attn's module function `entry` runs as before and appends
-    what(args, kwargs) to calls."""
-    real = getattr(attn._attn, entry)
-
-    def call(*args, **kwargs):
-        calls.append(what(args, kwargs))
-        return real(*args, **kwargs)
-    monkeypatch.setattr(attn._attn, entry, call)
 
 
 def test_a_causal_or_padding_mask_runs_as_causal_inside_the_operator(monkeypatch):

@@ -7,34 +7,7 @@ import torch
 
 import attn
 import attn.torch as at
-
-
-def eager_attention(q, k, v, mask=None, is_causal=False, scale=None, softcap=0.0,
-                    alibi_slopes=None, sinks=None):
-    """The definitions in PyTorch, as transformers' eager Gemma 2 and gpt-oss layers write them
-    (sinks: one more logit in the softmax, dropped after it). Top-left positions."""
-    group = q.shape[-3] // k.shape[-3]
-    k = k.repeat_interleave(group, dim=-3)
-    v = v.repeat_interleave(group, dim=-3)
-    scale = scale if scale is not None else q.shape[-1] ** -0.5
-    s = q @ k.transpose(-1, -2) * scale
-    if softcap:
-        s = softcap * torch.tanh(s / softcap)
-    tq, tk = s.shape[-2], s.shape[-1]
-    i = torch.arange(tq)[:, None]
-    j = torch.arange(tk)[None, :]
-    if alibi_slopes is not None:
-        s = s - alibi_slopes.to(s.dtype)[:, None, None] * (i - j).abs().to(s.dtype)
-    if is_causal:
-        s = s.masked_fill(j > i, float("-inf"))
-    if mask is not None:
-        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
-    if sinks is not None:
-        sink = sinks.to(s.dtype).reshape(-1, 1, 1).expand(*s.shape[:-1], 1)
-        p = torch.softmax(torch.cat([s, sink], dim=-1), dim=-1)[..., :-1]
-    else:
-        p = torch.softmax(s, dim=-1)
-    return p @ v
+from attention_formulas import eager_attention
 
 
 def inputs(heads=4, kv_heads=2, tq=37, tk=37, d=16, seed=0, dtype=torch.float32):
