@@ -281,6 +281,23 @@ def test_torch_compile_traces_it_without_a_graph_break():
         torch.testing.assert_close(a, b, **TOL)
 
 
+def test_torch_export_keeps_the_operator_through_save_load_and_dynamic_shapes(tmp_path):
+    """torch.export (the ahead-of-time path) records attn's operator in the program; the
+    program saved and loaded back runs it, at a sequence length other than the traced one."""
+    torch.manual_seed(0)
+    model = TinyAttention()
+    q, k, v = qkv()
+    length = torch.export.Dim("length", min=2, max=512)
+    shapes = {name: {2: length} for name in ("q", "k", "v")}
+    program = torch.export.export(model, (q, k, v), dynamic_shapes=shapes)
+    assert "attn.sdpa" in str(program.graph)
+    torch.export.save(program, tmp_path / "tiny.pt2")
+    loaded = torch.export.load(tmp_path / "tiny.pt2").module()
+    for tq in (37, 100):
+        q, k, v = qkv(tq=tq, seed=tq)
+        torch.testing.assert_close(loaded(q, k, v), model(q, k, v), **TOL)
+
+
 def test_float32_inputs_are_read_in_place_and_the_output_is_attns_memory():
     q, k, v = qkv()
     before = attn._conversions()
