@@ -153,9 +153,8 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         sinks = kwargs.get("sinks")
     if dropout and module.training:
         _refuse(module, f"attention dropout in training (p={dropout})")
-    if torch.is_autocast_enabled("cpu"):  # every route below in the autocast dtype, as SDPA's
-        query, key, value, attention_mask = attn_torch._autocast(query, key, value,
-                                                                 attention_mask)
+    # Under autocast, every route below in the autocast dtype, as SDPA's.
+    query, key, value, attention_mask = attn_torch._autocast(query, key, value, attention_mask)
     q_length, kv_length = query.shape[2], key.shape[2]
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     # One query row sees every cached key: no mask is needed. A prompt without padding is causal.
