@@ -50,4 +50,18 @@ inline std::string bf16_engine_missing(Bf16Engine engine) {
   return "";
 }
 
+// fn(engine) with only that engine allowed, for each of the fast ones (AMX, vdpbf16ps) that
+// this process can run; how many ran (0: the caller skips, saying why).
+template <class Fn>
+int for_each_fast_bf16_engine(const Fn& fn) {
+  int ran = 0;
+  for (const Bf16Engine engine : {Bf16Engine::kAmx, Bf16Engine::kDpbf16}) {
+    if (!bf16_engine_missing(engine).empty()) continue;
+    const OnlyBf16Engine only(engine);
+    fn(engine);
+    ++ran;
+  }
+  return ran;
+}
+
 }  // namespace attn::testing

@@ -18,6 +18,7 @@
 #include "attn/random.hpp"
 #include "attn/reference_matmul.hpp"
 #include "attn/threads.hpp"
+#include "bf16_engines.hpp"
 #include "gemm_cases.hpp"
 #include "simd_targets.hpp"
 #include "src/kernels/bfloat16.hpp"
@@ -181,7 +182,8 @@ TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {
 // on sgemm over the same blocks, widened a piece at a time (2100 columns: pieces of 1024 and
 // the rest); the bias variant is the product into rows of the bias.
 TEST(GemmBf16Weights, EqualsTheFloatProductsOfTheSameValues) {
-  const testing::AmxOff widening;  // with AMX, more rows take oneDNN's bf16 kernel (below)
+  // With AMX or a fast vdpbf16ps more rows take a bf16 kernel (below).
+  const testing::OnlyBf16Engine widening(testing::Bf16Engine::kVector);
   testing::for_each_simd_target([](const char* target) {
     for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
                                   {1, 17, 127},
@@ -228,31 +230,53 @@ TEST(GemmBf16Weights, EqualsTheFloatProductsOfTheSameValues) {
       "leading dimensions too small: lda=4 ldb=2"));
 }
 
-// With AMX, products of more than one row take oneDNN's bf16 kernel with A rounded to bf16 too
-// (design.md): the float product of the rounded A and B's values, to the order of its sums —
-// and not the product of the unrounded A.
-TEST(GemmBf16Weights, OnAmxRoundsTheRowsAsWell) {
-  if (!detail::amx_bf16_usable()) GTEST_SKIP() << "this CPU has no AMX-BF16: rows are not rounded";
-  for (const auto& [m, n, k] :
-       {std::tuple<int64_t, int64_t, int64_t>{37, 300, 64}, {130, 70, 33}, {64, 2100, 96}}) {
-    for (bool tb : {false, true}) {
-      const int64_t ldb = (tb ? k : n) + 3;
-      const Tensor a = rand_normal({m, k}, 1);
-      const Tensor b = rounded(rand_normal(tb ? Shape{n, ldb} : Shape{k, ldb}, 2));
-      std::vector<uint16_t> bits(static_cast<size_t>(b.numel()));
-      kernels::round_to_bfloat16(b.data(), 1, b.numel(), b.numel(), bits.data());
-      const Tensor a_rounded = rounded(a);
-      Tensor expected({m, n}), unrounded({m, n}), got({m, n});
-      gemm(false, tb, m, n, k, 1.0f, a_rounded.data(), k, b.data(), ldb, 0.0f, expected.data(), n);
-      gemm(false, tb, m, n, k, 1.0f, a.data(), k, b.data(), ldb, 0.0f, unrounded.data(), n);
-      detail::gemm_bf16_weights(tb, m, n, k, 1.0f, a.data(), k, bits.data(), ldb, 0.0f, got.data(),
-                                n);
-      const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" +
-                               std::to_string(k) + " tb=" + std::to_string(tb);
-      EXPECT_TRUE(testing::RelativelyClose(got, expected, 1e-5, what));
-      EXPECT_FALSE(testing::RelativelyClose(got, unrounded, 1e-5, what));
+// With AMX (oneDNN's bf16 kernel) or vdpbf16ps (gemm_dpbf16.hpp), products of more than one
+// row round A to bf16 too (design.md): the float product of the rounded A and B's values, to the
+// order of its sums — and not the product of the unrounded A. Shapes off the 16-row and
+// 16-column tiles and odd reductions; alpha and beta; the bias variant.
+TEST(GemmBf16Weights, OnBf16KernelsRoundsTheRowsAsWell) {
+  const int engines_run = testing::for_each_fast_bf16_engine([](testing::Bf16Engine engine) {
+    for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 300, 64},
+                                  {130, 70, 33},
+                                  {64, 2100, 96},
+                                  {2, 17, 1},
+                                  {48, 64, 1100}}) {
+      for (bool tb : {false, true}) {
+        const int64_t ldb = (tb ? k : n) + 3;
+        const Tensor a = rand_normal({m, k}, 1);
+        const Tensor b = rounded(rand_normal(tb ? Shape{n, ldb} : Shape{k, ldb}, 2));
+        std::vector<uint16_t> bits(static_cast<size_t>(b.numel()));
+        kernels::round_to_bfloat16(b.data(), 1, b.numel(), b.numel(), bits.data());
+        const Tensor a_rounded = rounded(a), bias = rand_normal({n}, 4);
+        const std::string what = testing::param_name(engine) + " " + std::to_string(m) + "x" +
+                                 std::to_string(n) + "x" + std::to_string(k) +
+                                 " tb=" + std::to_string(tb);
+        Tensor expected({m, n}), unrounded({m, n}), got({m, n});
+        gemm(false, tb, m, n, k, 1.0f, a_rounded.data(), k, b.data(), ldb, 0.0f, expected.data(),
+             n);
+        gemm(false, tb, m, n, k, 1.0f, a.data(), k, b.data(), ldb, 0.0f, unrounded.data(), n);
+        detail::gemm_bf16_weights(tb, m, n, k, 1.0f, a.data(), k, bits.data(), ldb, 0.0f,
+                                  got.data(), n);
+        EXPECT_TRUE(testing::RelativelyClose(got, expected, 1e-5, what));
+        EXPECT_FALSE(testing::RelativelyClose(got, unrounded, 1e-5, what));
+        // C = 0.5·A·B + 2·C, and the bias's rows plus the product.
+        expected = rand_normal({m, n}, 3);
+        got = expected.clone();
+        gemm(false, tb, m, n, k, 0.5f, a_rounded.data(), k, b.data(), ldb, 2.0f, expected.data(),
+             n);
+        detail::gemm_bf16_weights(tb, m, n, k, 0.5f, a.data(), k, bits.data(), ldb, 2.0f,
+                                  got.data(), n);
+        EXPECT_TRUE(testing::RelativelyClose(got, expected, 1e-5, what + " alpha, beta"));
+        gemm_bias(false, tb, m, n, k, a_rounded.data(), k, b.data(), ldb, bias.data(),
+                  expected.data(), n);
+        detail::gemm_bias_bf16_weights(tb, m, n, k, a.data(), k, bits.data(), ldb, bias.data(),
+                                       got.data(), n);
+        EXPECT_TRUE(testing::RelativelyClose(got, expected, 1e-5, what + " bias"));
+      }
     }
-  }
+  });
+  if (engines_run == 0)
+    GTEST_SKIP() << "this CPU has no bf16 kernel (AMX-BF16 or a fast vdpbf16ps)";
 }
 
 }  // namespace

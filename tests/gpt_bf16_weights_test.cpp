@@ -11,7 +11,7 @@
 #include "attn/bfloat16.hpp"
 #include "attn/gpt.hpp"
 #include "attn/threads.hpp"
-#include "simd_targets.hpp"
+#include "bf16_engines.hpp"
 #include "test_util.hpp"
 
 namespace attn {
@@ -90,8 +90,9 @@ TEST(GptBf16Weights, DecodesBitForBitAsAFloatModelOfTheSameValues) {
 // More rows (a prompt, a window's logits): the same bits as the float model of the same values
 // too; and the model is still the float model it came from, within bf16's rounding.
 TEST(GptBf16Weights, TheFullWindowIsTheFloatForwardOfTheSameValues) {
-  // With AMX a prompt's products round the activations too (GemmBf16Weights.OnAmxRoundsTheRows…).
-  const testing::AmxOff exact_products;
+  // With AMX or vdpbf16ps a prompt's products round the activations too
+  // (GemmBf16Weights.OnBf16KernelsRoundsTheRowsAsWell).
+  const testing::OnlyBf16Engine exact_products(testing::Bf16Engine::kVector);
   const GptConfig config = small(PositionKind::kLearned, 0);
   const Gpt original(config, 4);
   Gpt half(config, 4);
@@ -112,17 +113,21 @@ TEST(GptBf16Weights, TheFullWindowIsTheFloatForwardOfTheSameValues) {
       weights, same.attention_weights(std::vector<int64_t>(ids.begin(), ids.begin() + 9))));
 }
 
-// With AMX the prompt's products also round the activations: the logits stay as near the float
-// model's as the weights' rounding alone left them.
-TEST(GptBf16Weights, OnAmxThePromptStaysNearTheFloatModel) {
-  if (!detail::amx_bf16_usable()) GTEST_SKIP() << "this CPU has no AMX-BF16";
-  const GptConfig config = small(PositionKind::kLearned, 0);
-  const Gpt original(config, 4);
-  Gpt half(config, 4);
-  half.set_weights_dtype(Dtype::kBFloat16);
-  const std::vector<int64_t> ids = random_ids(2 * 20, 61, 6);
-  EXPECT_TRUE(testing::RelativelyClose(half.logits(ids, 2), original.logits(ids, 2), 0.02,
-                                       "bf16 weights and rows against float"));
+// With AMX or vdpbf16ps the prompt's products also round the activations: the logits stay as
+// near the float model's as the weights' rounding alone left them.
+TEST(GptBf16Weights, OnBf16KernelsThePromptStaysNearTheFloatModel) {
+  const int engines_run = testing::for_each_fast_bf16_engine([](testing::Bf16Engine engine) {
+    const GptConfig config = small(PositionKind::kLearned, 0);
+    const Gpt original(config, 4);
+    Gpt half(config, 4);
+    half.set_weights_dtype(Dtype::kBFloat16);
+    const std::vector<int64_t> ids = random_ids(2 * 20, 61, 6);
+    EXPECT_TRUE(testing::RelativelyClose(
+        half.logits(ids, 2), original.logits(ids, 2), 0.02,
+        "bf16 weights and rows against float, " + testing::param_name(engine)));
+  });
+  if (engines_run == 0)
+    GTEST_SKIP() << "this CPU has no bf16 kernel (AMX-BF16 or a fast vdpbf16ps)";
 }
 
 // /proc/self/statm's resident pages, in bytes.

@@ -9,7 +9,6 @@
 #include <functional>
 
 #include "hwy/targets.h"
-#include "src/core/simd_cap.hpp"
 
 namespace attn::testing {
 
@@ -28,14 +27,5 @@ inline void for_each_simd_target(const std::function<void(const char*)>& check) 
   }
   hwy::SetSupportedTargetsForTest(0);
 }
-
-// AMX turned off for a scope, so that the vector (and widening) paths run on an AMX CPU too.
-class AmxOff {
- public:
-  AmxOff() { detail::set_amx_allowed(false); }
-  ~AmxOff() { detail::set_amx_allowed(true); }
-  AmxOff(const AmxOff&) = delete;
-  AmxOff& operator=(const AmxOff&) = delete;
-};
 
 }  // namespace attn::testing

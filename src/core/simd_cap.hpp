@@ -19,7 +19,8 @@ bool amx_bf16_usable();
 // process, where limit_simd may no longer change once oneDNN has opened.
 void set_amx_allowed(bool allowed);
 
-// Whether attention's bf16 products, where AMX is not usable, run on AVX-512 BF16's vdpbf16ps
+// Whether attention's bf16 products, and a prompt's products with bf16 weights
+// (src/linalg/gemm_dpbf16.hpp), run on AVX-512 BF16's vdpbf16ps where AMX is not usable
 // (src/kernels/dpbf16_tiles.hpp): the CPU has AVX-512 BF16, the AVX-512 kernels are dispatched,
 // no cap is set (limit_simd("avx512") turns it off, as AMX), and — by default — the CPU is one
 // where vdpbf16ps outruns the FMA (AMD's: simd.cpp says why not Intel's).

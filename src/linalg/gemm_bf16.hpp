@@ -21,7 +21,8 @@ void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, flo
 // a float product to read; more rows (a prompt) widen B's block to floats a piece at a time
 // for oneDNN's sgemm. (oneDNN's bf16 product, with A rounded too, ran a GPT-2 small prompt
 // at 298 tokens/s against 520 in float on an AVX-512 BF16 CPU: there widening is both faster
-// and exact. With AMX, more rows take that product: gemm_bf16_weights_one_thread.)
+// and exact. With AMX, more rows take that product: gemm_bf16_weights_one_thread; on AMD's
+// AVX-512 BF16, attn's vdpbf16ps kernel, A rounded as well: gemm_dpbf16.hpp.)
 // C = alpha·A·op(B) + beta·C, A (m, k) row-major.
 void gemm_bf16_weights(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                        int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,

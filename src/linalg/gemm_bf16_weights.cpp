@@ -11,6 +11,7 @@
 #include "src/kernels/gemv.hpp"
 #include "src/linalg/async_signals_held.hpp"
 #include "src/linalg/gemm_bf16.hpp"
+#include "src/linalg/gemm_dpbf16.hpp"
 #include "src/linalg/gemm_split.hpp"
 #include "src/linalg/onednn_library.hpp"
 
@@ -49,6 +50,11 @@ void multiply_block(const Block& x, bool trans_b, int64_t k, float alpha, const 
   if (amx_bf16_usable() && gemm_bf16_weights_one_thread(trans_b, x.rows, x.cols, k, alpha, a_block,
                                                         lda, b_block, ldb, beta, c_block, ldc))
     return;
+  // Without AMX, on AVX-512 BF16 where vdpbf16ps outruns the FMA (AMD's), the same rounding of
+  // the rows on its register tiles.
+  if (dpbf16_usable())
+    return gemm_dpbf16_one_thread(trans_b, x.rows, x.cols, k, alpha, a_block, lda, b_block, ldb,
+                                  beta, c_block, ldc);
   thread_local std::vector<float> wide;
   for (int64_t j = 0; j < x.cols; j += kWidenColumns) {
     const int64_t cols = std::min(kWidenColumns, x.cols - j);
