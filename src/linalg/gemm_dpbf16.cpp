@@ -19,13 +19,15 @@
 namespace attn::detail {
 namespace {
 
-constexpr int64_t kTile = 16;    // rows and columns of a register tile of C
-constexpr int64_t kChunk = 32;   // bfloat16 of the reduction per chunk of dpbf16_product
-constexpr int64_t kDepth = 512;  // the reduction's slice: B's 16 columns × 512 = 16 KiB
+constexpr int64_t kTile = 16;            // rows and columns of a register tile of C
+constexpr int64_t kChunk = 32;           // bfloat16 of the reduction per chunk of dpbf16_product
+constexpr int64_t kDepth = 512;          // the reduction's slice: B's 16 columns × 512 = 16 KiB
+constexpr int64_t kPieceColumns = 1024;  // B's columns packed at a time: 2 KiB per pair-row
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// A block's buffers, kept per thread between calls (a prompt makes the same products again).
+// A block's buffers, kept per thread between calls (a prompt makes the same products again)
+// unless they grew past kKeptBytes.
 struct Operands {
   std::vector<uint16_t> rows;   // bf16(A), (m rounded up to 16) × (k rounded up to 32)
   std::vector<uint32_t> pairs;  // B's pairs, (k rounded up to 32) / 2 × (n rounded up to 16)
@@ -101,26 +103,10 @@ void pack_pairs(bool trans_b, const uint16_t* b, int64_t ldb, int64_t k, int64_t
   }
 }
 
-}  // namespace
-
-void gemm_dpbf16_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                            const float* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
-                            float* c, int64_t ldc) {
-  if (k == 0) {  // no products: C = beta·C
-    for (int64_t r = 0; r < m; ++r) {
-      for (int64_t j = 0; j < n; ++j) c[r * ldc + j] = beta == 0.0f ? 0.0f : beta * c[r * ldc + j];
-    }
-    return;
-  }
+// C's columns [0, n) (one piece) = alpha·rows·op(B) + beta·C, rows already rounded (m_pad × k_pad).
+void multiply_piece(Operands& ops, bool trans_b, const uint16_t* b, int64_t ldb, int64_t m,
+                    int64_t n, int64_t k, float alpha, float beta, float* c, int64_t ldc) {
   const int64_t m_pad = round_up(m, kTile), n_pad = round_up(n, kTile), k_pad = round_up(k, kChunk);
-  Operands& ops = operands();
-  ops.rows.resize(static_cast<size_t>(m_pad * k_pad));
-  uint16_t* rows = ops.rows.data();
-  for (int64_t r = 0; r < m; ++r) {
-    kernels::round_to_bfloat16(a + r * lda, 1, k, k, rows + r * k_pad);
-    std::fill(rows + r * k_pad + k, rows + (r + 1) * k_pad, uint16_t{0});
-  }
-  std::fill(rows + m * k_pad, rows + m_pad * k_pad, uint16_t{0});
   ops.pairs.resize(static_cast<size_t>(k_pad / 2 * n_pad));
   const Panels panels{ops.pairs.data(), k_pad / 2};
   pack_pairs(trans_b, b, ldb, k, n, panels);
@@ -136,6 +122,7 @@ void gemm_dpbf16_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k, float
     ld_out = n_pad;
   }
   const bool add_to_c = direct && beta == 1.0f;
+  const uint16_t* rows = ops.rows.data();
   for (int64_t k0 = 0; k0 < k_pad; k0 += kDepth) {
     const int64_t depth = std::min(kDepth, k_pad - k0);
     for (int64_t i = 0; i < m_pad; i += kTile) {  // a row tile's slice, past every panel's
@@ -155,6 +142,46 @@ void gemm_dpbf16_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k, float
     for (int64_t j = 0; j < n; ++j)
       row[j] = alpha * product[j] + (beta == 0.0f ? 0.0f : beta * row[j]);
   }
+}
+
+// A buffer past this many bytes is given back after the call rather than kept for the next.
+constexpr size_t kKeptBytes = size_t{8} << 20;
+
+template <class T>
+void release_if_large(std::vector<T>& buffer) {
+  if (buffer.capacity() * sizeof(T) > kKeptBytes) std::vector<T>().swap(buffer);
+}
+
+}  // namespace
+
+void gemm_dpbf16_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                            const float* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
+                            float* c, int64_t ldc) {
+  if (k == 0) {  // no products: C = beta·C
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < n; ++j) c[r * ldc + j] = beta == 0.0f ? 0.0f : beta * c[r * ldc + j];
+    }
+    return;
+  }
+  const int64_t m_pad = round_up(m, kTile), k_pad = round_up(k, kChunk);
+  Operands& ops = operands();
+  ops.rows.resize(static_cast<size_t>(m_pad * k_pad));
+  uint16_t* rows = ops.rows.data();
+  for (int64_t r = 0; r < m; ++r) {
+    kernels::round_to_bfloat16(a + r * lda, 1, k, k, rows + r * k_pad);
+    std::fill(rows + r * k_pad + k, rows + (r + 1) * k_pad, uint16_t{0});
+  }
+  std::fill(rows + m * k_pad, rows + m_pad * k_pad, uint16_t{0});
+  // B's columns a piece at a time, so its pairs take a bounded buffer (wte's 50257 columns of
+  // logits would otherwise be repacked whole).
+  for (int64_t j0 = 0; j0 < n; j0 += kPieceColumns) {
+    const uint16_t* piece = trans_b ? b + j0 * ldb : b + j0;
+    multiply_piece(ops, trans_b, piece, ldb, m, std::min(kPieceColumns, n - j0), k, alpha, beta,
+                   c + j0, ldc);
+  }
+  release_if_large(ops.rows);
+  release_if_large(ops.pairs);
+  release_if_large(ops.product);
 }
 
 }  // namespace attn::detail
