@@ -18,9 +18,10 @@
 #                   next to the same models in PyTorch
 #   make format     rewrite every C++ file with clang-format under .clang-format
 #   make lint       check that every C++ file is so formatted, that every include of src/
-#                   and include/attn/ points down the layers (scripts/check_layers.py), and
-#                   that clang-tidy finds nothing of .clang-tidy's checks (scripts/tidy, a few
-#                   minutes); CI runs it first
+#                   and include/attn/ points down the layers (scripts/check_layers.py), that
+#                   each file compiles alone, unity batches aside (scripts/check_includes.py,
+#                   ~3 minutes), and that clang-tidy finds nothing of .clang-tidy's checks
+#                   (scripts/tidy, a few minutes); CI runs it first
 #   make fixtures   regenerate tests/fixtures/*.npy and gpt_*.safetensors with numpy and PyTorch
 #                   2.13, and tests/fixtures/gpt2/'s ids with tiktoken and transformers'
 #                   GPT2TokenizerFast (all in build/venv)
@@ -100,6 +101,7 @@ lint:
 	@clang-format --dry-run -Werror $(CXX_FILES)
 	@echo "lint: $(words $(CXX_FILES)) C++ files formatted as .clang-format says"
 	/usr/bin/python3 scripts/check_layers.py
+	/usr/bin/python3 scripts/check_includes.py $(JOBS)
 	JOBS=$(JOBS) scripts/tidy
 
 clean:
