@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "src/kernels/bfloat16.hpp"
+#include "src/kernels/bfloat16_pack.hpp"
 #include "src/kernels/dpbf16_tiles.hpp"
 
 #if defined(__x86_64__)
@@ -75,6 +75,8 @@ void interleave_rows(const uint16_t* even_row, const uint16_t* odd_row, int64_t 
     panels.at(p, j)[j % kTile] =
         even_row[j] | (odd_row != nullptr ? uint32_t{odd_row[j]} << 16 : 0u);
   }
+  // Zeros past n to the panel's end, as the vector version's masked loads give.
+  for (int64_t j = n; j % kTile != 0; ++j) panels.at(p, j)[j % kTile] = 0u;
 }
 #endif
 
@@ -167,10 +169,8 @@ void gemm_dpbf16_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k, float
   Operands& ops = operands();
   ops.rows.resize(static_cast<size_t>(m_pad * k_pad));
   uint16_t* rows = ops.rows.data();
-  for (int64_t r = 0; r < m; ++r) {
-    kernels::round_to_bfloat16(a + r * lda, 1, k, k, rows + r * k_pad);
-    std::fill(rows + r * k_pad + k, rows + (r + 1) * k_pad, uint16_t{0});
-  }
+  kernels::pack_bfloat16_rows(a, lda, static_cast<size_t>(m), static_cast<size_t>(k),
+                              static_cast<size_t>(k_pad), rows);
   std::fill(rows + m * k_pad, rows + m_pad * k_pad, uint16_t{0});
   // B's columns a piece at a time, so its pairs take a bounded buffer (wte's 50257 columns of
   // logits would otherwise be repacked whole).
