@@ -1,10 +1,12 @@
 // The engines of attention's bf16 products side by side, on whatever this CPU has: float
 // products, AMX tiles, AVX-512 BF16's vdpbf16ps (forced on, even where the library would not
 // choose it: an Intel CPU), and the vector kernels on rounded floats — the causal forward and
-// backward (B 1, H 16, d 64, every thread), the engines taking turns run after run, least and
-// median ms. A benchmark, not a test; docs/performance.md has its figures.
+// backward (B 1, H 16, d 64 unless given; every thread), the engines taking turns run after run,
+// least and median ms. A benchmark, not a test; docs/performance.md has its figures.
 //
-//   build/release/bf16_engines [T=1024] [RUNS=9]
+//   build/release/bf16_engines [T=1024] [RUNS=9] [B=1 H=16 D=64]
+//
+// (The small GPT's step: bf16_engines 64 2000 12 4 32.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,10 +45,13 @@ int main(int argc, char** argv) {
   using attn::detail::Dpbf16Use;
   const int64_t t = argc > 1 ? std::atoll(argv[1]) : 1024;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 9;
-  const attn::Tensor q = attn::rand_normal({1, 16, t, 64}, 1),
-                     k = attn::rand_normal({1, 16, t, 64}, 2),
-                     v = attn::rand_normal({1, 16, t, 64}, 3),
-                     d_out = attn::rand_normal({1, 16, t, 64}, 4);
+  const int64_t batch = argc > 3 ? std::atoll(argv[3]) : 1;
+  const int64_t heads = argc > 4 ? std::atoll(argv[4]) : 16;
+  const int64_t dim = argc > 5 ? std::atoll(argv[5]) : 64;
+  const attn::Tensor q = attn::rand_normal({batch, heads, t, dim}, 1),
+                     k = attn::rand_normal({batch, heads, t, dim}, 2),
+                     v = attn::rand_normal({batch, heads, t, dim}, 3),
+                     d_out = attn::rand_normal({batch, heads, t, dim}, 4);
   std::vector<Engine> engines = {
       {"f32", attn::Dtype::kFloat32, false, Dpbf16Use::kNever, true},
       {"bf16 AMX", attn::Dtype::kBFloat16, true, Dpbf16Use::kNever, false},
@@ -75,8 +80,9 @@ int main(int argc, char** argv) {
   }
   attn::detail::set_amx_allowed(true);
   attn::detail::set_dpbf16_use(Dpbf16Use::kWhereFaster);
-  std::printf("causal, B 1, H 16, T %lld, d 64; %d runs each, engines in turn\n",
-              static_cast<long long>(t), runs);
+  std::printf("causal, B %lld, H %lld, T %lld, d %lld; %d runs each, engines in turn\n",
+              static_cast<long long>(batch), static_cast<long long>(heads),
+              static_cast<long long>(t), static_cast<long long>(dim), runs);
   std::printf("%-16s %22s %22s\n", "engine", "forward least / median", "backward least / median");
   for (size_t e = 0; e < engines.size(); ++e) {
     if (!engines[e].available) {

@@ -31,7 +31,6 @@ struct Packing {
   bool transposed;
   kernels::Bf16Matrices out;
   int64_t packed_rows;
-  std::unique_ptr<uint16_t[]>* storage;
   bool scan;
 };
 
@@ -52,22 +51,20 @@ bool pack_head(const Packing& x, const Element* first, int64_t rows, uint16_t* d
 
 // As rows: width padded to 32 (a tile row's reduction), and 16 zero rows past T (a block's
 // last 16-row tile may run past its keys).
-Packing as_rows(const kernels::FlashProblem& p, Source m, std::unique_ptr<uint16_t[]>& storage,
-                bool scan) {
+Packing as_rows(const kernels::FlashProblem& p, Source m, bool scan) {
   kernels::Bf16Matrices out;
   out.row = amx_padded(m.width, 32);
   out.head = (p.tk + 16) * out.row;
-  return {m, false, out, p.tk, &storage, scan};
+  return {m, false, out, p.tk, scan};
 }
 
 // Transposed: width rows padded to 16 (a tile's rows), each T keys and 32 zeros past them (a
 // key block's products reduce over whole chunks of 32 keys).
-Packing transposed(const kernels::FlashProblem& p, Source m, std::unique_ptr<uint16_t[]>& storage,
-                   bool scan) {
+Packing transposed(const kernels::FlashProblem& p, Source m, bool scan) {
   kernels::Bf16Matrices out;
   out.row = amx_padded(p.tk + 32, 16);
   out.head = amx_padded(m.width, 16) * out.row;
-  return {m, true, out, m.width, &storage, scan};
+  return {m, true, out, m.width, scan};
 }
 
 // Packs every matrix of `packings` for every (b, K/V head), one job per head doing all of them
@@ -76,13 +73,21 @@ Packing transposed(const kernels::FlashProblem& p, Source m, std::unique_ptr<uin
 // ±inf right after they are packed, while they are in cache.
 template <size_t kCount>
 void pack_heads(const kernels::FlashProblem& p, std::array<Packing, kCount>& packings,
-                std::atomic<bool>* non_finite) {
-  for (Packing& x : packings)
-    x.storage->reset(new uint16_t[static_cast<size_t>(p.batch * p.kv_heads * x.out.head)]);
-  parallel_for(p.batch * p.kv_heads, [&](int64_t i) {
+                AmxOperands& storage, std::atomic<bool>* non_finite) {
+  const int64_t heads = p.batch * p.kv_heads;
+  std::array<int64_t, kCount> offset{};  // each matrix's first word in the one block
+  int64_t words = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    offset[i] = words;
+    words += amx_padded(heads * packings[i].out.head, 32);  // 64-byte aligned starts
+  }
+  storage.storage.emplace(static_cast<size_t>(words) * sizeof(uint16_t));
+  uint16_t* block = storage.storage->as<uint16_t>();
+  for (size_t i = 0; i < kCount; ++i) packings[i].out.data = block + offset[i];
+  parallel_for(heads, [&](int64_t i) {
     const int64_t b = i / p.kv_heads, h = i % p.kv_heads;
     for (const Packing& x : packings) {
-      uint16_t* dst = x.storage->get() + i * x.out.head;
+      uint16_t* dst = const_cast<uint16_t*>(x.out.data) + i * x.out.head;
       const int64_t offset = b * x.m.stride[0] + h * x.m.stride[1];
       const bool scan = x.scan && non_finite != nullptr;
       if (x.m.words != nullptr ? pack_head(x, x.m.words + offset, p.tk, dst, scan)
@@ -91,7 +96,6 @@ void pack_heads(const kernels::FlashProblem& p, std::array<Packing, kCount>& pac
       std::fill(dst + x.packed_rows * x.out.row, dst + x.out.head, uint16_t{0});
     }
   });
-  for (Packing& x : packings) x.out.data = x.storage->get();
 }
 
 }  // namespace
@@ -105,16 +109,15 @@ void attach_amx_operands(kernels::FlashProblem& p, AmxPass pass, AmxOperands& st
   p.amx_tiles = amx_bf16_usable();  // else the same operands go to vdpbf16ps (products_on_amx)
   const Source keys{p.k, p.k_words, p.k_stride, p.d}, values{p.v, p.v_words, p.v_stride, p.dv};
   if (pass == AmxPass::kForward) {
-    std::array<Packing, 2> packings{as_rows(p, keys, storage.keys, true),
-                                    transposed(p, values, storage.values_t, true)};
-    pack_heads(p, packings, non_finite_input);
+    std::array<Packing, 2> packings{as_rows(p, keys, true), transposed(p, values, true)};
+    pack_heads(p, packings, storage, non_finite_input);
     p.amx_keys = packings[0].out;
     p.amx_values_t = packings[1].out;
   } else {
-    std::array<Packing, 3> packings{as_rows(p, keys, storage.keys, true),
-                                    transposed(p, keys, storage.keys_t, false),  // K: scanned
-                                    as_rows(p, values, storage.values, true)};
-    pack_heads(p, packings, non_finite_input);
+    std::array<Packing, 3> packings{as_rows(p, keys, true),
+                                    transposed(p, keys, false),  // K: scanned
+                                    as_rows(p, values, true)};
+    pack_heads(p, packings, storage, non_finite_input);
     p.amx_keys = packings[0].out;
     p.amx_keys_t = packings[1].out;
     p.amx_values = packings[2].out;

@@ -6,16 +6,19 @@
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
+#include <optional>
 
 #include "attn/sdpa.hpp"
+#include "src/core/kept_buffer.hpp"
 #include "src/kernels/flash_problem.hpp"
 
 namespace attn::detail {
 
-// The packed matrices' storage; every element is written (padding as zeros).
+// The packed matrices' storage, one block for all of them, kept by the calling thread for its
+// next call (kept_buffer.hpp: fresh blocks were faulted in every call); every element is written
+// (padding as zeros).
 struct AmxOperands {
-  std::unique_ptr<uint16_t[]> keys, values_t, keys_t, values;
+  std::optional<KeptBuffer> storage;
 };
 
 enum class AmxPass { kForward, kBackward };

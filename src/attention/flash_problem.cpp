@@ -1,5 +1,9 @@
 #include "src/attention/flash_problem.hpp"
 
+#include <memory>
+#include <vector>
+
+#include "src/core/kept_buffer.hpp"
 #include "src/kernels/bfloat16.hpp"
 #include "src/kernels/flash_forward.hpp"
 #include "src/kernels/reductions.hpp"
@@ -20,10 +24,22 @@ Tensor as_product_operand(const Tensor& t, const SdpaOptions& options, bool on_a
                           OperandValues values) {
   if (options.precision != Dtype::kBFloat16 || on_amx || values == OperandValues::kBfloat16)
     return t;
-  const Tensor source = t.contiguous();
-  Tensor rounded = Tensor::uninitialized(t.shape());  // every value written below
-  kernels::round_floats_to_bfloat16(source.data(), source.numel(), rounded.data());
-  return rounded;
+  // Rounded row by row from t's own rows (a layer's Q, K, V columns lie apart) into a block the
+  // calling thread keeps for its next call: a contiguous copy and then a fresh rounded tensor
+  // faulted about 50 pages an operand a call at the small GPT's shape (kept_buffer.hpp).
+  const Tensor source = with_contiguous_rows(t);
+  const int64_t numel = t.numel(), width = t.dim(-1), rank = t.rank();
+  auto block = std::make_shared<KeptBuffer>(static_cast<size_t>(numel) * sizeof(float));
+  float* rounded = block->as<float>();
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);  // the row's leading indices
+  for (int64_t row = 0; row < numel / width; ++row) {
+    int64_t offset = 0;
+    for (int64_t i = 0; i + 1 < rank; ++i) offset += index[i] * source.strides()[i];
+    kernels::round_floats_to_bfloat16(source.data() + offset, width, rounded + row * width);
+    for (int64_t i = rank - 2; i >= 0 && ++index[i] == t.dim(i); --i) index[i] = 0;
+  }
+  return Tensor::from_external(rounded, numel, t.shape(), contiguous_strides(t.shape()), 0,
+                               std::move(block));
 }
 
 void copy_strides(const Tensor& t4, int64_t (&strides)[3]) {

@@ -2,8 +2,6 @@
 // block), per-worker scratch. The SIMD work is in src/kernels/flash_forward.cpp.
 #include "attn/sdpa.hpp"
 
-#include <hwy/aligned_allocator.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -16,6 +14,7 @@
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
 #include "src/attention/staged_keys.hpp"
+#include "src/core/kept_buffer.hpp"
 #include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
 #include "src/kernels/decode.hpp"
@@ -89,7 +88,7 @@ void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
   size_t scratch_floats = 0;
   for (const kernels::FlashProblem& p : problems)
     scratch_floats = std::max(scratch_floats, kernels::flash_forward_scratch_floats(p));
-  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
+  const WorkerScratch scratch(num_threads(), scratch_floats);
   struct Block {
     const kernels::FlashProblem* p;
     int64_t b, h, q0, rows, blocks;
@@ -113,8 +112,6 @@ void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
   };
   const int64_t tasks = first_task.back();
   parallel_for_workers(tasks, [&](int64_t task, int worker) {
-    auto& buffer = scratch[static_cast<size_t>(worker)];
-    if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
     StagedKeys& stage = staged[static_cast<size_t>(worker)];
     const Block x = block_of(task);
     const kernels::FlashProblem& p = as_read(x, stage);
@@ -126,7 +123,7 @@ void forward_tasks(const std::vector<kernels::FlashProblem>& problems_in,
     if (non_finite_input && task_inputs_non_finite(p, x.b, x.h, x.q0, x.rows, x.blocks)) {
       non_finite_input->store(true, std::memory_order_relaxed);
     }
-    kernels::flash_forward_block(p, x.b, x.h, x.q0, x.rows, buffer.get());
+    kernels::flash_forward_block(p, x.b, x.h, x.q0, x.rows, scratch.of(worker));
   });
 }
 

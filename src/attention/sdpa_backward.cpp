@@ -2,8 +2,6 @@
 // per-worker scratch. The SIMD work is in src/kernels/flash_backward.cpp.
 #include "attn/sdpa_backward.hpp"
 
-#include <hwy/aligned_allocator.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -18,6 +16,7 @@
 #include "src/attention/flash_problem.hpp"
 #include "src/attention/fused.hpp"
 #include "src/attention/staged_keys.hpp"
+#include "src/core/kept_buffer.hpp"
 #include "src/core/machine_cores.hpp"
 #include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
@@ -205,12 +204,8 @@ void backward_tasks(const kernels::FlashBackwardProblem& p, const AttentionDims&
   // Every task owns the gradient rows it writes, so there are no races, and sums its
   // contributions in one fixed order: the result does not depend on the thread count.
   const size_t scratch_floats = kernels::flash_backward_scratch_floats(p.forward);
-  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<size_t>(num_threads()));
-  auto buffer_of = [&](int worker) {
-    auto& buffer = scratch[static_cast<size_t>(worker)];
-    if (!buffer) buffer = hwy::AllocateAligned<float>(scratch_floats);
-    return buffer.get();
-  };
+  const WorkerScratch scratch(num_threads(), scratch_floats);
+  auto buffer_of = [&](int worker) { return scratch.of(worker); };
   auto flag = [&](bool found) {
     if (found) non_finite_input->store(true, std::memory_order_relaxed);
   };
