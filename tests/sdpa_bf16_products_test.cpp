@@ -18,6 +18,7 @@
 #include "attn/sdpa_backward.hpp"
 #include "attn/sdpa_varlen.hpp"
 #include "attn/threads.hpp"
+#include "bf16_engines.hpp"
 #include "gradient_checks.hpp"
 #include "simd_targets.hpp"
 #include "test_util.hpp"
@@ -249,6 +250,33 @@ TEST(SdpaBf16Products, PackedSequencesAreEachSequenceAlone) {
     };
     const Tensor expected = sdpa(alone(q), alone(k), alone(v), o).output;
     EXPECT_TRUE(BitwiseEqual(alone(packed.output), expected)) << "sequence " << s;
+  }
+}
+
+// Q, K, V whose rows lie apart (a layer's columns of one (B, T, 3·H·d) tensor, viewed (B, H, T,
+// d)) are rounded from where they lie — by the vector route's copy, row by row, or by the tiles'
+// packers — to the bits of the same values in contiguous tensors, forward and backward, on
+// every engine this CPU runs.
+TEST(SdpaBf16Products, RowsApartGiveTheBitsOfContiguousRows) {
+  const Tensor qkv = rand_normal({2, 80, 3 * 4 * 32}, 23), g = rand_normal({2, 4, 80, 32}, 24);
+  auto part = [&](int64_t i) {
+    return qkv.as_strided({2, 4, 80, 32}, {80 * 3 * 4 * 32, 32, 3 * 4 * 32, 1}, i * 4 * 32);
+  };
+  const Tensor q = part(0), k = part(1), v = part(2);
+  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  const SdpaOptions o = bf16_options(true);
+  for (const testing::Bf16Engine engine :
+       {testing::Bf16Engine::kAmx, testing::Bf16Engine::kDpbf16, testing::Bf16Engine::kVector}) {
+    if (!testing::bf16_engine_missing(engine).empty()) continue;
+    SCOPED_TRACE(testing::param_name(engine));
+    const testing::OnlyBf16Engine only(engine);
+    const SdpaResult apart = sdpa(q, k, v, o), together = sdpa(qc, kc, vc, o);
+    EXPECT_TRUE(BitwiseEqual(apart.output, together.output));
+    const SdpaGradients a = sdpa_backward(q, k, v, apart.output, apart.logsumexp, g, o);
+    const SdpaGradients c = sdpa_backward(qc, kc, vc, together.output, together.logsumexp, g, o);
+    EXPECT_TRUE(BitwiseEqual(a.dq, c.dq));
+    EXPECT_TRUE(BitwiseEqual(a.dk, c.dk));
+    EXPECT_TRUE(BitwiseEqual(a.dv, c.dv));
   }
 }
 

@@ -1,5 +1,6 @@
 #include "src/attention/flash_problem.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -31,12 +32,23 @@ Tensor as_product_operand(const Tensor& t, const SdpaOptions& options, bool on_a
   const int64_t numel = t.numel(), width = t.dim(-1), rank = t.rank();
   auto block = std::make_shared<KeptBuffer>(static_cast<size_t>(numel) * sizeof(float));
   float* rounded = block->as<float>();
-  std::vector<int64_t> index(static_cast<size_t>(rank), 0);  // the row's leading indices
-  for (int64_t row = 0; row < numel / width; ++row) {
+  if (source.is_contiguous()) {  // one pass
+    kernels::round_floats_to_bfloat16(source.data(), numel, rounded);
+    return Tensor::from_external(rounded, numel, t.shape(), contiguous_strides(t.shape()), 0,
+                                 std::move(block));
+  }
+  // Each matrix of rows (every index but the last two), its rows `stride` apart.
+  const int64_t rows = rank >= 2 ? t.dim(-2) : 1,
+                stride = rank >= 2 ? source.strides()[rank - 2] : 0;
+  std::vector<int64_t> index(static_cast<size_t>(std::max<int64_t>(rank - 2, 0)), 0);
+  for (int64_t m = 0; m < numel / (rows * width); ++m) {
     int64_t offset = 0;
-    for (int64_t i = 0; i + 1 < rank; ++i) offset += index[i] * source.strides()[i];
-    kernels::round_floats_to_bfloat16(source.data() + offset, width, rounded + row * width);
-    for (int64_t i = rank - 2; i >= 0 && ++index[i] == t.dim(i); --i) index[i] = 0;
+    for (size_t i = 0; i < index.size(); ++i) offset += index[i] * source.strides()[i];
+    kernels::round_float_rows_to_bfloat16(source.data() + offset, stride, rows, width,
+                                          rounded + m * rows * width);
+    for (int64_t i = static_cast<int64_t>(index.size()) - 1;
+         i >= 0 && ++index[static_cast<size_t>(i)] == t.dim(static_cast<int>(i)); --i)
+      index[static_cast<size_t>(i)] = 0;
   }
   return Tensor::from_external(rounded, numel, t.shape(), contiguous_strides(t.shape()), 0,
                                std::move(block));

@@ -49,6 +49,12 @@ void RoundFloatsToBfloat16(const float* src, int64_t n, float* dst) {
   for (; i < n; ++i) dst[i] = from_bfloat16(to_bfloat16(src[i]));
 }
 
+void RoundFloatRowsToBfloat16(const float* src, int64_t stride, int64_t rows, int64_t width,
+                              float* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    RoundFloatsToBfloat16(src + r * stride, width, dst + r * width);
+}
+
 void WidenBfloat16Rows(const uint16_t* src, int64_t stride, int64_t rows, int64_t width,
                        float* dst) {
   WidenRows(src, stride, static_cast<size_t>(rows), static_cast<size_t>(width), dst,
@@ -66,6 +72,7 @@ namespace attn::kernels {
 
 HWY_EXPORT(RoundToBfloat16);
 HWY_EXPORT(RoundFloatsToBfloat16);
+HWY_EXPORT(RoundFloatRowsToBfloat16);
 HWY_EXPORT(WidenBfloat16Rows);
 
 namespace {
@@ -100,6 +107,11 @@ void round_to_bfloat16_portable(const float* src, int64_t rows, int64_t cols, in
 
 void round_floats_to_bfloat16(const float* src, int64_t n, float* dst) {
   HWY_DYNAMIC_DISPATCH(RoundFloatsToBfloat16)(src, n, dst);
+}
+
+void round_float_rows_to_bfloat16(const float* src, int64_t stride, int64_t rows, int64_t width,
+                                  float* dst) {
+  HWY_DYNAMIC_DISPATCH(RoundFloatRowsToBfloat16)(src, stride, rows, width, dst);
 }
 
 void widen_bfloat16(const uint16_t* src, int64_t stride, int64_t rows, int64_t width, float* dst) {

@@ -24,6 +24,9 @@ void round_to_bfloat16(const float* src, int64_t rows, int64_t cols, int64_t ld,
 // dst[i] = src[i] rounded to the nearest bfloat16, kept as a float (n values; in place is
 // fine): the operands of attention's bf16 products, the same on every CPU.
 void round_floats_to_bfloat16(const float* src, int64_t n, float* dst);
+// The same for rows: dst[r·width + c] = src[r·stride + c] rounded, for r < rows, c < width.
+void round_float_rows_to_bfloat16(const float* src, int64_t stride, int64_t rows, int64_t width,
+                                  float* dst);
 // dst[r·width + c] = the float that src[r·stride + c] holds (exactly: a bfloat16 is a float's
 // top half), for r < rows, c < width: rows of bfloat16 words widened into contiguous floats.
 void widen_bfloat16(const uint16_t* src, int64_t stride, int64_t rows, int64_t width, float* dst);
