@@ -5,6 +5,8 @@ batch, greedy generation through the KV cache, one training step's gradients, bf
 the features attn does not compute yet refused by name. Run with the venv that
 scripts/bootstrap --python makes (torch 2.13, transformers 5)."""
 import copy
+import pathlib
+import sys
 
 import pytest
 import torch
@@ -13,6 +15,10 @@ from transformers import (AutoModelForCausalLM, AutoModelForSeq2SeqLM, Gemma2Con
                           GptOssConfig, LlamaConfig, MistralConfig, Qwen2Config)
 
 import attn.hf
+
+# The kernels watched as tests_torch watches them (its attention_formulas module).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests_torch"))
+from attention_formulas import record_kernel_calls  # noqa: E402
 
 attn.hf.register()
 
@@ -92,20 +98,6 @@ def test_greedy_generation_through_the_cache_is_eagers(family):
     got = ours.generate(ids, **settings)
     assert got.shape == (2, 20 + 32)
     assert torch.equal(got, theirs)
-
-
-def record_kernel_calls(monkeypatch, entry, what):
-    """From here on, every call of attn's module function `entry` runs as before and appends
-    what(args, kwargs) to the list returned."""
-    import attn.torch as attn_torch
-    calls = []
-    real = getattr(attn_torch._attn, entry)
-
-    def call(*args, **kwargs):
-        calls.append(what(args, kwargs))
-        return real(*args, **kwargs)
-    monkeypatch.setattr(attn_torch._attn, entry, call)
-    return calls
 
 
 def test_a_static_cache_with_padding_reaches_the_kernels_without_its_mask(monkeypatch):

@@ -43,12 +43,15 @@ def masked_reference(q, k, v, mask):
     return eager_attention(q.double(), k.double(), v.double(), mask, empty_rows_zero=True)
 
 
-def record_kernel_calls(monkeypatch, entry, what, calls):
+def record_kernel_calls(monkeypatch, entry, what, calls=None):
     """From here on, every call of attn's module function `entry` runs as before and appends
-    what(args, kwargs) to calls."""
+    what(args, kwargs) to `calls` (a new list when none is given, to share one between entries),
+    which is returned. tests_hf uses it too."""
+    calls = [] if calls is None else calls
     real = getattr(attn._attn, entry)
 
     def call(*args, **kwargs):
         calls.append(what(args, kwargs))
         return real(*args, **kwargs)
     monkeypatch.setattr(attn._attn, entry, call)
+    return calls
