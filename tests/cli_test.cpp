@@ -751,7 +751,7 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
             2.0 * (4 * 8 * 24 + 8 * 8 + 8 * 32 + 32 * 8) + 2.0 * 2 * 8 * 4 + 2.0 * 8 * 50257)
       << bench.out;
   EXPECT_GT(field("prompt_fraction_of_peak"), 0.0) << bench.out;
-  // With a q8 cache K/V count as stored: 2 heads of (4 int8 + a 4-byte scale) a position.
+  // With a q8 cache K/V count as stored: 2 heads of (4 int8 + a 2-byte scale) a position.
   const CliResult q8 = run("bench generate --model " + dir.string() +
                            " --prompt-tokens 4 --new-tokens 4 --threads 1 --runs 1 --json "
                            "--weights bf16 --cache-dtype q8");
@@ -760,7 +760,7 @@ TEST_F(Cli, GenerateRunsAGpt2ModelDirectory) {
   const size_t at = q8.out.find("\"bytes_per_token\": ");
   ASSERT_NE(at, std::string::npos) << q8.out;
   EXPECT_EQ(std::stod(q8.out.substr(at + 19)),
-            expected_bytes - 2.0 * 4.0 * 1 * 8 * 6.5 + 2.0 * (4 + 4) * 2 * 6.5)
+            expected_bytes - 2.0 * 4.0 * 1 * 8 * 6.5 + 2.0 * (4 + 2) * 2 * 6.5)
       << q8.out;
   // --profile: the prompt's time per phase, its products and attention apart in the FLOPs.
   const std::string profiled = "bench generate --model " + dir.string() +

@@ -1,5 +1,6 @@
 // The 8-bit KV cache (Dtype::kQ8): each stored value within half its row's scale of the value
-// given (scale = max|row| / 127, rounded to nearest); the decode kernel's widening and scale
+// given (scale = max|row| / 127 as the nearest bfloat16, values rounded to nearest); the decode
+// kernel's widening and scale
 // folding exact — a q8 cache attends as an f32 cache holding the dequantized values, for every
 // head dim the kernel has a path for, several queries, GQA, a wrapping ring, the variants and
 // every SIMD target; the attention output within the stated 2e-2 · max|V| of the float cache;
@@ -78,7 +79,7 @@ TEST(KVCacheQ8, EachValueIsWithinHalfItsRowsScale) {
     v.data()[40 + e] = e == 7 ? 1000.0f : 0.001f;
   }
   cache.append(k, v);
-  EXPECT_EQ(cache.row_bytes(), 44);  // 40 int8 values and a float scale
+  EXPECT_EQ(cache.row_bytes(), 42);  // 40 int8 values and a bfloat16 scale
   for (int64_t h = 0; h < 2; ++h) {
     for (int64_t t = 0; t < 50; ++t) {
       float k_max = 0.0f, v_max = 0.0f;
@@ -88,10 +89,11 @@ TEST(KVCacheQ8, EachValueIsWithinHalfItsRowsScale) {
       }
       for (int64_t e = 0; e < 40; ++e) {
         const float kx = k.data()[((h * 50) + t) * 40 + e], vx = v.data()[((h * 50) + t) * 40 + e];
-        // Half a step of the scale, and a float rounding of the product scale · q.
-        ASSERT_LE(std::fabs(cache.key_at(0, h, t, e) - kx), k_max / 254.0f * 1.0001f)
+        // Half a step of the stored scale (max|row| / 127 within 2^-9, as bfloat16), and a
+        // float rounding of the product scale · q.
+        ASSERT_LE(std::fabs(cache.key_at(0, h, t, e) - kx), k_max / 254.0f * (1.0f + 0x1p-8f))
             << h << " " << t << " " << e;
-        ASSERT_LE(std::fabs(cache.value_at(0, h, t, e) - vx), v_max / 254.0f * 1.0001f)
+        ASSERT_LE(std::fabs(cache.value_at(0, h, t, e) - vx), v_max / 254.0f * (1.0f + 0x1p-8f))
             << h << " " << t << " " << e;
       }
     }
@@ -104,8 +106,9 @@ TEST(KVCacheQ8, EachValueIsWithinHalfItsRowsScale) {
   tiny.append(small, small);
   EXPECT_EQ(tiny.key_at(0, 0, 0, 3), 0.0f);
   EXPECT_EQ(tiny.value_at(0, 0, 1, 5), 0.0f);
-  EXPECT_FLOAT_EQ(cache.value_at(0, 0, 1, 7), 1000.0f);  // the row's largest maps to 127 exactly
-  EXPECT_EQ(cache.value_at(0, 0, 1, 8), 0.0f);           // 0.001 is below half a step of 1000/127
+  // The row's largest maps to ±127 steps of the stored scale: within 2^-9 of itself.
+  EXPECT_NEAR(cache.value_at(0, 0, 1, 7), 1000.0f, 1000.0f * 0x1p-9f);
+  EXPECT_EQ(cache.value_at(0, 0, 1, 8), 0.0f);  // 0.001 is below half a step of 1000/127
 }
 
 // The query as the kernel multiplies it with q8 keys: each scaled row rounded to int16 steps of
@@ -270,7 +273,7 @@ TEST(KVCacheQ8, StorageIsAboutAQuarterOfFloats) {
   for (int64_t d : {64, 128}) {
     EXPECT_EQ(KVCache::row_bytes(Dtype::kFloat32, d), 4 * d);
     EXPECT_EQ(KVCache::row_bytes(Dtype::kBFloat16, d), 2 * d);
-    EXPECT_EQ(KVCache::row_bytes(Dtype::kQ8, d), d + 4);  // 0.27 of float's at 64, 0.26 at 128
+    EXPECT_EQ(KVCache::row_bytes(Dtype::kQ8, d), d + 2);  // 0.258 of float's at 64, 0.254 at 128
   }
   EXPECT_TRUE(
       testing::ThrowsWith([] { KVCache(q8_config(1, 8, 4)).key_at(0, 0, 0, 0); }, "is not held"));

@@ -190,8 +190,9 @@ float stored_by_rule(Dtype storage, const std::vector<float>& row, int64_t e) {
   float largest = 0.0f;
   for (float x : row) largest = std::max(largest, std::fabs(x));
   if (largest < 1e-36f) return 0.0f;
-  const float q = std::nearbyint(row[static_cast<size_t>(e)] * (127.0f / largest));
-  return (largest / 127.0f) * std::clamp(q, -127.0f, 127.0f);
+  const float scale = from_bfloat16(to_bfloat16(largest / 127.0f));  // stored as bfloat16
+  const float q = std::nearbyint(row[static_cast<size_t>(e)] * (1.0f / scale));
+  return scale * std::clamp(q, -127.0f, 127.0f);
 }
 
 // Every stored element equals the rule's, exactly: each storage, head dims with and without a

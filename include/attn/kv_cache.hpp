@@ -48,7 +48,7 @@ class KVCache {
 
   // Raw storage for the decode kernel: row (b, h, slot) starts at byte
   // ((b·H_kv + h)·capacity + slot)·row_bytes() and holds d floats, d uint16_t bfloat16 bits,
-  // or (q8) d int8 values followed by the row's float scale.
+  // or (q8) d int8 values followed by the row's scale as bfloat16 bits.
   const void* keys() const;
   const void* values() const;
   int64_t row_bytes() const { return row_bytes(config_.dtype, config_.head_dim); }
@@ -72,7 +72,7 @@ class KVCache {
 
   std::vector<float> k32_, v32_;
   std::vector<uint16_t> k16_, v16_;
-  std::vector<int8_t> k8_, v8_;  // q8: rows of d values and 4 bytes of scale
+  std::vector<int8_t> k8_, v8_;  // q8: rows of d values and 2 bytes of scale
 };
 
 // Attention of new queries against the cache (their own keys and values appended first):

@@ -52,7 +52,7 @@ def _generate(self, prompt="", max_new_tokens=200, temperature=0.8, top_k=200, t
     Yields the continuation of prompt as text, piece by piece (a piece may hold no character
     while a UTF-8 sequence is still incomplete, so pieces are joined as they come). The same
     seed gives the same text as `attn generate` with the same flags. cache_dtype is the KV
-    cache's storage: "f32", "bf16" or "q8" (int8 rows with a float scale each).
+    cache's storage: "f32", "bf16" or "q8" (int8 rows with a bfloat16 scale each).
     """
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     for piece in self._generate_bytes(prompt, max_new_tokens, temperature, top_k, top_p, seed,

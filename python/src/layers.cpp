@@ -87,8 +87,8 @@ SdpaOptions layer_options(bool causal, std::optional<int64_t> window) {
 void add_layers(py::module_& m) {
   py::class_<KVCache>(m, "KVCache", R"(The key/value cache of one attention layer for decoding:
 (batch, n_kv_heads, capacity, head_dim) for K and V, float32, bfloat16 ("bf16", half the bytes
-read per step) or "q8" (each row int8 with one float scale: about a quarter of the bytes, each
-value within max|row| / 254). window > 0 keeps the last `window` positions in a ring buffer.)")
+read per step) or "q8" (each row int8 with one bfloat16 scale: about a quarter of the bytes,
+each value within max|row| / 254). window > 0 keeps the last `window` positions in a ring buffer.)")
       .def(py::init([](int64_t batch, std::optional<int64_t> n_kv_heads, int64_t head_dim,
                        int64_t capacity, int64_t window, const std::string& dtype,
                        std::optional<int64_t> kv_heads) {

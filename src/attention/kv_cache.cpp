@@ -105,9 +105,9 @@ float value_in_row(Dtype dtype, const unsigned char* row, int64_t d, int64_t e) 
       return from_bfloat16(bits);
     }
     case Dtype::kQ8: {
-      float scale;
+      uint16_t scale;
       std::memcpy(&scale, row + d, sizeof scale);
-      return scale * static_cast<float>(static_cast<int8_t>(row[e]));
+      return from_bfloat16(scale) * static_cast<float>(static_cast<int8_t>(row[e]));
     }
     case Dtype::kFloat32:
       break;

@@ -27,6 +27,7 @@
 #define HWY_TARGET_INCLUDE "src/kernels/decode.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
+#include "attn/bfloat16.hpp"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "src/kernels/reductions.hpp"
@@ -54,14 +55,14 @@ HWY_INLINE VF LoadRow(DF df, const void* base, size_t offset) {
   }
 }
 
-// The factor a row's widened values carry: a q8 row's scale, stored after its d values; 1
-// for the other storages (a constant the compiler folds away).
+// The factor a row's widened values carry: a q8 row's scale, stored after its d values as
+// bfloat16 bits; 1 for the other storages (a constant the compiler folds away).
 template <Dtype kStorage>
 HWY_INLINE float RowScale(const void* base, size_t offset, size_t d) {
   if constexpr (kStorage == Dtype::kQ8) {
-    float scale;
+    uint16_t scale;
     std::memcpy(&scale, static_cast<const int8_t*>(base) + offset + d, sizeof scale);
-    return scale;
+    return from_bfloat16(scale);
   } else {
     return 1.0f;
   }

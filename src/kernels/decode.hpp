@@ -28,7 +28,7 @@ struct DecodeProblem {
   const float* q;  // (B, H, Tq, d), element strides for b, h, t; rows contiguous
   int64_t q_stride[3];
   // Cache storage (B, Hkv, capacity, ·): rows of d floats, of d bfloat16 bits, or (q8) of d
-  // int8 values followed by the row's float scale (kv_row_bytes).
+  // int8 values followed by the row's scale as bfloat16 bits (kv_row_bytes).
   const void* k;
   const void* v;
   Dtype storage;
@@ -53,9 +53,9 @@ struct DecodeProblem {
   const float* sinks;
 };
 
-// Bytes of one cached row of K or V in the storage: d values, and the scale of a q8 row.
+// Bytes of one cached row of K or V in the storage: d values, and the bfloat16 scale of a q8 row.
 constexpr int64_t kv_row_bytes(Dtype storage, int64_t d) {
-  return storage == Dtype::kQ8 ? d + static_cast<int64_t>(sizeof(float))
+  return storage == Dtype::kQ8 ? d + static_cast<int64_t>(sizeof(uint16_t))
                                : d * (storage == Dtype::kBFloat16 ? 2 : 4);
 }
 

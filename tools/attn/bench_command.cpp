@@ -126,7 +126,7 @@ struct DecodeArgs {
 
 // One decode step: a single new query per head against a cache of L positions, the attention
 // alone (the new token's K/V already appended). Bytes read: K and V of every cached position,
-// as stored (a q8 row: d bytes and its 4-byte scale). Each storage in --cache-dtype runs in turn
+// as stored (a q8 row: d bytes and its 2-byte scale). Each storage in --cache-dtype runs in turn
 // on the same lengths, so their ratios come from one run.
 void run_decode(const DecodeArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;

@@ -48,7 +48,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 // Bytes a token reads when `cached` positions are in the cache (a mean over tokens may be
 // fractional): every weight once, as held (wte twice: a row for the embedding, all of it for
 // the logits; wpe, always float, one row), and K and V of every cached position in every layer,
-// as the cache stores them (a q8 row: its int8 values and a float scale).
+// as the cache stores them (a q8 row: its int8 values and a bfloat16 scale).
 double bytes_per_token(const Gpt& model, double cached, Dtype cache_dtype) {
   const GptConfig& c = model.config();
   const double wpe = static_cast<double>(c.block_size * c.n_embd);
@@ -248,7 +248,7 @@ void add_bench_generate_command(CLI::App& bench) {
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--cache-dtype", a->cache_dtype,
-                  "the KV cache's storage: f32, bf16 or q8 (int8 rows with a float scale each)")
+                  "the KV cache's storage: f32, bf16 or q8 (int8 rows with a bfloat16 scale each)")
       ->check(CLI::IsMember({"f32", "bf16", "q8"}))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "thread counts, e.g. --threads 1,2 (default: 1 and all)")

@@ -132,7 +132,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cache-dtype", a.cache_dtype,
                   "the KV cache's storage: f32; bf16 (half the bytes read per token); or q8,\n"
-                  "int8 rows with one float scale each (about a quarter)")
+                  "int8 rows with one bfloat16 scale each (about a quarter)")
       ->check(CLI::IsMember({"f32", "bf16", "q8"}))
       ->capture_default_str();
   cmd->add_flag("--no-cache", a.no_cache,
