@@ -20,7 +20,6 @@
 #include "src/core/machine_cores.hpp"
 #include "src/core/memory_limit.hpp"
 #include "src/core/phase_scope.hpp"
-#include "src/core/tensor_block.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/kernels/prefetch.hpp"
 #include "src/reference/finite.hpp"
@@ -111,8 +110,9 @@ Tensor sink_gradients_of(const Tensor& out, const Tensor& d_out, const Tensor& l
 
 NewGradients new_gradients(const Shape& q, const Shape& k, const Shape& v, int64_t tk,
                            const SdpaOptions& options, const Tensor& dmask) {
-  const std::vector<Tensor> dqkv = uninitialized_in_one_block({q, k, v});
-  NewGradients fresh{SdpaGradients{dqkv[0], dqkv[1], dqkv[2], Tensor{}, Tensor{}}, Tensor{}};
+  NewGradients fresh{SdpaGradients{Tensor::uninitialized(q), Tensor::uninitialized(k),
+                                   Tensor::uninitialized(v), Tensor{}, Tensor{}},
+                     Tensor{}};
   if (options.return_mask_gradient) {
     const Shape scores = with_last_dim(q, tk);
     const int64_t score_count =

@@ -18,7 +18,6 @@
 #include "src/attention/fused.hpp"
 #include "src/core/parallel_ranges.hpp"
 #include "src/core/phase_scope.hpp"
-#include "src/core/tensor_block.hpp"
 #include "src/kernels/bfloat16.hpp"
 #include "src/kernels/flash_backward.hpp"
 #include "src/reference/checks.hpp"
@@ -69,16 +68,25 @@ Tensor widened(const Bfloat16View& x) {
   return t;
 }
 
-// The views' values as contiguous float32 tensors, views of one allocation
-// (tensor_block.hpp). Separate ones, freed together after every call, had glibc trim its heap
-// and grow it again each time: 6 737 brk calls in 1 220 calls of attn.torch's forward (T = 256),
-// against 627, and page faults 9 % of its samples, against 0.6.
+// The views' values as contiguous float32 tensors, views of one allocation. Separate ones, freed
+// together after every call, had glibc trim its heap and grow it again each time: 6 737 brk
+// calls in 1 220 calls of attn.torch's forward (T = 256), against 627, and page faults 9 % of
+// its samples, against 0.6.
 std::vector<Tensor> widened(std::initializer_list<const Bfloat16View*> views) {
-  std::vector<Shape> shapes;
-  for (const Bfloat16View* x : views) shapes.push_back(x->shape);
-  std::vector<Tensor> all = detail::uninitialized_in_one_block(shapes);
-  size_t i = 0;
-  for (const Bfloat16View* x : views) widen_into(*x, all[i++]);
+  int64_t total = 0;
+  for (const Bfloat16View* x : views) {
+    int64_t count = 1;
+    for (int64_t size : x->shape) count *= size;
+    total += count;
+  }
+  const Tensor block = Tensor::uninitialized({total});
+  std::vector<Tensor> all;
+  int64_t offset = 0;
+  for (const Bfloat16View* x : views) {
+    all.push_back(block.as_strided(x->shape, contiguous_strides(x->shape), offset));
+    widen_into(*x, all.back());
+    offset += all.back().numel();
+  }
   return all;
 }
 

@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "attn/error.hpp"
 #include "attn/threads.hpp"
@@ -22,7 +21,6 @@
 #include "src/attention/fused.hpp"
 #include "src/attention/packed_offsets.hpp"
 #include "src/core/phase_scope.hpp"
-#include "src/core/tensor_block.hpp"
 #include "src/kernels/flash_problem.hpp"
 #include "src/reference/checks.hpp"
 #include "src/reference/finite.hpp"
@@ -189,12 +187,10 @@ SdpaGradients sdpa_varlen_backward(const Tensor& q_in, const Tensor& k_in, const
     ATTN_CHECK(!std::isnan(x) && x != -INFINITY, "sdpa_varlen_backward: logsumexp holds ", x,
                "; pass the logsumexp sdpa_varlen returned with this output");
   }
-  // Packed, as q, k, v, in one block (tensor_block.hpp). Not zeroed (48 MiB at 4096 × 16 × 64):
-  // the backward of a sequence writes all of its rows, and a sequence without queries or
-  // without keys is zeroed below.
-  const std::vector<Tensor> dqkv =
-      detail::uninitialized_in_one_block({q.shape(), k_in.shape(), v_in.shape()});
-  SdpaGradients grads{dqkv[0], dqkv[1], dqkv[2], Tensor{}, Tensor{}};
+  // Packed, as q, k, v. Not zeroed (48 MiB at 4096 × 16 × 64): the backward of a sequence
+  // writes all of its rows, and a sequence without queries or without keys is zeroed below.
+  SdpaGradients grads{Tensor::uninitialized(q.shape()), Tensor::uninitialized(k_in.shape()),
+                      Tensor::uninitialized(v_in.shape()), Tensor{}, Tensor{}};
   auto zero_rows = [](Tensor& packed, int64_t first, int64_t count) {
     const int64_t row = packed.numel() / packed.dim(0);
     std::fill_n(packed.data() + first * row, count * row, 0.0f);

@@ -5,8 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "src/core/storage.hpp"
-
 namespace attn::detail {
 namespace {
 
@@ -15,13 +13,9 @@ namespace {
 constexpr size_t kKeptPerThread = 8;
 constexpr size_t kKeptTotal = 2 * kKeptBufferMax;
 
-}  // namespace
-
 struct KeptList {
-  std::vector<std::pair<std::unique_ptr<uint8_t, KeptBuffer::Free>, size_t>> buffers;
+  std::vector<std::pair<hwy::AlignedFreeUniquePtr<uint8_t[]>, size_t>> buffers;
 };
-
-namespace {
 
 KeptList& kept_list() {
   thread_local KeptList list;
@@ -44,12 +38,9 @@ KeptBuffer::KeptBuffer(size_t bytes) {
     buffers.erase(best);
     return;
   }
-  memory_.reset(static_cast<uint8_t*>(bytes > kKeptBufferMax ? allocate_mapped_storage(bytes)
-                                                             : allocate_storage(bytes)));
+  memory_ = hwy::AllocateAligned<uint8_t>(bytes);
   capacity_ = bytes;
 }
-
-void KeptBuffer::Free::operator()(uint8_t* block) const noexcept { free_storage(block); }
 
 KeptBuffer::~KeptBuffer() {
   if (!memory_ || capacity_ > kKeptBufferMax) return;  // a moved-from lease, or a large one

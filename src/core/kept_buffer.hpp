@@ -5,18 +5,17 @@
 // step of the small GPT in bf16, 1.3–1.7 ms of its 16 ms). Internal.
 #pragma once
 
+#include <hwy/aligned_allocator.h>
+
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 namespace attn::detail {
 
 // At least `bytes` of 64-byte aligned memory, taken from this thread's kept buffers when one is
 // large enough, else allocated; given back to the list of the thread that destroys the lease,
 // which keeps it for the next call unless it is large (more than kKeptBufferMax bytes: a long
-// sequence's operands, whose allocation its products dwarf) or the list is full. A large block
-// is mapped in huge pages (storage.hpp): freed after every call, its 25 MB at T = 4096 in small
-// pages were 6 000 page faults a call.
+// sequence's operands, whose allocation its products dwarf) or the list is full.
 class KeptBuffer {
  public:
   explicit KeptBuffer(size_t bytes);
@@ -33,13 +32,8 @@ class KeptBuffer {
   size_t capacity() const { return capacity_; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* block) const noexcept;
-  };
-  std::unique_ptr<uint8_t, Free> memory_;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> memory_;
   size_t capacity_ = 0;
-
-  friend struct KeptList;
 };
 
 constexpr size_t kKeptBufferMax = size_t{8} << 20;

@@ -72,17 +72,13 @@ struct BlockHeader {
 
 }  // namespace
 
-namespace {
-
-// A block of `bytes`, mapped in huge pages when `mapped_here` (and not under ASan), else
-// malloc's.
-void* allocate_block(size_t bytes, bool mapped_here) {
+void* allocate_storage(size_t bytes) {
   // The block starts `offset` bytes past a 64-byte (or 2 MiB) boundary; the header sits just
   // before it.
   const size_t offset = bytes >= kHugePageThreshold
                             ? kLine + next_colour.fetch_add(1) % kColours * kColourStep
                             : kLine;
-  if (!mapped_here || kAddressSanitizer) {
+  if (!mapped_block(bytes)) {
     char* base = static_cast<char*>(std::aligned_alloc(kLine, round_up(bytes + offset, kLine)));
     if (base == nullptr) throw std::bad_alloc();
     const BlockHeader header{base, 0};
@@ -103,12 +99,6 @@ void* allocate_block(size_t bytes, bool mapped_here) {
   std::memcpy(aligned + offset - sizeof(header), &header, sizeof(header));
   return aligned + offset;
 }
-
-}  // namespace
-
-void* allocate_storage(size_t bytes) { return allocate_block(bytes, mapped_block(bytes)); }
-
-void* allocate_mapped_storage(size_t bytes) { return allocate_block(bytes, true); }
 
 void* allocate_zeroed_storage(size_t bytes) {
   void* block = allocate_storage(bytes);

@@ -16,10 +16,6 @@ void* allocate_storage(size_t bytes);
 // (each page zeroed by the system when first written, on the thread that writes it), so a
 // 1 GiB zero tensor costs no pass of its own.
 void* allocate_zeroed_storage(size_t bytes);
-// Mapped and marked for huge pages whatever the size (malloc's under AddressSanitizer): for a
-// block of several MiB that is freed when its call ends (kept_buffer.hpp's large ones), whose
-// small pages would each be faulted in again on every call.
-void* allocate_mapped_storage(size_t bytes);
 void free_storage(void* p) noexcept;
 
 // A tensor's memory: `size` floats at `data`, kept alive by `owner` — the tensor's own
