@@ -1,8 +1,6 @@
 #include "src/attention/flash_problem.hpp"
 
-#include <algorithm>
 #include <memory>
-#include <vector>
 
 #include "src/core/kept_buffer.hpp"
 #include "src/kernels/bfloat16.hpp"
@@ -25,30 +23,18 @@ Tensor as_product_operand(const Tensor& t, const SdpaOptions& options, bool on_a
                           OperandValues values) {
   if (options.precision != Dtype::kBFloat16 || on_amx || values == OperandValues::kBfloat16)
     return t;
-  // Rounded row by row from t's own rows (a layer's Q, K, V columns lie apart) into a block the
-  // calling thread keeps for its next call: a contiguous copy and then a fresh rounded tensor
-  // faulted about 50 pages an operand a call at the small GPT's shape (kept_buffer.hpp).
-  const Tensor source = with_contiguous_rows(t);
-  const int64_t numel = t.numel(), width = t.dim(-1), rank = t.rank();
+  // Rounded a (b, h) matrix of rows at a time from t's own rows (a layer's Q, K, V columns lie
+  // apart) into a block the calling thread keeps for its next call: a contiguous copy and then a
+  // fresh rounded tensor faulted about 50 pages an operand a call at the small GPT's shape
+  // (kept_buffer.hpp).
+  const Tensor t4 = as_rank4(with_contiguous_rows(t));
+  const int64_t heads = t4.dim(1), rows = t4.dim(2), width = t4.dim(3), numel = t.numel();
   auto block = std::make_shared<KeptBuffer>(static_cast<size_t>(numel) * sizeof(float));
   float* rounded = block->as<float>();
-  if (source.is_contiguous()) {  // one pass
-    kernels::round_floats_to_bfloat16(source.data(), numel, rounded);
-    return Tensor::from_external(rounded, numel, t.shape(), contiguous_strides(t.shape()), 0,
-                                 std::move(block));
-  }
-  // Each matrix of rows (every index but the last two), its rows `stride` apart.
-  const int64_t rows = rank >= 2 ? t.dim(-2) : 1,
-                stride = rank >= 2 ? source.strides()[rank - 2] : 0;
-  std::vector<int64_t> index(static_cast<size_t>(std::max<int64_t>(rank - 2, 0)), 0);
-  for (int64_t m = 0; m < numel / (rows * width); ++m) {
-    int64_t offset = 0;
-    for (size_t i = 0; i < index.size(); ++i) offset += index[i] * source.strides()[i];
-    kernels::round_float_rows_to_bfloat16(source.data() + offset, stride, rows, width,
-                                          rounded + m * rows * width);
-    for (int64_t i = static_cast<int64_t>(index.size()) - 1;
-         i >= 0 && ++index[static_cast<size_t>(i)] == t.dim(static_cast<int>(i)); --i)
-      index[static_cast<size_t>(i)] = 0;
+  for (int64_t bh = 0; bh < t4.dim(0) * heads; ++bh) {
+    kernels::round_float_rows_to_bfloat16(
+        t4.data() + (bh / heads) * t4.strides()[0] + (bh % heads) * t4.strides()[1],
+        t4.strides()[2], rows, width, rounded + bh * rows * width);
   }
   return Tensor::from_external(rounded, numel, t.shape(), contiguous_strides(t.shape()), 0,
                                std::move(block));

@@ -13,20 +13,17 @@ namespace {
 constexpr size_t kKeptPerThread = 8;
 constexpr size_t kKeptTotal = 2 * kKeptBufferMax;
 
-struct KeptList {
-  std::vector<std::pair<hwy::AlignedFreeUniquePtr<uint8_t[]>, size_t>> buffers;
-};
-
-KeptList& kept_list() {
-  thread_local KeptList list;
-  return list;
+// This thread's kept blocks and their sizes.
+std::vector<std::pair<hwy::AlignedFreeUniquePtr<uint8_t[]>, size_t>>& kept_list() {
+  thread_local std::vector<std::pair<hwy::AlignedFreeUniquePtr<uint8_t[]>, size_t>> buffers;
+  return buffers;
 }
 
 }  // namespace
 
 KeptBuffer::KeptBuffer(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
-  auto& buffers = kept_list().buffers;
+  auto& buffers = kept_list();
   // The smallest kept buffer that is large enough, so a small lease does not take a large one.
   auto best = buffers.end();
   for (auto it = buffers.begin(); it != buffers.end(); ++it) {
@@ -44,7 +41,7 @@ KeptBuffer::KeptBuffer(size_t bytes) {
 
 KeptBuffer::~KeptBuffer() {
   if (!memory_ || capacity_ > kKeptBufferMax) return;  // a moved-from lease, or a large one
-  auto& buffers = kept_list().buffers;
+  auto& buffers = kept_list();
   if (buffers.size() == kKeptPerThread ||
       kept_buffer_bytes_of_this_thread() + capacity_ > kKeptTotal)
     return;  // freed
@@ -53,7 +50,7 @@ KeptBuffer::~KeptBuffer() {
 
 size_t kept_buffer_bytes_of_this_thread() {
   size_t total = 0;
-  for (const auto& b : kept_list().buffers) total += b.second;
+  for (const auto& b : kept_list()) total += b.second;
   return total;
 }
 
