@@ -177,6 +177,77 @@ TEST(GemmBf16, ResultsDoNotDependOnTheThreadCount) {
   EXPECT_TRUE(testing::BitwiseEqual(runs[0][1], runs[1][1]));
 }
 
+// A matrix's bits with its rows `pad` elements apart beyond its width, as a training step keeps
+// a tensor rounded once (round_rows_to_bfloat16) for several products.
+std::vector<uint16_t> rounded_rows(const Tensor& x, int64_t pad) {
+  const int64_t rows = x.dim(0), cols = x.dim(1), ld = cols + pad;
+  std::vector<uint16_t> bits(static_cast<size_t>(rows * ld), 0xffff);
+  detail::round_rows_to_bfloat16(x.data(), rows, cols, cols, bits.data());
+  if (pad == 0) return bits;
+  std::vector<uint16_t> apart(bits.size(), 0xffff);
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(bits.begin() + r * cols, bits.begin() + (r + 1) * cols, apart.begin() + r * ld);
+  return apart;
+}
+
+// Operands rounded once and handed over as bits — adjacent rows or rows apart, either operand,
+// with a bias or beta — give gemm's bits on the same floats, on oneDNN's bf16 kernel and on the
+// float fallback; and round_rows_to_bfloat16 rounds as the scalar function does.
+void expect_rounded_operands_give_gemms_bits(const char* kernel) {
+  using detail::MatrixOperand;
+  testing::for_every_case(
+      {{1, 1, 1}, {7, 5, 3}, {130, 70, 33}, {40, 300, 64}, {384, 128, 512}},
+      [&](testing::Size s, bool ta, bool tb, const Tensor& a, const Tensor& b,
+          const std::string& what) {
+        const Tensor c0 = rand_normal({s.m, s.n}, 3), bias = rand_normal({s.n}, 4);
+        Tensor expected = c0.clone(), expected_biased({s.m, s.n});
+        gemm(ta, tb, s.m, s.n, s.k, 0.5f, a.data(), a.dim(1), b.data(), b.dim(1), 2.0f,
+             expected.data(), s.n, Dtype::kBFloat16);
+        gemm_bias(ta, tb, s.m, s.n, s.k, a.data(), a.dim(1), b.data(), b.dim(1), bias.data(),
+                  expected_biased.data(), s.n, Dtype::kBFloat16);
+        for (const int64_t pad : {0, 5}) {
+          const std::vector<uint16_t> a_bits = rounded_rows(a, pad), b_bits = rounded_rows(b, pad);
+          const MatrixOperand ra = MatrixOperand::of(a_bits.data(), a.dim(1) + pad),
+                              rb = MatrixOperand::of(b_bits.data(), b.dim(1) + pad);
+          const MatrixOperand fa = MatrixOperand::of(a.data(), a.dim(1)),
+                              fb = MatrixOperand::of(b.data(), b.dim(1));
+          for (const auto& [x, y, which] :
+               {std::tuple{ra, rb, "both rounded"}, std::tuple{ra, fb, "A rounded"},
+                std::tuple{fa, rb, "B rounded"}}) {
+            Tensor c = c0.clone(), biased({s.m, s.n});
+            detail::gemm_bf16(ta, tb, s.m, s.n, s.k, 0.5f, x, y, 2.0f, c.data(), s.n);
+            detail::gemm_bf16(ta, tb, s.m, s.n, s.k, 1.0f, x, y, 0.0f, biased.data(), s.n,
+                              bias.data());
+            EXPECT_TRUE(testing::BitwiseEqual(c, expected))
+                << kernel << ": " << what << ", " << which << ", pad " << pad;
+            EXPECT_TRUE(testing::BitwiseEqual(biased, expected_biased))
+                << kernel << ": " << what << ", " << which << ", pad " << pad << ", bias";
+          }
+        }
+      });
+}
+
+TEST(GemmBf16, OperandsRoundedOnceGiveTheBitsOfRoundingInTheProduct) {
+  const bool has_kernel = detail::use_bf16_fallback_for_test(false);
+  expect_rounded_operands_give_gemms_bits(has_kernel ? "oneDNN bf16 kernel"
+                                                     : "fallback (no bf16 kernel on this CPU)");
+  detail::use_bf16_fallback_for_test(true);
+  expect_rounded_operands_give_gemms_bits("float fallback");
+  detail::use_bf16_fallback_for_test(false);
+
+  const std::vector<float> cases = rounding_cases();
+  const auto half = static_cast<int64_t>(cases.size()) / 2;
+  const Tensor strided =
+      Tensor::from_values({2, half}, std::vector<float>(cases.begin(), cases.begin() + 2 * half));
+  const int64_t cols = strided.dim(1) - 3;  // the rows' first cols elements, ld apart
+  std::vector<uint16_t> bits(static_cast<size_t>(2 * cols));
+  detail::round_rows_to_bfloat16(strided.data(), 2, cols, strided.dim(1), bits.data());
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t e = 0; e < cols; ++e)
+      EXPECT_EQ(bits[static_cast<size_t>(r * cols + e)], to_bfloat16(strided.at({r, e})))
+          << r << ", " << e;
+}
+
 // Weights kept in bfloat16 (gemm_bf16_weights): the bits attn::gemm gives on B's values as
 // floats — one row on the same gemv kernels in the same order, on every SIMD target; more rows
 // on sgemm over the same blocks, widened a piece at a time (2100 columns: pieces of 1024 and

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <random>
 #include <set>
@@ -443,6 +444,33 @@ TEST(Gpt, BfloatTrainingPassesStayCloseToFloatAndInferenceStaysFloat) {
   EXPECT_LT(worst, 3e-2 * largest) << "worst gradient difference " << worst << " of " << largest;
   EXPECT_EQ(bf16.loss(b.ids, b.targets, 4), f32.loss(b.ids, b.targets, 4));
   expect_independent_of_the_thread_count(Dtype::kBFloat16);
+}
+
+// A bf16 training step rounds the weights once and each product's input once, for the forward
+// and the backward's products alike (Activations::keep_rounded_operands): the bits of letting
+// every product round its own operands, with biases or not, rotary positions and grouped heads.
+TEST(Gpt, BfloatStepsRoundingEachOperandOnceGiveTheBitsOfRoundingPerProduct) {
+  GptConfig rotary = split_config();
+  rotary.positions = PositionKind::kRotary;
+  rotary.n_kv_head = 2;
+  rotary.bias = false;
+  for (const GptConfig& c : {split_config(), rotary}) {
+    const Batch b = random_batch(4, 64, c.vocab_size, 3);
+    float losses[2];
+    Tensor grads[2];
+    for (int kept = 0; kept < 2; ++kept) {
+      nn::keep_rounded_operands_for_test(kept == 1);
+      Gpt model(c, 1);
+      perturb(model, 5);
+      model.set_training_precision(Dtype::kBFloat16);
+      losses[kept] = model.forward(b.ids, b.targets, 4);
+      model.backward();
+      grads[kept] = model.gradients().clone();
+    }
+    nn::keep_rounded_operands_for_test(true);
+    EXPECT_EQ(std::bit_cast<uint32_t>(losses[0]), std::bit_cast<uint32_t>(losses[1]));
+    EXPECT_TRUE(testing::BitwiseEqual(grads[0], grads[1]));
+  }
 }
 
 // A perturbed model with 4 query heads over 2 K/V heads, for the decoding tests.

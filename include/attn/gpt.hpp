@@ -205,8 +205,10 @@ class Gpt {
   using LayerHook = std::function<void(int64_t layer, const nn::LayerActivations&)>;
   void forward_logits(std::span<const int64_t> ids, nn::Activations& a,
                       const LayerHook& after_layer = {}) const;
-  // logits (rows, vocab) = ln (rows, C)·wteᵀ, on the float or the bf16 wte.
-  void head_logits(const float* ln, int64_t rows, Dtype precision, float* logits) const;
+  // logits (rows, vocab) = ln (rows, C)·wteᵀ, on the float or the bf16 wte; in a bf16 training
+  // pass that keeps rounded operands (`pass`), on its rounded wte, ln rounded into its lnf_bits.
+  void head_logits(const float* ln, int64_t rows, Dtype precision, float* logits,
+                   nn::Activations* pass = nullptr) const;
   bool is_matrix(const GptParameter& p) const;
   void check_float_weights(const char* what) const;
 

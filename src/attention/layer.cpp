@@ -42,14 +42,17 @@ bool is_one_matrix(const AttentionLayerShape& s, const AttentionLayerWeights& w)
 
 // qkv (rows, width) = x·[Wq | Wk | Wv] + bqkv: one product for one matrix, else one per part
 // into its columns (no concatenated copy of the weights).
+// x_rounded: room for x's bits (bf16 products, one matrix), or null.
 void project_qkv(const AttentionLayerShape& s, const AttentionLayerWeights& w, const float* x,
-                 int64_t rows, Dtype precision, float* qkv) {
+                 int64_t rows, Dtype precision, float* qkv, uint16_t* x_rounded) {
   const int64_t width = s.qkv_width();
   if (is_one_matrix(s, w)) {
-    linear_forward(x, w.wq, w.wqkv_bf16, w.bq, rows, s.d_model, width, qkv, precision);
+    linear_forward(x, w.wq, w.wqkv_bf16, w.bq, rows, s.d_model, width, qkv, precision,
+                   {w.wqkv_rounded, x_rounded});
     return;
   }
-  ATTN_CHECK(!w.wqkv_bf16, "attention layer: bf16 weights need the packed [Wq | Wk | Wv] form");
+  ATTN_CHECK(!w.wqkv_bf16 && !w.wqkv_rounded,
+             "attention layer: bf16 weights need the packed [Wq | Wk | Wv] form");
   const float* weights[] = {w.wq, w.wk, w.wv};
   const float* biases[] = {w.bq, w.bk, w.bv};
   const int64_t strides[] = {w.ld_q, w.ld_k, w.ld_v};
@@ -78,8 +81,9 @@ HeadViews heads_of(const AttentionLayerShape& s, const Tensor& qkv) {
 // The projections of x (B·T rows) into qkv, the heads viewed, Q and K rotated for positions
 // position_offset … .
 HeadViews project_heads(const AttentionLayerShape& s, const AttentionLayerWeights& w,
-                        const float* x, int64_t position_offset, Dtype precision, Tensor qkv) {
-  project_qkv(s, w, x, qkv.dim(0) * qkv.dim(1), precision, qkv.data());
+                        const float* x, int64_t position_offset, Dtype precision, Tensor qkv,
+                        uint16_t* x_rounded = nullptr) {
+  project_qkv(s, w, x, qkv.dim(0) * qkv.dim(1), precision, qkv.data(), x_rounded);
   HeadViews h = heads_of(s, qkv);
   if (s.rope) {
     apply_rope(h.q, position_offset, s.rope_base);
@@ -131,14 +135,14 @@ SdpaOptions with_products_in(const SdpaOptions& options, Dtype precision) {
 void attention_layer_forward(const AttentionLayerShape& s, const AttentionLayerWeights& w,
                              const float* x, const SdpaOptions& options, Dtype precision,
                              AttentionLayerState& state, float* y) {
-  const HeadViews h = project_heads(s, w, x, 0, precision, state.qkv);
+  const HeadViews h = project_heads(s, w, x, 0, precision, state.qkv, state.x_rounded);
   const SdpaOptions attention = with_products_in(options, precision);
   sdpa_into(check_attention(h.q, h.k, h.v, attention), h.q, h.k, h.v, attention,
             state.attended.permute({0, 2, 1, 3}), state.logsumexp);
   if (w.wo) {
     const int64_t rows = state.qkv.dim(0) * state.qkv.dim(1);
     linear_forward(state.attended.data(), w.wo, w.wo_bf16, w.bo, rows, s.merged_width(), s.d_out, y,
-                   precision);
+                   precision, {w.wo_rounded, state.attended_rounded});
   }
 }
 
@@ -161,7 +165,8 @@ void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayer
   const int64_t rows = state.qkv.dim(0) * state.qkv.dim(1);
   // Y = A·Wo + bo.
   linear_backward(d_y, state.attended.data(), w.wo, rows, s.merged_width(), s.d_out,
-                  scratch.d_attended.data(), false, grads.wo, grads.bo, precision);
+                  scratch.d_attended.data(), false, grads.wo, grads.bo, precision,
+                  {w.wo_rounded, state.attended_rounded});
   // A = sdpa(Q, K, V): the gradients land in the columns of dQKV the forward read Q, K, V from.
   const HeadViews h = heads_of(s, state.qkv);
   HeadViews d = heads_of(s, scratch.d_qkv);
@@ -176,7 +181,7 @@ void attention_layer_backward(const AttentionLayerShape& s, const AttentionLayer
   }
   // QKV = X·Wqkv + bqkv.
   linear_backward(scratch.d_qkv.data(), x, w.wq, rows, s.d_model, s.qkv_width(), d_x, accumulate_dx,
-                  grads.wqkv, grads.bqkv, precision);
+                  grads.wqkv, grads.bqkv, precision, {w.wqkv_rounded, state.x_rounded});
 }
 
 void attention_layer_decode(const AttentionLayerShape& s, const AttentionLayerWeights& w,

@@ -56,6 +56,10 @@ struct AttentionLayerWeights {
   // whose float pointers then only describe the layout. The backward refuses them.
   const uint16_t* wqkv_bf16 = nullptr;
   const uint16_t* wo_bf16 = nullptr;
+  // A training step in bf16 (Dtype::kBFloat16 products): the float matrices' bits, rounded once
+  // for the step (the packed form and wo, as above), or null to have each product round them.
+  const uint16_t* wqkv_rounded = nullptr;
+  const uint16_t* wo_rounded = nullptr;
 
   // The single-matrix form: wqkv (d_model, width), bqkv (width) or null.
   static AttentionLayerWeights packed(const AttentionLayerShape& shape, const float* wqkv,
@@ -75,6 +79,10 @@ struct AttentionLayerState {
   Tensor qkv;        // (B, T, width): the projections with biases, Q and K rotated
   Tensor attended;   // (B, T, H, d_head): A, the heads merged
   float* logsumexp;  // (B, H, T) contiguous, or nullptr when no backward follows
+  // With bf16 products, room for X's and A's bits (B·T·d_model and B·T·H·d_head), which the
+  // forward rounds once for its products and the backward reuses; null: rounded per product.
+  uint16_t* x_rounded = nullptr;
+  uint16_t* attended_rounded = nullptr;
 };
 
 enum class QkvPart { kQuery, kKey, kValue };

@@ -36,25 +36,27 @@ namespace {
 using detail::Block;
 using detail::for_each_block;
 using detail::gemv_by_slabs;
+using detail::MatrixOperand;
 
 // One product on this thread, with OpenMP limited to one thread meanwhile (the worker's
 // setting restored after, also when it throws).
+// (Float products take float operands only; bf16 ones either kind: gemm_bf16.hpp.)
 void multiply_one_thread(Dtype precision, char ta, char tb, int64_t m, int64_t n, int64_t k,
-                         float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                         float beta, float* c, int64_t ldc) {
+                         float alpha, MatrixOperand a, MatrixOperand b, float beta, float* c,
+                         int64_t ldc) {
   // One row against rows of B (a token's logits, B = wte): attn's kernel, no oneDNN. Its block
   // is a run of whole rows of B, read in order.
   if (m == 1 && ta == 'N' && tb == 'T' && precision == Dtype::kFloat32) {
-    return kernels::gemv_dots(a, b, k, n, ldb, alpha, beta, c);
+    return kernels::gemv_dots(a.floats, b.floats, k, n, b.ld, alpha, beta, c);
   }
   const detail::OneOpenMpThread one_thread;
   const detail::AsyncSignalsHeld no_signal_frames_on_onednn_workspaces;
   if (precision == Dtype::kBFloat16) {
-    detail::gemm_bf16_one_thread(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    detail::gemm_bf16_one_thread(ta, tb, m, n, k, alpha, a, b, beta, c, ldc);
     return;
   }
   const dnnl_status_t status =
-      detail::onednn().sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      detail::onednn().sgemm(ta, tb, m, n, k, alpha, a.floats, a.ld, b.floats, b.ld, beta, c, ldc);
   ATTN_CHECK(status == dnnl_success, "gemm: oneDNN sgemm failed with status ",
              static_cast<int>(status));
 }
@@ -77,21 +79,20 @@ bool copy_b_first(Dtype precision, char tb, int64_t rows, int64_t cols, int64_t 
 // The block's product on this thread: row r0 of op(A) is row r0 of A, or column r0 when A is
 // transposed; column c0 of op(B) likewise.
 void multiply_block(const Block& x, Dtype precision, char ta, char tb, int64_t k, float alpha,
-                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                    int64_t ldc) {
-  const float* a_block = ta == 'T' ? a + x.r0 : a + x.r0 * lda;
-  const float* b_block = tb == 'T' ? b + x.c0 * ldb : b + x.c0;
-  if (copy_b_first(precision, tb, x.rows, x.cols, ldb)) {
+                    MatrixOperand a, MatrixOperand b, float beta, float* c, int64_t ldc) {
+  const MatrixOperand a_block = a.moved(ta == 'T' ? x.r0 : x.r0 * a.ld);
+  MatrixOperand b_block = b.moved(tb == 'T' ? x.c0 * b.ld : x.c0);
+  if (copy_b_first(precision, tb, x.rows, x.cols, b.ld)) {
     thread_local std::vector<float> b_copy;
     const int64_t ld_copy = x.cols + kPaddedLd;
     b_copy.resize(static_cast<size_t>(k * ld_copy));
     for (int64_t r = 0; r < k; ++r) {
-      std::copy(b_block + r * ldb, b_block + r * ldb + x.cols, b_copy.data() + r * ld_copy);
+      const float* row = b_block.floats + r * b.ld;
+      std::copy(row, row + x.cols, b_copy.data() + r * ld_copy);
     }
-    b_block = b_copy.data();
-    ldb = ld_copy;
+    b_block = MatrixOperand::of(b_copy.data(), ld_copy);
   }
-  multiply_one_thread(precision, ta, tb, x.rows, x.cols, k, alpha, a_block, lda, b_block, ldb, beta,
+  multiply_one_thread(precision, ta, tb, x.rows, x.cols, k, alpha, a_block, b_block, beta,
                       c + x.r0 * ldc + x.c0, ldc);
 }
 
@@ -114,8 +115,8 @@ bool inner_split_pays(int64_t m, int64_t n, int64_t k) {
 }
 
 void gemm_inner_split(Dtype precision, char ta, char tb, int64_t m, int64_t n, int64_t k,
-                      float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-                      float beta, float* c, int64_t ldc) {
+                      float alpha, MatrixOperand a, MatrixOperand b, float beta, float* c,
+                      int64_t ldc) {
   const int64_t cores = detail::machine_cores();
   const int64_t per_core = (k + cores - 1) / cores;
   const int64_t slice = (per_core + detail::kRowGrain - 1) / detail::kRowGrain * detail::kRowGrain;
@@ -126,13 +127,12 @@ void gemm_inner_split(Dtype precision, char ta, char tb, int64_t m, int64_t n, i
       std::make_unique_for_overwrite<float[]>(static_cast<size_t>((slices - 1) * m * n));
   parallel_for(slices, [&](int64_t s) {
     const int64_t k0 = s * slice, inner = std::min(slice, k - k0);
-    const float* a_slice = ta == 'T' ? a + k0 * lda : a + k0;
-    const float* b_slice = tb == 'T' ? b + k0 : b + k0 * ldb;
+    const MatrixOperand a_slice = a.moved(ta == 'T' ? k0 * a.ld : k0);
+    const MatrixOperand b_slice = b.moved(tb == 'T' ? k0 : k0 * b.ld);
     if (s == 0) {
-      multiply_one_thread(precision, ta, tb, m, n, inner, alpha, a_slice, lda, b_slice, ldb, beta,
-                          c, ldc);
+      multiply_one_thread(precision, ta, tb, m, n, inner, alpha, a_slice, b_slice, beta, c, ldc);
     } else {
-      multiply_one_thread(precision, ta, tb, m, n, inner, alpha, a_slice, lda, b_slice, ldb, 0.0f,
+      multiply_one_thread(precision, ta, tb, m, n, inner, alpha, a_slice, b_slice, 0.0f,
                           partials.get() + (s - 1) * m * n, n);
     }
   });
@@ -142,6 +142,27 @@ void gemm_inner_split(Dtype precision, char ta, char tb, int64_t m, int64_t n, i
       kernels::add_rows(rows, ldc, partials.get() + ((s - 1) * m + first) * n, n, last - first, n,
                         rows, ldc);
     }
+  });
+}
+
+// The products of gemm and gemm_bias (bias set: beta is then 0) past their checks, over the
+// threads: by slices of k where that pays (never with a bias), else by blocks of C.
+void products(Dtype precision, char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
+              MatrixOperand a, MatrixOperand b, float beta, float* c, int64_t ldc,
+              const float* bias) {
+  if (bias == nullptr && inner_split_pays(m, n, k)) {
+    return gemm_inner_split(precision, ta, tb, m, n, k, alpha, a, b, beta, c, ldc);
+  }
+  // With a bias, each worker adds it to its own block right after multiplying into it (beta =
+  // 0), while the block's last rows are still in its core's cache. Writing the bias first and
+  // multiplying with beta = 1 had the product read the whole block back from memory: the small
+  // GPT's training step (blocks of 0.2-0.6 MB) took 36.9-37.7 ms on two Zen 2 threads that
+  // way and 34.1-36.3 this way; GPT-2's prompt (2.4 MB blocks) is the same either way.
+  for_each_block(m, n, k, [&](const Block& x) {
+    multiply_block(x, precision, ta, tb, k, alpha, a, b, beta, c, ldc);
+    if (bias == nullptr) return;
+    float* block = c + x.r0 * ldc + x.c0;
+    kernels::add_rows(block, ldc, bias + x.c0, 0, x.rows, x.cols, block, ldc);
   });
 }
 
@@ -156,13 +177,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   if (m == 0 || n == 0) return;
   if (is_gemv(m, trans_a, trans_b, precision))
     return gemv_by_slabs(n, k, alpha, a, b, ldb, beta, c);
-  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-  if (inner_split_pays(m, n, k)) {
-    return gemm_inner_split(precision, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-  for_each_block(m, n, k, [&](const Block& x) {
-    multiply_block(x, precision, ta, tb, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  });
+  products(precision, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
+           MatrixOperand::of(a, lda), MatrixOperand::of(b, ldb), beta, c, ldc, nullptr);
 }
 
 void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
@@ -176,18 +192,24 @@ void gemm_bias(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
     std::copy(bias, bias + n, c);
     return gemv_by_slabs(n, k, 1.0f, a, b, ldb, 1.0f, c);
   }
-  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-  // Each worker adds the bias to its own block right after multiplying into it (beta = 0),
-  // while the block's last rows are still in its core's cache. Writing the bias first and
-  // multiplying with beta = 1 had the product read the whole block back from memory: the small
-  // GPT's training step (blocks of 0.2-0.6 MB) took 36.9-37.7 ms on two Zen 2 threads that
-  // way and 34.1-36.3 this way; GPT-2's prompt (2.4 MB blocks) is the same either way.
-  for_each_block(m, n, k, [&](const Block& x) {
-    multiply_block(x, precision, ta, tb, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-    float* block = c + x.r0 * ldc + x.c0;
-    kernels::add_rows(block, ldc, bias + x.c0, 0, x.rows, x.cols, block, ldc);
-  });
+  products(precision, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f,
+           MatrixOperand::of(a, lda), MatrixOperand::of(b, ldb), 0.0f, c, ldc, bias);
 }
+
+namespace detail {
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               MatrixOperand a, MatrixOperand b, float beta, float* c, int64_t ldc,
+               const float* bias) {
+  const PhaseScope clock(Phase::kMatmul);
+  check_gemm_sizes("gemm (bf16)", trans_a, trans_b, m, n, k, a.ld, b.ld, ldc);
+  ATTN_CHECK(bias == nullptr || beta == 0.0f, "gemm (bf16): a bias needs beta = 0");
+  if (m == 0 || n == 0) return;
+  products(Dtype::kBFloat16, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, b, beta,
+           c, ldc, bias);
+}
+
+}  // namespace detail
 
 namespace {
 

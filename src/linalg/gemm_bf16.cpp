@@ -1,7 +1,8 @@
-// See gemm_bf16.hpp. Each call rounds the two operands into bfloat16 buffers of the calling
-// thread, as they are stored (op() is then a matter of the descriptors' strides), and runs a
-// oneDNN matmul primitive made for that shape: made once per shape and thread and kept, since
-// making one costs far more than a product of a GPT's size.
+// See gemm_bf16.hpp. Each call rounds its float operands into bfloat16 buffers of the calling
+// thread, as they are stored (op() is then a matter of the descriptors' strides; operands
+// rounded already are read in place), and runs a oneDNN matmul primitive made for that shape: made
+// once per shape and thread and kept, since making one costs far more than a product of a GPT's
+// size.
 #include "src/linalg/gemm_bf16.hpp"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "attn/bfloat16.hpp"
 #include "attn/error.hpp"
+#include "src/core/parallel_ranges.hpp"
 #include "src/kernels/bfloat16.hpp"
 #include "src/linalg/onednn_library.hpp"
 
@@ -136,38 +138,63 @@ void execute(ThreadState& t, const Primitive& p, const uint16_t* a, const uint16
   check(dnnl.stream_wait(t.stream), "stream_wait");
 }
 
+}  // namespace
+
+namespace {
+
+// An operand's bits with its rows adjacent ((rows, cols) contiguous): rounded from floats into
+// `buffer`, or as given when they are adjacent already, else copied into `buffer`.
+const uint16_t* adjacent_bits(const MatrixOperand& x, int64_t rows, int64_t cols,
+                              std::vector<uint16_t>& buffer) {
+  if (x.bits != nullptr && (x.ld == cols || rows <= 1)) return x.bits;
+  buffer.resize(static_cast<size_t>(rows * cols));
+  if (x.bits == nullptr) {
+    kernels::round_to_bfloat16(x.floats, rows, cols, x.ld, buffer.data());
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(x.bits + r * x.ld, x.bits + r * x.ld + cols, buffer.data() + r * cols);
+  }
+  return buffer.data();
+}
+
 // The rounded operand back as floats, for the fallback's float product.
-void widen(const std::vector<uint16_t>& bits, std::vector<float>& out) {
-  out.resize(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) out[i] = from_bfloat16(bits[i]);
+void widen(const uint16_t* bits, int64_t count, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = from_bfloat16(bits[i]);
 }
 
 }  // namespace
 
 void gemm_bf16_one_thread(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
-                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                          float* c, int64_t ldc) {
+                          MatrixOperand a, MatrixOperand b, float beta, float* c, int64_t ldc) {
   ThreadState& t = thread_state();
   // The operands as stored: A is (m, k), or (k, m) when transposed; B (k, n) or (n, k).
   const int64_t a_rows = ta == 'T' ? k : m, a_cols = ta == 'T' ? m : k;
   const int64_t b_rows = tb == 'T' ? n : k, b_cols = tb == 'T' ? k : n;
-  t.a.resize(static_cast<size_t>(a_rows * a_cols));
-  t.b.resize(static_cast<size_t>(b_rows * b_cols));
-  kernels::round_to_bfloat16(a, a_rows, a_cols, lda, t.a.data());
-  kernels::round_to_bfloat16(b, b_rows, b_cols, ldb, t.b.data());
+  const uint16_t* a_bits = adjacent_bits(a, a_rows, a_cols, t.a);
+  const uint16_t* b_bits = adjacent_bits(b, b_rows, b_cols, t.b);
 
   const OneDnn& dnnl = onednn();
   const Primitive* p =
       g_force_fallback.load() ? nullptr : &t.primitive_for({m, n, k, ta, tb, ldc, alpha, beta});
   if (p == nullptr || p->primitive == nullptr) {
-    widen(t.a, t.a_wide);
-    widen(t.b, t.b_wide);
+    widen(a_bits, a_rows * a_cols, t.a_wide);
+    widen(b_bits, b_rows * b_cols, t.b_wide);
     const dnnl_status_t status = dnnl.sgemm(ta, tb, m, n, k, alpha, t.a_wide.data(), a_cols,
                                             t.b_wide.data(), b_cols, beta, c, ldc);
     check(status, "sgemm");
     return;
   }
-  execute(t, *p, t.a.data(), t.b.data(), c);
+  execute(t, *p, a_bits, b_bits, c);
+}
+
+void round_rows_to_bfloat16(const float* src, int64_t rows, int64_t cols, int64_t ld,
+                            uint16_t* dst) {
+  parallel_ranges(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)),
+                  [&](int64_t first, int64_t last) {
+                    kernels::round_to_bfloat16(src + first * ld, last - first, cols, ld,
+                                               dst + first * cols);
+                  });
 }
 
 bool gemm_bf16_weights_one_thread(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

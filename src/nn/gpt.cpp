@@ -10,9 +10,11 @@
 #include "attn/error.hpp"
 #include "attn/gemm.hpp"
 #include "attn/random.hpp"
+#include "src/core/kept_buffer.hpp"
 #include "src/core/memory_limit.hpp"
 #include "src/core/parallel_ranges.hpp"
 #include "src/core/phase_scope.hpp"
+#include "src/linalg/gemm_bf16.hpp"
 #include "src/linalg/linear.hpp"
 #include "src/nn/cross_entropy.hpp"
 #include "src/nn/embedding_rows.hpp"
@@ -186,7 +188,7 @@ void Gpt::forward_logits(std::span<const int64_t> ids, nn::Activations& a,
   nn::layer_norm_forward(x, params + layout_->global.lnf_w,
                          at_or_null(params, layout_->global.lnf_b), a.rows, c, a.lnf.data(),
                          a.lnf_mean.data(), a.lnf_rstd.data());
-  head_logits(a.lnf.data(), a.rows, a.precision, a.probs.data());
+  head_logits(a.lnf.data(), a.rows, a.precision, a.probs.data(), &a);
 }
 
 void Gpt::check_ids_and_targets(std::span<const int64_t> ids, std::span<const int64_t> targets,
@@ -219,6 +221,13 @@ float Gpt::forward(std::span<const int64_t> ids, std::span<const int64_t> target
   a.ids.assign(ids.begin(), ids.end());
   a.dropout.seed(config_.dropout, dropout_seed, first_window * t * config_.n_embd);
   a.precision = training_precision_;
+  // bf16 products: the weights rounded once for the step, each product's input once for the
+  // forward and the backward (Activations::keep_rounded_operands).
+  if (a.precision == Dtype::kBFloat16 && nn::rounded_operands_kept()) {
+    a.keep_rounded_operands(config_, parameters_.data(), parameters_.numel());
+  } else {
+    a.drop_rounded_operands();
+  }
   forward_logits(ids, a);
   const float loss = mean_cross_entropy(a, a.targets.data());
   a.has_forward = true;
@@ -261,6 +270,23 @@ Tensor Gpt::attention_weights(std::span<const int64_t> ids) const {
   return weights;
 }
 
+namespace {
+
+// The tied head's products in a bf16 training step: d_lnf = dlogits·wte and d_wte += dlogitsᵀ·lnf
+// on dlogits rounded once for both, and the step's rounded wte and lnf.
+void head_backward_rounded(nn::Activations& a, int64_t wte, int64_t c, int64_t v, float* d_wte) {
+  const detail::PhaseScope clock(Phase::kMatmul);
+  const detail::KeptBuffer dlogits_bits(static_cast<size_t>(a.rows * v) * sizeof(uint16_t));
+  detail::round_rows_to_bfloat16(a.probs.data(), a.rows, v, v, dlogits_bits.as<uint16_t>());
+  const auto dlogits = detail::MatrixOperand::of(dlogits_bits.as<uint16_t>(), v);
+  detail::gemm_bf16(false, false, a.rows, c, v, 1.0f, dlogits,
+                    detail::MatrixOperand::of(a.rounded_at(wte), c), 0.0f, a.d_ln.data(), c);
+  detail::gemm_bf16(true, false, v, c, a.rows, 1.0f, dlogits,
+                    detail::MatrixOperand::of(a.lnf_bits.data(), c), 1.0f, d_wte, c);
+}
+
+}  // namespace
+
 void Gpt::backward(float loss_scale, const std::function<void(int64_t)>& final_from) {
   ATTN_CHECK(acts_ && acts_->has_forward, "Gpt::backward: call forward(ids, targets) first");
   Activations& a = *acts_;
@@ -272,10 +298,14 @@ void Gpt::backward(float loss_scale, const std::function<void(int64_t)>& final_f
                              loss_scale / static_cast<float>(a.rows));
   // Tied head: logits = lnf·wteᵀ, so d_lnf = dlogits·wte and d_wte += dlogitsᵀ·lnf.
   const float* dlogits = a.probs.data();
-  gemm(false, false, a.rows, c, v, 1.0f, dlogits, v, params + layout_->global.wte, c, 0.0f,
-       a.d_ln.data(), c, a.precision);
-  gemm(true, false, v, c, a.rows, 1.0f, dlogits, v, a.lnf.data(), c, 1.0f,
-       grads + layout_->global.wte, c, a.precision);
+  if (a.precision == Dtype::kBFloat16 && !a.lnf_bits.empty()) {
+    head_backward_rounded(a, layout_->global.wte, c, v, grads + layout_->global.wte);
+  } else {
+    gemm(false, false, a.rows, c, v, 1.0f, dlogits, v, params + layout_->global.wte, c, 0.0f,
+         a.d_ln.data(), c, a.precision);
+    gemm(true, false, v, c, a.rows, 1.0f, dlogits, v, a.lnf.data(), c, 1.0f,
+         grads + layout_->global.wte, c, a.precision);
+  }
   const float* x_final =
       layout_->blocks.empty() ? a.encoded.data() : a.layers.back().residual3.data();
   float* d_residual = a.d_residual.data();

@@ -11,12 +11,14 @@
 // The residual gradient flows straight through both additions (d_r2 starts as d_r3). The
 // attention rows (qkv, att, Wo) are the one attention layer core (src/attention/layer.hpp).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "attn/sdpa.hpp"
 #include "src/attention/layer.hpp"
 #include "src/core/parallel_ranges.hpp"
 #include "src/kernels/add_rows.hpp"
+#include "src/kernels/bfloat16.hpp"
 #include "src/linalg/linear.hpp"
 #include "src/nn/gelu.hpp"
 #include "src/nn/gpt_internal.hpp"
@@ -103,13 +105,50 @@ Activations::Activations(const GptConfig& config, int64_t batch_, int64_t t_, Ac
 
 void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                  const float* ln, int64_t rows, float* hidden, float* activated, float* out,
-                 Dtype precision, const uint16_t* bf16) {
+                 Dtype precision, const uint16_t* bf16, const MlpRounded& rounded) {
   const int64_t c = config.n_embd;
   detail::linear_forward(ln, params + at.wfc, bf16_at(bf16, at.wfc), at_or_null(params, at.bfc),
-                         rows, c, 4 * c, hidden, precision);
+                         rows, c, 4 * c, hidden, precision,
+                         {bf16_at(rounded.params, at.wfc), rounded.ln});
   gelu_forward(hidden, rows * 4 * c, activated);
   detail::linear_forward(activated, params + at.wproj, bf16_at(bf16, at.wproj),
-                         at_or_null(params, at.bproj), rows, 4 * c, c, out, precision);
+                         at_or_null(params, at.bproj), rows, 4 * c, c, out, precision,
+                         {bf16_at(rounded.params, at.wproj), rounded.activated});
+}
+
+namespace {
+std::atomic<bool> g_keep_rounded_operands{true};
+}  // namespace
+
+bool keep_rounded_operands_for_test(bool keep) { return g_keep_rounded_operands.exchange(keep); }
+bool rounded_operands_kept() { return g_keep_rounded_operands.load(); }
+
+void Activations::drop_rounded_operands() {
+  rounded_params = {};
+  lnf_bits = {};
+  for (LayerActivations& la : layers) {
+    la.ln1_bits = {};
+    la.att_bits = {};
+    la.ln2_bits = {};
+    la.fch_gelu_bits = {};
+  }
+}
+
+void Activations::keep_rounded_operands(const GptConfig& config, const float* params,
+                                        int64_t count) {
+  const auto c = static_cast<size_t>(config.n_embd), n = static_cast<size_t>(rows);
+  rounded_params.resize(static_cast<size_t>(count));
+  uint16_t* bits = rounded_params.data();
+  detail::parallel_ranges(count, 16384, [&](int64_t first, int64_t last) {
+    kernels::round_to_bfloat16(params + first, 1, last - first, last - first, bits + first);
+  });
+  lnf_bits.resize(n * c);
+  for (LayerActivations& la : layers) {
+    la.ln1_bits.resize(n * c);
+    la.att_bits.resize(n * c);
+    la.ln2_bits.resize(n * c);
+    la.fch_gelu_bits.resize(n * 4 * c);
+  }
 }
 
 void block_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
@@ -118,9 +157,10 @@ void block_forward(const GptConfig& config, const LayerOffsets& at, const float*
   layer_norm_forward(x, params + at.ln1_w, at_or_null(params, at.ln1_b), rows, c, la.ln1.data(),
                      la.ln1_mean.data(), la.ln1_rstd.data());
   float* branch = a.scratch.data();
-  detail::AttentionLayerState state{la.qkv, la.att, la.lse.data()};
+  detail::AttentionLayerState state{la.qkv, la.att, la.lse.data(), data_or_null(la.ln1_bits),
+                                    data_or_null(la.att_bits)};
   detail::attention_layer_forward(attention_shape(config),
-                                  attention_weights(config, at, params, a.bf16), la.ln1.data(),
+                                  attention_weights(config, at, params, a.bf16, &a), la.ln1.data(),
                                   block_attention_options(), a.precision, state, branch);
   a.dropout.apply(branch, rows * c, DropoutSite::kAttention, layer);
   add_into(x, branch, rows * c, la.residual2.data());
@@ -128,7 +168,8 @@ void block_forward(const GptConfig& config, const LayerOffsets& at, const float*
   layer_norm_forward(la.residual2.data(), params + at.ln2_w, at_or_null(params, at.ln2_b), rows, c,
                      la.ln2.data(), la.ln2_mean.data(), la.ln2_rstd.data());
   mlp_forward(config, at, params, la.ln2.data(), rows, la.fch.data(), la.fch_gelu.data(), branch,
-              a.precision, a.bf16);
+              a.precision, a.bf16,
+              {a.rounded_at(0), data_or_null(la.ln2_bits), data_or_null(la.fch_gelu_bits)});
   a.dropout.apply(branch, rows * c, DropoutSite::kMlp, layer);
   add_into(la.residual2.data(), branch, rows * c, la.residual3.data());
 }
@@ -145,11 +186,11 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
   // MLP branch.
   detail::linear_backward(d_branch, la.fch_gelu.data(), params + at.wproj, rows, 4 * c, c,
                           a.d_fch.data(), false, grads + at.wproj, at_or_null(grads, at.bproj),
-                          a.precision);
+                          a.precision, {a.rounded_at(at.wproj), data_or_null(la.fch_gelu_bits)});
   gelu_backward(a.d_fch.data(), la.fch.data(), rows * 4 * c, a.d_fch.data());
   detail::linear_backward(a.d_fch.data(), la.ln2.data(), params + at.wfc, rows, c, 4 * c,
                           a.d_ln.data(), false, grads + at.wfc, at_or_null(grads, at.bfc),
-                          a.precision);
+                          a.precision, {a.rounded_at(at.wfc), data_or_null(la.ln2_bits)});
   layer_norm_backward(a.d_ln.data(), la.residual2.data(), params + at.ln2_w, la.ln2_mean.data(),
                       la.ln2_rstd.data(), rows, c, a.d_residual.data(), grads + at.ln2_w,
                       at_or_null(grads, at.ln2_b));
@@ -157,13 +198,14 @@ void block_backward(const GptConfig& config, const LayerOffsets& at, const float
   // Attention branch.
   d_branch = a.dropout.masked(a.d_residual.data(), a.d_branch.data(), rows * c,
                               DropoutSite::kAttention, layer);
-  const detail::AttentionLayerState state{la.qkv, la.att, la.lse.data()};
+  const detail::AttentionLayerState state{la.qkv, la.att, la.lse.data(), data_or_null(la.ln1_bits),
+                                          data_or_null(la.att_bits)};
   detail::AttentionLayerScratch scratch{a.d_qkv, a.d_att};
   const detail::AttentionLayerGradients into{grads + at.wqkv, at_or_null(grads, at.bqkv),
                                              grads + at.wo, at_or_null(grads, at.bo)};
-  detail::attention_layer_backward(attention_shape(config), attention_weights(config, at, params),
-                                   la.ln1.data(), state, d_branch, block_attention_options(),
-                                   a.precision, scratch, a.d_ln.data(), false, into);
+  detail::attention_layer_backward(
+      attention_shape(config), attention_weights(config, at, params, nullptr, &a), la.ln1.data(),
+      state, d_branch, block_attention_options(), a.precision, scratch, a.d_ln.data(), false, into);
   layer_norm_backward(a.d_ln.data(), x, params + at.ln1_w, la.ln1_mean.data(), la.ln1_rstd.data(),
                       rows, c, a.d_residual.data(), grads + at.ln1_w, at_or_null(grads, at.ln1_b));
 }

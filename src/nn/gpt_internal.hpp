@@ -43,19 +43,6 @@ inline const uint16_t* bf16_at(const uint16_t* bf16, int64_t offset) {
   return bf16 ? bf16 + offset : nullptr;
 }
 
-// The block's attention weights inside the parameter buffer (and the bf16 copies of its
-// matrices when bf16 is set: Gpt::set_weights_dtype).
-inline detail::AttentionLayerWeights attention_weights(const GptConfig& c, const LayerOffsets& at,
-                                                       const float* params,
-                                                       const uint16_t* bf16 = nullptr) {
-  detail::AttentionLayerWeights w = detail::AttentionLayerWeights::packed(
-      attention_shape(c), params + at.wqkv, at_or_null(params, at.bqkv), params + at.wo,
-      at_or_null(params, at.bo));
-  w.wqkv_bf16 = bf16_at(bf16, at.wqkv);
-  w.wo_bf16 = bf16_at(bf16, at.wo);
-  return w;
-}
-
 enum class DropoutSite : uint64_t { kEmbedding = 1, kAttention = 2, kMlp = 3 };
 
 // Inverted dropout whose mask is a hash of (seed, site, layer, element): the backward
@@ -93,6 +80,9 @@ struct LayerActivations {
   Tensor ln2, ln2_mean, ln2_rstd;
   Tensor fch, fch_gelu;  // (rows, 4C): before and after GELU
   Tensor residual3;      // the block's output
+  // A training step in bf16: the bits of each product's input (ln1, att, ln2, fch_gelu),
+  // rounded once by the forward for its products and the backward's (empty otherwise).
+  std::vector<uint16_t> ln1_bits, att_bits, ln2_bits, fch_gelu_bits;
 };
 
 // What a set of activations is for. Training keeps every layer's buffers for the backward and
@@ -120,14 +110,64 @@ struct Activations {
   Dtype precision = Dtype::kFloat32;  // of this pass's matrix products
   const uint16_t* bf16 = nullptr;     // the model's bf16 matrices, when it keeps them so
   bool has_forward = false;
+  // A training step in bf16 (keep_rounded_operands): the parameters' bits, rounded once a step
+  // (each product would round its weight again, on every thread), and lnf's; empty otherwise.
+  std::vector<uint16_t> rounded_params, lnf_bits;
+
+  // Makes room for the bf16 copies above (a training pass whose products are bf16), and
+  // rounds the parameters into rounded_params; drop_rounded_operands frees them (a float pass).
+  void keep_rounded_operands(const GptConfig& config, const float* params, int64_t count);
+  void drop_rounded_operands();
+  // A parameter's bits at `offset`, or null when the pass keeps none.
+  const uint16_t* rounded_at(int64_t offset) const {
+    return rounded_params.empty() ? nullptr : rounded_params.data() + offset;
+  }
 };
+
+// Whether bf16 training passes keep the rounded copies above (the default), or let every
+// product round its operands as it did before they were kept — for the test that the two give
+// the same bits. Returns the previous setting.
+bool keep_rounded_operands_for_test(bool keep);
+bool rounded_operands_kept();
+
+// The buffer's data, or null when empty (a pass that keeps no rounded copies).
+inline uint16_t* data_or_null(std::vector<uint16_t>& bits) {
+  return bits.empty() ? nullptr : bits.data();
+}
+
+// The block's attention weights inside the parameter buffer (and the bf16 copies of its
+// matrices when bf16 is set: Gpt::set_weights_dtype; the step's rounded matrices when `pass`
+// keeps them: a bf16 training step).
+inline detail::AttentionLayerWeights attention_weights(const GptConfig& c, const LayerOffsets& at,
+                                                       const float* params,
+                                                       const uint16_t* bf16 = nullptr,
+                                                       const Activations* pass = nullptr) {
+  detail::AttentionLayerWeights w = detail::AttentionLayerWeights::packed(
+      attention_shape(c), params + at.wqkv, at_or_null(params, at.bqkv), params + at.wo,
+      at_or_null(params, at.bo));
+  w.wqkv_bf16 = bf16_at(bf16, at.wqkv);
+  w.wo_bf16 = bf16_at(bf16, at.wo);
+  if (pass != nullptr) {
+    w.wqkv_rounded = pass->rounded_at(at.wqkv);
+    w.wo_rounded = pass->rounded_at(at.wo);
+  }
+  return w;
+}
 
 // The MLP of one block on rows of LayerNorm₂ output: hidden = ln·Wfc + bfc,
 // activated = gelu(hidden), out = activated·Wproj + bproj (Wfc and Wproj read from bf16 when
 // it is set).
+// What a bf16 training step rounds once for the MLP's products (all null otherwise): the
+// parameters' bits (Activations::rounded_params), and room for ln's and activated's.
+struct MlpRounded {
+  const uint16_t* params = nullptr;
+  uint16_t* ln = nullptr;
+  uint16_t* activated = nullptr;
+};
 void mlp_forward(const GptConfig& config, const LayerOffsets& at, const float* params,
                  const float* ln, int64_t rows, float* hidden, float* activated, float* out,
-                 Dtype precision = Dtype::kFloat32, const uint16_t* bf16 = nullptr);
+                 Dtype precision = Dtype::kFloat32, const uint16_t* bf16 = nullptr,
+                 const MlpRounded& rounded = {});
 
 // x may be la.residual3 (inference reuses one layer's buffers): x is read only before
 // residual3 is written.

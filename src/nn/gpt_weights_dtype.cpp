@@ -5,6 +5,7 @@
 #include "attn/error.hpp"
 #include "attn/gemm.hpp"
 #include "attn/gpt.hpp"
+#include "src/core/phase_scope.hpp"
 #include "src/core/release_pages.hpp"
 #include "src/core/storage.hpp"
 #include "src/kernels/bfloat16.hpp"
@@ -60,8 +61,17 @@ int64_t Gpt::weight_bytes() const {
   return bytes;
 }
 
-void Gpt::head_logits(const float* ln, int64_t rows, Dtype precision, float* logits) const {
+void Gpt::head_logits(const float* ln, int64_t rows, Dtype precision, float* logits,
+                      nn::Activations* pass) const {
   const int64_t c = config_.n_embd, v = config_.vocab_size;
+  if (pass != nullptr && precision == Dtype::kBFloat16 && !pass->lnf_bits.empty()) {
+    const detail::PhaseScope clock(Phase::kMatmul);  // the rounding of ln too
+    detail::round_rows_to_bfloat16(ln, rows, c, c, pass->lnf_bits.data());
+    detail::gemm_bf16(
+        false, true, rows, v, c, 1.0f, detail::MatrixOperand::of(pass->lnf_bits.data(), c),
+        detail::MatrixOperand::of(pass->rounded_at(layout_->global.wte), c), 0.0f, logits, v);
+    return;
+  }
   if (bf16_) {
     detail::gemm_bf16_weights(true, rows, v, c, 1.0f, ln, c, bf16_.get() + layout_->global.wte, c,
                               0.0f, logits, v);
