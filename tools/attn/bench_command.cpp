@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -126,8 +128,9 @@ struct DecodeArgs {
 
 // One decode step: a single new query per head against a cache of L positions, the attention
 // alone (the new token's K/V already appended). Bytes read: K and V of every cached position,
-// as stored (a q8 row: d bytes and its 2-byte scale). Each storage in --cache-dtype runs in turn
-// on the same lengths, so their ratios come from one run.
+// as stored (a q8 row: d bytes and its 2-byte scale). The storages in --cache-dtype are held
+// side by side for each length and their steps take turns, run after run, so each speed-up is
+// a ratio of medians timed through the same moments of the host (interleaved_median_ms).
 void run_decode(const DecodeArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads,
@@ -140,8 +143,8 @@ void run_decode(const DecodeArgs& a) {
            double(KVCache::row_bytes(storage, a.head_dim));
   };
   const int64_t longest = *std::max_element(a.cache.begin(), a.cache.end());
-  double largest = 0.0;  // one cache exists at a time
-  for (Dtype storage : storages) largest = std::max(largest, cache_bytes(storage, longest));
+  double largest = 0.0;  // one length's caches exist at a time, every storage's
+  for (Dtype storage : storages) largest += cache_bytes(storage, longest);
   check_memory("--cache " + std::to_string(longest), largest);
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
@@ -157,29 +160,32 @@ void run_decode(const DecodeArgs& a) {
     std::printf("\n%8s %6s %7s %10s %9s %10s %9s\n", "cache", "dtype", "threads", "us/step", "GB/s",
                 "%bandwidth", "speed-up");
   }
+  const Tensor q = rand_normal({1, a.heads, 1, a.head_dim}, 3);
   for (int64_t length : a.cache) {
     ATTN_CHECK(length >= 1, "--cache must be >= 1, got ", length);
-    std::map<int, double> first_us;  // the first storage's time per thread count
+    std::vector<std::unique_ptr<KVCache>> caches;
+    std::vector<std::function<void()>> steps;
     for (Dtype storage : storages) {
       KVCacheConfig config;
       config.n_kv_heads = kv_heads;
       config.head_dim = a.head_dim;
       config.capacity = length;
       config.dtype = storage;
-      KVCache cache(config);
+      caches.push_back(std::make_unique<KVCache>(config));
+      KVCache& cache = *caches.back();
       const int64_t fill = 4096;  // append in pieces: the random K/V never exist whole
       for (int64_t t0 = 0; t0 < length; t0 += fill) {
         const int64_t n = std::min(fill, length - t0);
         cache.append(rand_normal({1, kv_heads, n, a.head_dim}, 1 + t0),
                      rand_normal({1, kv_heads, n, a.head_dim}, 2 + t0));
       }
-      const Tensor q = rand_normal({1, a.heads, 1, a.head_dim}, 3);
-      const double bytes = cache_bytes(storage, length);
-      for (int threads : thread_counts) {
-        set_num_threads(threads);
-        const double us = 1e3 * median_ms(a.runs, [&] { attend_cached(q, cache); });
-        const double gbps = bytes / us / 1e3;
-        if (!first_us.count(threads)) first_us[threads] = us;
+      steps.emplace_back([&q, &cache] { attend_cached(q, cache); });
+    }
+    for (int threads : thread_counts) {
+      set_num_threads(threads);
+      const std::vector<double> ms = interleaved_median_ms(a.runs, steps);
+      for (size_t i = 0; i < storages.size(); ++i) {
+        const double us = 1e3 * ms[i], gbps = cache_bytes(storages[i], length) / us / 1e3;
         if (a.json) {
           std::printf(
               "{\"cache\": %lld, \"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, "
@@ -187,12 +193,12 @@ void run_decode(const DecodeArgs& a) {
               "\"bandwidth_gbps\": %.2f, \"compete\": %s}\n",
               static_cast<long long>(length), static_cast<long long>(a.heads),
               static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim),
-              to_string(storage).c_str(), threads, us, gbps, bandwidth[threads],
+              to_string(storages[i]).c_str(), threads, us, gbps, bandwidth[threads],
               a.compete ? "true" : "false");
         } else {
           std::printf("%8lld %6s %7d %10.1f %9.1f %9.0f%% %8.2fx\n", static_cast<long long>(length),
-                      to_string(storage).c_str(), threads, us, gbps,
-                      100.0 * gbps / bandwidth[threads], first_us[threads] / us);
+                      to_string(storages[i]).c_str(), threads, us, gbps,
+                      100.0 * gbps / bandwidth[threads], ms[0] / ms[i]);
         }
         std::fflush(stdout);
       }
@@ -259,7 +265,8 @@ void add_bench_command(CLI::App& app) {
                    "thread counts, e.g. --threads 1,2 (default: all cores)")
       ->delimiter(',')
       ->check(in_range(1, kMaxThreads));
-  decode->add_option("--runs", dec->runs, "timed runs (median reported)")
+  decode
+      ->add_option("--runs", dec->runs, "timed runs, the storages taking turns (medians reported)")
       ->capture_default_str()
       ->check(in_range(1, 100000));
   decode->add_flag("--compete", dec->compete, "keep one core busy with another process meanwhile");

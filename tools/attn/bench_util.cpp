@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -177,6 +178,29 @@ std::string attention_json_fields(const AttentionBenchArgs& a, const AttentionBe
       a.variant.c_str(), static_cast<long long>(a.packed), a.precision.c_str(),
       bf16_attention_engine().c_str());
   return fields;
+}
+
+std::vector<double> interleaved_median_ms(int runs, const std::vector<std::function<void()>>& fns) {
+  const auto warm_up_start = std::chrono::steady_clock::now();
+  do {
+    for (const auto& fn : fns) fn();
+  } while (std::chrono::steady_clock::now() - warm_up_start < std::chrono::milliseconds(200));
+  std::vector<std::vector<double>> ms(fns.size());
+  for (int r = 0; r < runs; ++r) {
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      fns[i]();
+      ms[i].push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+  }
+  std::vector<double> medians;
+  for (std::vector<double>& each : ms) {
+    std::sort(each.begin(), each.end());
+    medians.push_back(each[each.size() / 2]);
+  }
+  return medians;
 }
 
 double peak_rss_mib() {

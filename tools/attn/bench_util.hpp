@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,12 @@ double median_ms(int runs, Fn&& fn) {
   } while (std::chrono::steady_clock::now() - warm_up_start < std::chrono::milliseconds(200));
   return timed_median_ms(runs, fn);
 }
+
+// Median milliseconds of each of fns over `runs` rounds, a round calling each once in turn,
+// after warming all of them up for at least 200 ms: calls that take turns meet the same moments
+// of a shared host (a neighbour's memory traffic comes and goes in seconds), so the ratio of two
+// medians is one of like for like, where a block of runs each would be timed minutes apart.
+std::vector<double> interleaved_median_ms(int runs, const std::vector<std::function<void()>>& fns);
 
 // The process's peak resident memory so far, MiB.
 double peak_rss_mib();
