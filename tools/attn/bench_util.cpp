@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -181,25 +180,15 @@ std::string attention_json_fields(const AttentionBenchArgs& a, const AttentionBe
 }
 
 std::vector<double> interleaved_median_ms(int runs, const std::vector<std::function<void()>>& fns) {
-  const auto warm_up_start = std::chrono::steady_clock::now();
-  do {
+  warm_up([&] {
     for (const auto& fn : fns) fn();
-  } while (std::chrono::steady_clock::now() - warm_up_start < std::chrono::milliseconds(200));
+  });
   std::vector<std::vector<double>> ms(fns.size());
   for (int r = 0; r < runs; ++r) {
-    for (size_t i = 0; i < fns.size(); ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      fns[i]();
-      ms[i].push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count());
-    }
+    for (size_t i = 0; i < fns.size(); ++i) ms[i].push_back(ms_of_call(fns[i]));
   }
   std::vector<double> medians;
-  for (std::vector<double>& each : ms) {
-    std::sort(each.begin(), each.end());
-    medians.push_back(each[each.size() / 2]);
-  }
+  for (std::vector<double>& each : ms) medians.push_back(median_of(std::move(each)));
   return medians;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attn/sdpa.hpp"
@@ -75,37 +76,51 @@ struct AttentionBenchRow {
 // lost its third digit to two decimals).
 std::string attention_json_fields(const AttentionBenchArgs& args, const AttentionBenchRow& row);
 
-// Median milliseconds of `runs` calls of fn, timed one by one, without a warm-up.
+// Milliseconds of one call of fn.
 template <typename Fn>
-double timed_median_ms(int runs, Fn&& fn) {
-  std::vector<double> ms;
-  for (int r = 0; r < runs; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
+double ms_of_call(Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// The median of times (at least one).
+inline double median_of(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
 
-// Median milliseconds of `runs` calls of fn, after warming up: calls for at least 200 ms (at
-// least one) — page faults, pool start, caches, and the clock of a core that was idle: on this
-// VM a fresh process's first ~50 ms ran up to 1.5× slower, which a single warm-up call of a
-// short kernel did not cover.
+// Median milliseconds of `runs` calls of fn, timed one by one, without a warm-up.
 template <typename Fn>
-double median_ms(int runs, Fn&& fn) {
-  const auto warm_up_start = std::chrono::steady_clock::now();
+double timed_median_ms(int runs, Fn&& fn) {
+  std::vector<double> ms;
+  for (int r = 0; r < runs; ++r) ms.push_back(ms_of_call(fn));
+  return median_of(std::move(ms));
+}
+
+// Calls fn for at least 200 ms (at least once): page faults, pool start, caches, and the clock
+// of a core that was idle — on this VM a fresh process's first ~50 ms ran up to 1.5× slower,
+// which a single warm-up call of a short kernel did not cover.
+template <typename Fn>
+void warm_up(Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
   do {
     fn();
-  } while (std::chrono::steady_clock::now() - warm_up_start < std::chrono::milliseconds(200));
+  } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200));
+}
+
+// Median milliseconds of `runs` calls of fn, after warm_up.
+template <typename Fn>
+double median_ms(int runs, Fn&& fn) {
+  warm_up(fn);
   return timed_median_ms(runs, fn);
 }
 
 // Median milliseconds of each of fns over `runs` rounds, a round calling each once in turn,
-// after warming all of them up for at least 200 ms: calls that take turns meet the same moments
-// of a shared host (a neighbour's memory traffic comes and goes in seconds), so the ratio of two
-// medians is one of like for like, where a block of runs each would be timed minutes apart.
+// after warming all of them up (warm_up, the whole round): calls that take turns meet the same
+// moments of a shared host (a neighbour's memory traffic comes and goes in seconds), so the ratio
+// of two medians is one of like for like, where a block of runs each would be timed minutes apart.
 std::vector<double> interleaved_median_ms(int runs, const std::vector<std::function<void()>>& fns);
 
 // The process's peak resident memory so far, MiB.
