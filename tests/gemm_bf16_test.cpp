@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <span>
 #include <tuple>
@@ -131,13 +132,17 @@ void expect_matches_rounded_reference(const char* kernel) {
       });
 }
 
-TEST(GemmBf16, MatchesTheReferenceOfTheRoundedOperands) {
+// check(kernel) on oneDNN's bf16 kernel (where the CPU has one), then on the float fallback.
+void on_kernel_and_fallback(const std::function<void(const char*)>& check) {
   const bool has_kernel = detail::use_bf16_fallback_for_test(false);
-  expect_matches_rounded_reference(has_kernel ? "oneDNN bf16 kernel"
-                                              : "fallback (no bf16 kernel on this CPU)");
+  check(has_kernel ? "oneDNN bf16 kernel" : "fallback (no bf16 kernel on this CPU)");
   detail::use_bf16_fallback_for_test(true);
-  expect_matches_rounded_reference("float fallback");
+  check("float fallback");
   detail::use_bf16_fallback_for_test(false);
+}
+
+TEST(GemmBf16, MatchesTheReferenceOfTheRoundedOperands) {
+  on_kernel_and_fallback(expect_matches_rounded_reference);
 }
 
 TEST(GemmBf16, TheOperandsAreReallyRounded) {
@@ -228,12 +233,7 @@ void expect_rounded_operands_give_gemms_bits(const char* kernel) {
 }
 
 TEST(GemmBf16, OperandsRoundedOnceGiveTheBitsOfRoundingInTheProduct) {
-  const bool has_kernel = detail::use_bf16_fallback_for_test(false);
-  expect_rounded_operands_give_gemms_bits(has_kernel ? "oneDNN bf16 kernel"
-                                                     : "fallback (no bf16 kernel on this CPU)");
-  detail::use_bf16_fallback_for_test(true);
-  expect_rounded_operands_give_gemms_bits("float fallback");
-  detail::use_bf16_fallback_for_test(false);
+  on_kernel_and_fallback(expect_rounded_operands_give_gemms_bits);
 
   const std::vector<float> cases = rounding_cases();
   const auto half = static_cast<int64_t>(cases.size()) / 2;
