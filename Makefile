@@ -81,6 +81,7 @@ compare: build
 	PYTHONPATH=build/release/python build/venv/bin/python bench/compare_torch.py
 	bench/compare_tokenizer.sh
 	bench/compare_gpt.sh
+	PYTHONPATH=build/release/python build/venv/bin/python bench/compare_gpt_turns.py
 	bench/compare_gpt2.sh
 
 fixtures:

@@ -1,0 +1,131 @@
+"""attn's training step and PyTorch 2's on the same small GPT, taking turns step by step in one
+process, so that a slow stretch of a shared machine falls on both sides alike.
+
+  PYTHONPATH=build/release/python build/venv/bin/python bench/compare_gpt_turns.py \
+      [--iters 200] [--threads 2] [--corpus FILE] [--precision f32]
+
+attn.train runs `attn train`'s defaults (4 layers, 4 heads, n_embd 128, block 64, batch 12,
+AdamW, clipping) with the GIL released; after each of its steps, the on_step callback runs one
+step of bench/gpt_torch.py's model in PyTorch eager and one under torch.compile (the order
+swapping every step), each timed alone: forward, backward, clipping, AdamW. Every side's step
+is thus run between the other sides' steps, on the same threads (attn.set_num_threads,
+torch.set_num_threads). Reported: each side's median ms over the steps from the eleventh on
+(torch.compile compiles in the first), and the median of the per-step ratios PyTorch ÷ attn
+(each pair a few ms apart: the figure bench/compare_gpt.sh's separate runs cannot give
+on a noisy host). bench/compare_gpt.sh keeps the wider table (1 thread, bf16 autocast, a busy
+core).
+"""
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+# PyTorch's OpenMP threads spin after each parallel region: by default long enough to take a
+# core from attn's step after PyTorch's (attn 32.9 ms a step against 22.7), and with passive
+# waiting PyTorch's own step slowed (63.6 against 42.1 ms). A short spin was PyTorch's best here
+# and alone (37.8-41.4 ms against 45.3-45.5 by default, three runs each on a Zen 4). Set before
+# torch loads its OpenMP runtime; the environment may still choose otherwise.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "1000"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import attn  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import gpt_torch  # noqa: E402
+
+
+class TorchTrainer:
+    """bench/gpt_torch.py's model, optimiser and batches, one timed step at a time."""
+
+    def __init__(self, data, vocab, compile_model, seed):
+        torch.manual_seed(seed)
+        self.data = data
+        self.model = gpt_torch.Gpt(vocab, 64, 4, 4, 128)
+        named = list(self.model.named_parameters())
+        decay = [p for n, p in named if p.dim() == 2 and not n.startswith("w")]
+        rest = [p for n, p in named if not (p.dim() == 2 and not n.startswith("w"))]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                      {"params": rest, "weight_decay": 0.0}],
+                                     lr=1e-3, betas=(0.9, 0.99))
+        self.step_model = torch.compile(self.model) if compile_model else self.model
+        self.iteration = 0
+
+    def step(self, max_iters):
+        """One training step; returns its ms (the batch's sampling left out, as gpt_torch's)."""
+        for group in self.opt.param_groups:
+            group["lr"] = gpt_torch.learning_rate(self.iteration, 1e-3, 1e-4, 100, max_iters)
+        ix = torch.randint(len(self.data) - 64, (12,))
+        x = torch.stack([self.data[i:i + 64] for i in ix])
+        y = torch.stack([self.data[i + 1:i + 65] for i in ix])
+        start = time.perf_counter()
+        loss = self.step_model(x, y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        ms = (time.perf_counter() - start) * 1e3
+        self.iteration += 1
+        self.last_loss = loss.item()
+        return ms
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    here = pathlib.Path(__file__).resolve().parent
+    ap.add_argument("--corpus", default=str(here / "../../shared/data/tinyshakespeare.txt"))
+    ap.add_argument("--iters", type=int, default=200, help="steps each side runs and times")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="attn's products (PyTorch's side stays float32)")
+    args = ap.parse_args()
+    if args.iters < 11:
+        ap.error("--iters must be at least 11 (the first 10 steps are left out)")
+    torch.set_num_threads(args.threads)
+    attn.set_num_threads(args.threads)
+    gpt_torch.SDPA = F.scaled_dot_product_attention
+
+    text = pathlib.Path(args.corpus).read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    data = torch.from_numpy(np.array([stoi[c] for c in text], dtype=np.int64))
+    train = data[:int(0.9 * len(data))]
+    sides = {"PyTorch eager": TorchTrainer(train, len(chars), False, 1337),
+             "PyTorch torch.compile": TorchTrainer(train, len(chars), True, 1337)}
+    times = {"attn": [], **{name: [] for name in sides}}
+
+    def turn(info):
+        times["attn"].append(info["seconds"] * 1e3)
+        order = list(sides) if info["iter"] % 2 == 0 else list(reversed(sides))
+        for name in order:
+            times[name].append(sides[name].step(args.iters))
+
+    attn.train(pathlib.Path(args.corpus), max_iters=args.iters, eval_interval=10 ** 9, eval_iters=1,
+               precision=args.precision, on_step=turn)
+
+    first = 10  # torch.compile compiles during its first steps; every side drops as many
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), "unknown CPU")
+    print(f"CPU: {cpu}; torch {torch.__version__}, attn {attn.__version__} "
+          f"({attn.simd_target()}), {args.threads} threads, OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY', '')}, GOMP_SPINCOUNT="
+          f"{os.environ.get('GOMP_SPINCOUNT', '')}, steps {first + 1}-{args.iters} of each side, "
+          f"taking turns; attn's products {args.precision}")
+    print(f"| side | median ms | least ms | PyTorch ÷ attn, median of the steps' ratios |")
+    print("| --- | ---: | ---: | ---: |")
+    ours = times["attn"][first:]
+    for name, ms in times.items():
+        ms = ms[first:]
+        ratio = "" if name == "attn" else \
+            f"{statistics.median(t / a for t, a in zip(ms, ours)):.2f}"
+        print(f"| {name} | {statistics.median(ms):.2f} | {min(ms):.2f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
