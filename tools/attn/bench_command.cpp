@@ -130,7 +130,10 @@ struct DecodeArgs {
 // alone (the new token's K/V already appended). Bytes read: K and V of every cached position,
 // as stored (a q8 row: d bytes and its 2-byte scale). The storages in --cache-dtype are held
 // side by side for each length and their steps take turns, run after run, so each speed-up is
-// a ratio of medians timed through the same moments of the host (interleaved_median_ms).
+// a ratio of medians timed through the same moments of the host (interleaved_median_ms). The
+// read-bandwidth probe takes its turn among them (a pass over as many bytes as the largest
+// cache, from memory), so each fraction of the bandwidth is of the same moments too: measured
+// once before the steps, it moved with the host by ±10 % against them.
 void run_decode(const DecodeArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads,
@@ -143,20 +146,22 @@ void run_decode(const DecodeArgs& a) {
            double(KVCache::row_bytes(storage, a.head_dim));
   };
   const int64_t longest = *std::max_element(a.cache.begin(), a.cache.end());
-  double largest = 0.0;  // one length's caches exist at a time, every storage's
-  for (Dtype storage : storages) largest += cache_bytes(storage, longest);
-  check_memory("--cache " + std::to_string(longest), largest);
+  double largest = 0.0, largest_one = 0.0;  // one length's caches exist at a time, and a probe
+  for (Dtype storage : storages) {
+    largest += cache_bytes(storage, longest);
+    largest_one = std::max(largest_one, cache_bytes(storage, longest));
+  }
+  check_memory("--cache " + std::to_string(longest),
+               largest + largest_one + static_cast<double>(kProbeExtraBytes));
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
-  std::map<int, double> bandwidth;
-  for (int t : thread_counts) bandwidth[t] = measure_read_bandwidth_gbps(t);
   if (!a.json) {
-    std::printf("attn bench decode: one new query, H=%lld Hkv=%lld d=%lld%s\n",
-                static_cast<long long>(a.heads), static_cast<long long>(kv_heads),
-                static_cast<long long>(a.head_dim),
-                a.compete ? ", another process keeping one core busy" : "");
-    for (int t : thread_counts)
-      std::printf("measured read bandwidth, %d thread(s): %.1f GB/s\n", t, bandwidth[t]);
+    std::printf(
+        "attn bench decode: one new query, H=%lld Hkv=%lld d=%lld%s; \"read\": the bandwidth "
+        "probe, taking turns with the steps\n",
+        static_cast<long long>(a.heads), static_cast<long long>(kv_heads),
+        static_cast<long long>(a.head_dim),
+        a.compete ? ", another process keeping one core busy" : "");
     std::printf("\n%8s %6s %7s %10s %9s %10s %9s\n", "cache", "dtype", "threads", "us/step", "GB/s",
                 "%bandwidth", "speed-up");
   }
@@ -181,9 +186,20 @@ void run_decode(const DecodeArgs& a) {
       }
       steps.emplace_back([&q, &cache] { attend_cached(q, cache); });
     }
+    double probe_bytes = 0.0;
+    for (Dtype storage : storages)
+      probe_bytes = std::max(probe_bytes, cache_bytes(storage, length));
     for (int threads : thread_counts) {
       set_num_threads(threads);
-      const std::vector<double> ms = interleaved_median_ms(a.runs, steps);
+      ReadBandwidthProbe probe(static_cast<int64_t>(probe_bytes), threads);
+      std::vector<std::function<void()>> turns = steps;
+      turns.emplace_back([&probe] { probe.pass_gbps(); });
+      const std::vector<double> ms = interleaved_median_ms(a.runs, turns);
+      const double bandwidth = probe.bytes_per_pass() / ms.back() / 1e6;  // GB/s
+      if (!a.json) {
+        std::printf("%8lld %6s %7d %10.1f %9.1f %9.0f%%\n", static_cast<long long>(length), "read",
+                    threads, 1e3 * ms.back(), bandwidth, 100.0);
+      }
       for (size_t i = 0; i < storages.size(); ++i) {
         const double us = 1e3 * ms[i], gbps = cache_bytes(storages[i], length) / us / 1e3;
         if (a.json) {
@@ -193,12 +209,12 @@ void run_decode(const DecodeArgs& a) {
               "\"bandwidth_gbps\": %.2f, \"compete\": %s}\n",
               static_cast<long long>(length), static_cast<long long>(a.heads),
               static_cast<long long>(kv_heads), static_cast<long long>(a.head_dim),
-              to_string(storages[i]).c_str(), threads, us, gbps, bandwidth[threads],
+              to_string(storages[i]).c_str(), threads, us, gbps, bandwidth,
               a.compete ? "true" : "false");
         } else {
           std::printf("%8lld %6s %7d %10.1f %9.1f %9.0f%% %8.2fx\n", static_cast<long long>(length),
-                      to_string(storages[i]).c_str(), threads, us, gbps,
-                      100.0 * gbps / bandwidth[threads], ms[0] / ms[i]);
+                      to_string(storages[i]).c_str(), threads, us, gbps, 100.0 * gbps / bandwidth,
+                      ms[0] / ms[i]);
         }
         std::fflush(stdout);
       }
@@ -240,7 +256,8 @@ void add_bench_command(CLI::App& app) {
       "decode",
       "Time one decode step: one new query per head against a KV cache of L positions (the\n"
       "attention alone). Reports microseconds per step (median of --runs after a warm-up),\n"
-      "GB/s of K and V read, and the fraction of the read bandwidth the bench measures itself.");
+      "GB/s of K and V read, and the fraction of the read bandwidth the bench measures itself\n"
+      "(the \"read\" row: a pass over as many bytes, from memory, taking turns with the steps).");
   decode->add_option("--cache", dec->cache, "cache lengths, e.g. --cache 1024,65536")
       ->delimiter(',')
       ->capture_default_str()

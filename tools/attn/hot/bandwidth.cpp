@@ -94,5 +94,9 @@ double ReadBandwidthProbe::pass_gbps() {
   return timed_pass_gbps(data_, first, chunks_per_pass_, threads_);
 }
 
+double ReadBandwidthProbe::bytes_per_pass() const {
+  return static_cast<double>(chunks_per_pass_ * kChunk) * 4.0;
+}
+
 }  // namespace attn::cli
 #endif  // HWY_ONCE

@@ -21,6 +21,8 @@ class ReadBandwidthProbe {
  public:
   ReadBandwidthProbe(int64_t bytes, int threads);
   double pass_gbps();  // one timed pass with the threads given
+  // What a pass reads: the bytes asked for, rounded up to the 1 MiB chunks the threads share.
+  double bytes_per_pass() const;
 
  private:
   std::vector<float> data_;
