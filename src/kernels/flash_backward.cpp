@@ -504,11 +504,9 @@ float* QueryGradientRows(const FlashBackwardProblem& bp, int64_t b, int64_t h, i
 void StoreQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
                         const PairShape& z, const Buffers& s) {
   float* dq = QueryGradientRows(bp, b, h, q0);
-  if (s.amx) {  // dQᵀ: a transpose on the way out
-    for (size_t r = 0; r < z.rows; ++r) {
-      float* row = dq + static_cast<int64_t>(r) * bp.dq_stride[2];
-      for (size_t e = 0; e < z.d; ++e) row[e] = s.dqt[e * z.ldq + r];
-    }
+  if (s.amx) {  // dQᵀ: a transpose on the way out, tiles in registers
+    Transpose(s.dqt, static_cast<int64_t>(z.ldq), z.d, z.rows, 1.0f, dq,
+              static_cast<size_t>(bp.dq_stride[2]));
     return;
   }
   for (size_t r = 0; r < z.rows; ++r) {
@@ -542,13 +540,14 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
 void ResumeQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
                          const PairShape& z, const Buffers& s) {
   const float* dq = QueryGradientRows(bp, b, h, q0);
+  if (s.amx) {  // into dQᵀ (element by element, this and its way out were 2.4 % of a bf16
+                // backward's samples at T = 4096)
+    Transpose(dq, bp.dq_stride[2], z.rows, z.d, 1.0f, s.dqt, z.ldq);
+    return;
+  }
   for (size_t r = 0; r < z.rows; ++r) {
     const float* row = dq + static_cast<int64_t>(r) * bp.dq_stride[2];
-    if (s.amx) {
-      for (size_t e = 0; e < z.d; ++e) s.dqt[e * z.ldq + r] = row[e];
-    } else {
-      std::copy(row, row + z.d, s.dq + r * z.ldd);
-    }
+    std::copy(row, row + z.d, s.dq + r * z.ldd);
   }
 }
 

@@ -166,13 +166,11 @@ template <bool kStream = false>
 inline void TransposeTile(const float*, int64_t, float, float*, size_t) {}
 #endif
 
-// dst[e·ld + r] = factor·src[r·stride + e] for r < rows, e < width, and 0 for rows ≤ r < ld:
-// `rows` rows of `width` floats transposed (a query block's Qᵀ or dOᵀ). Whole N × N tiles go
-// through TransposeTile; the edges element by element, reading down a column so the strided
-// side is the reads (they stay in L1). Element by element throughout, this was a fifth of
-// each attention kernel at T = 64, d = 32 (the GPT's).
-inline void PackTransposed(const float* src, int64_t stride, size_t rows, size_t width,
-                           float factor, float* dst, size_t ld) {
+// dst[e·ld + r] = factor·src[r·stride + e] for r < rows, e < width, and nothing else written:
+// `rows` rows of `width` floats transposed. Whole N × N tiles go through TransposeTile; the edges
+// element by element, reading down a column so the strided side is the reads (they stay in L1).
+inline void Transpose(const float* src, int64_t stride, size_t rows, size_t width, float factor,
+                      float* dst, size_t ld) {
   const size_t N = hn::Lanes(DF());
   const bool tiles = kHasTransposeTile && N * N <= 256;
   const size_t tiled_rows = tiles ? rows / N * N : 0, tiled_width = tiles ? width / N * N : 0;
@@ -188,8 +186,16 @@ inline void PackTransposed(const float* src, int64_t stride, size_t rows, size_t
     for (size_t r = e < tiled_width ? tiled_rows : 0; r < rows; ++r) {
       out[r] = factor * src[static_cast<int64_t>(r) * stride + static_cast<int64_t>(e)];
     }
-    std::fill(out + rows, out + ld, 0.0f);
   }
+}
+
+// The same with rows ≤ r < ld of each column set to 0: a query block's Qᵀ or dOᵀ, padded to
+// the tiles' width. (Element by element, this was a fifth of each attention kernel at T = 64,
+// d = 32, the GPT's.)
+inline void PackTransposed(const float* src, int64_t stride, size_t rows, size_t width,
+                           float factor, float* dst, size_t ld) {
+  Transpose(src, stride, rows, width, factor, dst, ld);
+  for (size_t e = 0; e < width; ++e) std::fill(dst + e * ld + rows, dst + (e + 1) * ld, 0.0f);
 }
 
 // The polynomial with the given coefficients (highest power first) at r, by Horner's rule.
