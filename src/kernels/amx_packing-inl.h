@@ -32,6 +32,31 @@ namespace HWY_NAMESPACE {
 constexpr size_t kTile = 16;   // queries per AMX column tile
 constexpr size_t kChunk = 32;  // reduction length per tile product
 
+// Rounding to bfloat16 by AVX-512 BF16's own instructions, which the packed tiles' CPUs have
+// (amx_bf16_usable() requires it): one instruction where the integer rounding of
+// RoundedToBfloat16 and the narrowing or pairing took 6–13. To nearest even, as that rounding,
+// except that a subnormal float becomes 0: never a probability (Exp2Flushed), and for dS a change
+// under 2^-126, far inside the products' bound. Written as asm: Highway 1.0 has no target with
+// AVX-512 BF16 to compile the intrinsics in.
+//
+// The bfloat16 words of v, lane for lane (vcvtneps2bf16).
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> RoundedWords(VF v) {
+  __m256i words;
+  asm("vcvtneps2bf16 %1, %0" : "=v"(words) : "v"(v.raw));
+  return hn::Vec<hn::Rebind<uint16_t, DF>>{words};
+}
+
+// The pair words of two vectors: word i holds bf16(even[i]) in its low half and bf16(odd[i]) in
+// its high half (vcvtne2ps2bf16 rounds both vectors, a word shuffle interleaves them).
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundedPairWords(VF even, VF odd) {
+  __m512i halves;  // bf16(even) in words 0..15, bf16(odd) in 16..31
+  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
+  const __m512i interleave =
+      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return hn::Vec<hn::RebindToUnsigned<DF>>{_mm512_permutexvar_epi16(interleave, halves)};
+}
+
 // The word of a tile's pair: the bfloat16 of `even` in the low half, of `odd` in the upper one
 // (floats holding bfloat16 values exactly): a vector of words, or one.
 template <class DU, class VU>
@@ -135,7 +160,7 @@ inline void ScaleScores(const DiagonalCut& cut, float scale2, float* st, size_t 
 // B of the backward's dQᵀ += Kᵀ·dSᵀ (the forward's Oᵀ += Vᵀ·Pᵀ gets its pairs straight from
 // the softmax: SoftmaxUpdateToPairs): the values of keys 2k and 2k + 1 side by side for each
 // query, one 32-bit word per (pair-row k, query), from a transposed block (dS in float), each
-// rounded to bfloat16 here.
+// rounded to bfloat16 here (RoundedPairWords).
 // chunks[t] = the chunks of 32 keys query tile t needs. A block of two tiles reads as many as
 // the later one needs (amx_product), so every tile's pairs are written that far: zero past the
 // keys the softmax computed for it.
@@ -151,14 +176,9 @@ inline void PackKeyPairs(const DiagonalCut& cut, size_t cols, const float* st, s
     chunks[r / kTile] = round_up(seen, kChunk) / kChunk;
     for (size_t k = 0; k < all_pairs; ++k) {
       const size_t c = 2 * k;
-      const auto even =
-          c < seen ? hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, st + c * ldq + r)))
-                   : hn::Zero(du);
-      const auto odd =
-          c + 1 < seen
-              ? hn::BitCast(du, RoundedToBfloat16(df, hn::LoadU(df, st + (c + 1) * ldq + r)))
-              : hn::Zero(du);
-      hn::StoreU(PairWords(du, even, odd), du, pp + k * ldq + r);
+      const VF even = c < seen ? hn::LoadU(df, st + c * ldq + r) : hn::Zero(df);
+      const VF odd = c + 1 < seen ? hn::LoadU(df, st + (c + 1) * ldq + r) : hn::Zero(df);
+      hn::StoreU(RoundedPairWords(even, odd), du, pp + k * ldq + r);
     }
   }
 }
@@ -191,8 +211,8 @@ inline void PackRowPairs(const float* x, int64_t stride, size_t rows, size_t wid
 }
 
 // A of the same products: a transposed block (keys × ldq, P or dS in float) as bfloat16 rows of
-// ld ≥ ldq queries, each value rounded here, for the keys [0, round_up(cols, 16)) the tiles
-// cover; zero past the keys the softmax computed for each query vector and past ldq.
+// ld ≥ ldq queries, each value rounded here (RoundedWords), for the keys [0, round_up(cols, 16))
+// the tiles cover; zero past the keys the softmax computed for each query vector and past ldq.
 inline void PackTransposedRows(const DiagonalCut& cut, size_t cols, const float* st, size_t ldq,
                                size_t ld, uint16_t* out) {
   const DF df;
@@ -202,8 +222,7 @@ inline void PackTransposedRows(const DiagonalCut& cut, size_t cols, const float*
   for (size_t r = 0; r < ldq; r += N) {
     const size_t seen = std::min(KeysForQueryVector(cut, r), cols);
     for (size_t c = 0; c < key_rows; ++c) {
-      const auto words =
-          c < seen ? Bfloat16Words(df, hn::LoadU(df, st + c * ldq + r)) : hn::Zero(d16);
+      const auto words = c < seen ? RoundedWords(hn::LoadU(df, st + c * ldq + r)) : hn::Zero(d16);
       hn::StoreU(words, d16, out + c * ld + r);
     }
   }

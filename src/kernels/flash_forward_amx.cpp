@@ -85,21 +85,6 @@ void WriteOutputRows(const float* ot, size_t ldq, size_t rows, size_t dv, const 
   }
 }
 
-// The pair words of two vectors of probabilities: word i holds bf16(even[i]) in its low half and
-// bf16(odd[i]) in its high half, each rounded to nearest even. AVX-512 BF16's vcvtne2ps2bf16
-// rounds both vectors in one instruction (amx_bf16_usable() requires it), then a word shuffle
-// interleaves them: 2 instructions where the integer rounding and pairing took 13. The same bits
-// for probabilities (never subnormal: Exp2Flushed), which is all it is given. Written as asm:
-// Highway 1.0 has no target with AVX-512 BF16 to compile the intrinsic in.
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundedPairWords(VF even, VF odd) {
-  __m512i halves;  // bf16(even) in words 0..15, bf16(odd) in 16..31
-  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
-  const __m512i interleave =
-      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return hn::Vec<hn::RebindToUnsigned<DF>>{_mm512_permutexvar_epi16(interleave, halves)};
-}
-
 // SoftmaxUpdate and PackKeyPairs in one pass: each query vector's probabilities go straight
 // into the pair words of P that Oᵀ += Vᵀ·Pᵀ reads (rounded to bfloat16; l sums them
 // unrounded, as SoftmaxUpdate does, in the same order), instead of into Sᵀ and from there,
