@@ -29,10 +29,13 @@ import subprocess
 import time
 
 # PyTorch's OpenMP threads spin after each call by default and so took the second core from
-# attn's next call (attn at T = 256: 2.61 ms beside them, 1.45 ms without); passive waiting
-# left PyTorch's own times the same or better (30.9 -> 29.9 ms at T = 1024). Set before torch
-# loads its OpenMP runtime; the environment may still choose otherwise.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# attn's next call (attn at T = 256: 2.61 ms beside them, 1.45 ms without). Passive waiting
+# cured that but slowed PyTorch's small calls (causal T = 256 on a Zen 4: forward 4.43 ms,
+# forward + backward 16.78); a short spin serves both sides (2.34 and 8.16 ms; attn 1.00 and
+# 4.10 against 1.18 and 5.51 passive). Set before torch loads its OpenMP runtime; the
+# environment may still choose otherwise.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "1000"
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -110,7 +113,8 @@ def main():
     print(f"CPU: {cpu_name()}; torch {torch.__version__} "
           f"({torch.backends.cpu.get_cpu_capability()}), attn {attn.__version__} "
           f"({attn.simd_target()}), {args.threads} threads, median of {args.runs}, "
-          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, FMA peak "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}, "
+          f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '')}, FMA peak "
           f"{'not measured' if peak is None else f'{peak:.0f} GFLOP/s'}")
     row(["T", "dtype", "causal", "pass", "attn ms", "PyTorch ms", "PyTorch / attn",
          "attn %peak", "PyTorch %peak", "PyTorch's kernel"])
