@@ -71,7 +71,6 @@ class TorchTrainer:
         self.opt.step()
         ms = (time.perf_counter() - start) * 1e3
         self.iteration += 1
-        self.last_loss = loss.item()
         return ms
 
 

@@ -132,8 +132,8 @@ struct DecodeArgs {
 // side by side for each length and their steps take turns, run after run, so each speed-up is
 // a ratio of medians timed through the same moments of the host (interleaved_median_ms). The
 // read-bandwidth probe takes its turn among them (a pass over as many bytes as the largest
-// cache, from memory), so each fraction of the bandwidth is of the same moments too: measured
-// once before the steps, it moved with the host by ±10 % against them.
+// cache, from memory), so each fraction of the bandwidth is of the same moments too (measured
+// once before the steps, it set one moment of a shared host against a median of later ones).
 void run_decode(const DecodeArgs& a) {
   const int64_t kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   ATTN_CHECK(a.heads % kv_heads == 0, "--kv-heads (", kv_heads, ") must divide --heads (", a.heads,
