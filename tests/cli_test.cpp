@@ -1279,6 +1279,25 @@ TEST_F(Cli, BenchPackedCountsEachSequencesOwnSquare) {
   expect_error("bench backward --seq 48 --packed 2 --impl reference", "fused path only");
 }
 
+// bench decode times every storage with the read-bandwidth probe taking turns: a JSON line per
+// storage, each set against the same probe of the run, and the probe's own "read" row in the
+// table.
+TEST_F(Cli, BenchDecodeSetsEachStorageAgainstTheProbeOfItsRun) {
+  const std::string decode = "bench decode --cache 64 --heads 2 --head-dim 16 --threads 1 --runs 1";
+  const CliResult json = run(decode + " --cache-dtype f32,q8 --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 2) << json.out;
+  const size_t q8 = json.out.find("\"cache_dtype\": \"q8\"");
+  ASSERT_NE(q8, std::string::npos) << json.out;
+  const double probe = json_number(json.out, "bandwidth_gbps");
+  EXPECT_GT(probe, 0.0) << json.out;
+  EXPECT_EQ(json_number(json.out, "bandwidth_gbps", q8), probe) << json.out;
+  EXPECT_GT(json_number(json.out, "gbps", q8), 0.0) << json.out;
+  const CliResult table = run(decode);
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("64   read       1"), std::string::npos) << table.out;
+}
+
 // The bench names what bf16 products ran on (AMX tiles, vdpbf16ps or the float kernels), in its
 // header and in its JSON, beside the precision.
 TEST_F(Cli, BenchNamesTheBf16Engine) {
