@@ -20,7 +20,6 @@ import os
 import pathlib
 import statistics
 import sys
-import time
 
 # PyTorch's OpenMP threads spin after each parallel region: by default long enough to take a
 # core from attn's step after PyTorch's (attn 32.9 ms a step against 22.7), and with passive
@@ -30,7 +29,6 @@ import time
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "1000"
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -38,40 +36,6 @@ import attn  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import gpt_torch  # noqa: E402
-
-
-class TorchTrainer:
-    """bench/gpt_torch.py's model, optimiser and batches, one timed step at a time."""
-
-    def __init__(self, data, vocab, compile_model, seed):
-        torch.manual_seed(seed)
-        self.data = data
-        self.model = gpt_torch.Gpt(vocab, 64, 4, 4, 128)
-        named = list(self.model.named_parameters())
-        decay = [p for n, p in named if p.dim() == 2 and not n.startswith("w")]
-        rest = [p for n, p in named if not (p.dim() == 2 and not n.startswith("w"))]
-        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                                      {"params": rest, "weight_decay": 0.0}],
-                                     lr=1e-3, betas=(0.9, 0.99))
-        self.step_model = torch.compile(self.model) if compile_model else self.model
-        self.iteration = 0
-
-    def step(self, max_iters):
-        """One training step; returns its ms (the batch's sampling left out, as gpt_torch's)."""
-        for group in self.opt.param_groups:
-            group["lr"] = gpt_torch.learning_rate(self.iteration, 1e-3, 1e-4, 100, max_iters)
-        ix = torch.randint(len(self.data) - 64, (12,))
-        x = torch.stack([self.data[i:i + 64] for i in ix])
-        y = torch.stack([self.data[i + 1:i + 65] for i in ix])
-        start = time.perf_counter()
-        loss = self.step_model(x, y)
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.opt.step()
-        ms = (time.perf_counter() - start) * 1e3
-        self.iteration += 1
-        return ms
 
 
 def main():
@@ -90,20 +54,19 @@ def main():
     attn.set_num_threads(args.threads)
     gpt_torch.SDPA = F.scaled_dot_product_attention
 
-    text = pathlib.Path(args.corpus).read_text(encoding="utf-8")
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = torch.from_numpy(np.array([stoi[c] for c in text], dtype=np.int64))
+    _, chars, data = gpt_torch.characters(args.corpus)
     train = data[:int(0.9 * len(data))]
-    sides = {"PyTorch eager": TorchTrainer(train, len(chars), False, 1337),
-             "PyTorch torch.compile": TorchTrainer(train, len(chars), True, 1337)}
+    torch.manual_seed(1337)
+    sides = {"PyTorch eager": gpt_torch.Trainer(len(chars)),
+             "PyTorch torch.compile": gpt_torch.Trainer(len(chars), compile_model=True)}
     times = {"attn": [], **{name: [] for name in sides}}
 
     def turn(info):
         times["attn"].append(info["seconds"] * 1e3)
         order = list(sides) if info["iter"] % 2 == 0 else list(reversed(sides))
         for name in order:
-            times[name].append(sides[name].step(args.iters))
+            seconds, _ = sides[name].step(info["iter"], args.iters, train)
+            times[name].append(seconds * 1e3)
 
     attn.train(pathlib.Path(args.corpus), max_iters=args.iters, eval_interval=10 ** 9, eval_iters=1,
                precision=args.precision, on_step=turn)
@@ -116,7 +79,7 @@ def main():
           f"{os.environ.get('OMP_WAIT_POLICY', '')}, GOMP_SPINCOUNT="
           f"{os.environ.get('GOMP_SPINCOUNT', '')}, steps {first + 1}-{args.iters} of each side, "
           f"taking turns; attn's products {args.precision}")
-    print(f"| side | median ms | least ms | PyTorch ÷ attn, median of the steps' ratios |")
+    print("| side | median ms | least ms | PyTorch ÷ attn, median of the steps' ratios |")
     print("| --- | ---: | ---: | ---: |")
     ours = times["attn"][first:]
     for name, ms in times.items():

@@ -122,6 +122,55 @@ def learning_rate(it, lr, min_lr, warmup, decay):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
+def characters(corpus):
+    """The corpus's text, its sorted characters, and its ids as a LongTensor (`attn train`'s
+    character tokenizer)."""
+    text = open(corpus, encoding="utf-8").read()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    return text, chars, torch.from_numpy(np.array([stoi[c] for c in text], dtype=np.int64))
+
+
+class Trainer:
+    """`attn train`'s defaults in PyTorch: the model, AdamW with the same groups (decay on the
+    blocks' matrices only), warm-up + cosine, clipping at 1.0, batches of 12 random windows of
+    64; one timed step at a time (bench/compare_gpt_turns.py takes turns with attn's)."""
+
+    block, batch = 64, 12
+
+    def __init__(self, vocab, compile_model=False, init_from=None):
+        self.model = Gpt(vocab, self.block, 4, 4, 128)
+        if init_from:
+            load_attn_weights(self.model, init_from)
+        named = list(self.model.named_parameters())
+        decay = [p for n, p in named if p.dim() == 2 and not n.startswith("w")]
+        rest = [p for n, p in named if not (p.dim() == 2 and not n.startswith("w"))]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                      {"params": rest, "weight_decay": 0.0}],
+                                     lr=1e-3, betas=(0.9, 0.99))
+        self.step_model = torch.compile(self.model) if compile_model else self.model
+
+    def windows(self, split_data):
+        ix = torch.randint(len(split_data) - self.block, (self.batch,))
+        return (torch.stack([split_data[i:i + self.block] for i in ix]),
+                torch.stack([split_data[i + 1:i + 1 + self.block] for i in ix]))
+
+    def step(self, it, max_iters, train, bf16=False):
+        """Step `it` of a schedule of max_iters on a batch of `train`: (seconds, loss), the
+        batch's sampling left out of the time (forward, backward, clipping, AdamW in it)."""
+        for group in self.opt.param_groups:
+            group["lr"] = learning_rate(it, 1e-3, 1e-4, 100, max_iters)
+        x, y = self.windows(train)
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = self.step_model(x, y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        return time.perf_counter() - start, loss
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default="../shared/data/tinyshakespeare.txt")
@@ -148,48 +197,22 @@ def main():
         SDPA = attn.torch.scaled_dot_product_attention
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    text = open(args.corpus, encoding="utf-8").read()
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = np.array([stoi[c] for c in text], dtype=np.int64)
+    _, chars, data = characters(args.corpus)
     split = int(0.9 * len(data))
-    train, val = torch.from_numpy(data[:split]), torch.from_numpy(data[split:])
-    block, batch = 64, 12
-    model = Gpt(len(chars), block, 4, 4, 128)
-    if args.init_from:
-        load_attn_weights(model, args.init_from)
-    decay = [p for n, p in model.named_parameters() if p.dim() == 2 and not n.startswith("w")]
-    rest = [p for n, p in model.named_parameters() if not (p.dim() == 2 and not n.startswith("w"))]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.99))
-    step_model = torch.compile(model) if args.compile else model
-
-    def windows(split_data):
-        ix = torch.randint(len(split_data) - block, (batch,))
-        return (torch.stack([split_data[i:i + block] for i in ix]),
-                torch.stack([split_data[i + 1:i + 1 + block] for i in ix]))
-
+    train, val = data[:split], data[split:]
+    trainer = Trainer(len(chars), args.compile, args.init_from)
     times = []
     for it in range(args.iters):
-        for group in opt.param_groups:
-            group["lr"] = learning_rate(it, 1e-3, 1e-4, 100, args.max_iters)
-        x, y = windows(train)
-        start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            loss = step_model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        times.append(time.perf_counter() - start)
+        seconds, loss = trainer.step(it, args.max_iters, train, args.bf16)
+        times.append(seconds)
     warm = times[min(10, len(times) - 1):]
     print(f"pytorch {torch.__version__}: {args.iters} iterations, median {1e3 * sorted(warm)[len(warm) // 2]:.2f} ms/iter, "
           f"last loss {loss.item():.4f}, {args.threads} threads{', bf16 autocast' if args.bf16 else ''}, "
           f"attention {args.attention}{', torch.compile' if args.compile else ''}")
     if args.eval:
-        model.eval()
+        trainer.model.eval()
         with torch.no_grad():
-            losses = [model(*windows(val)).item() for _ in range(args.eval_batches)]
+            losses = [trainer.model(*trainer.windows(val)).item() for _ in range(args.eval_batches)]
         print(f"val loss {sum(losses) / len(losses):.4f} ({args.eval_batches} batches)")
 
 
