@@ -16,25 +16,17 @@ on a noisy host). bench/compare_gpt.sh keeps the wider table (1 thread, bf16 aut
 core).
 """
 import argparse
-import os
 import pathlib
 import statistics
-import sys
 
-# PyTorch's OpenMP threads spin after each parallel region: by default long enough to take a
-# core from attn's step after PyTorch's (attn 32.9 ms a step against 22.7), and with passive
-# waiting PyTorch's own step slowed (63.6 against 42.1 ms). A short spin was PyTorch's best here
-# and alone (37.8-41.4 ms against 45.3-45.5 by default, three runs each on a Zen 4). Set before
-# torch loads its OpenMP runtime; the environment may still choose otherwise.
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    os.environ["GOMP_SPINCOUNT"] = "1000"
+import torch_wait  # this script's folder
+
+torch_wait.use_fastest()  # before torch loads its OpenMP runtime
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import attn  # noqa: E402
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import gpt_torch  # noqa: E402
 
 
@@ -72,13 +64,10 @@ def main():
                precision=args.precision, on_step=turn)
 
     first = 10  # torch.compile compiles during its first steps; every side drops as many
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "unknown CPU")
-    print(f"CPU: {cpu}; torch {torch.__version__}, attn {attn.__version__} "
-          f"({attn.simd_target()}), {args.threads} threads, OMP_WAIT_POLICY="
-          f"{os.environ.get('OMP_WAIT_POLICY', '')}, GOMP_SPINCOUNT="
-          f"{os.environ.get('GOMP_SPINCOUNT', '')}, steps {first + 1}-{args.iters} of each side, "
-          f"taking turns; attn's products {args.precision}")
+    print(f"CPU: {torch_wait.cpu_name()}; torch {torch.__version__}, attn {attn.__version__} "
+          f"({attn.simd_target()}), {args.threads} threads, {torch_wait.described()}, "
+          f"steps {first + 1}-{args.iters} of each side, taking turns; attn's products "
+          f"{args.precision}")
     print("| side | median ms | least ms | PyTorch ÷ attn, median of the steps' ratios |")
     print("| --- | ---: | ---: | ---: |")
     ours = times["attn"][first:]

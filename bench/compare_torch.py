@@ -20,38 +20,21 @@ CPU has them), PyTorch its bf16 kernel; the peak is the float32 FMA one for both
 AMX tiles can pass 100 %.
 """
 import argparse
-import os
-import platform
 import re
 import shutil
 import statistics
 import subprocess
 import time
 
-# PyTorch's OpenMP threads spin after each call by default and so took the second core from
-# attn's next call (attn at T = 256: 2.61 ms beside them, 1.45 ms without). Passive waiting
-# cured that but slowed PyTorch's small calls (causal T = 256 on a Zen 4: forward 4.43 ms,
-# forward + backward 16.78); a short spin serves both sides (2.34 and 8.16 ms; attn 1.00 and
-# 4.10 against 1.18 and 5.51 passive). Set before torch loads its OpenMP runtime; the
-# environment may still choose otherwise.
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    os.environ["GOMP_SPINCOUNT"] = "1000"
+import torch_wait  # this script's folder
+
+torch_wait.use_fastest()  # before torch loads its OpenMP runtime
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import attn  # noqa: E402
 import attn.torch as at  # noqa: E402
-
-
-def cpu_name():
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def fma_peak_gflops(cli, threads):
@@ -110,11 +93,10 @@ def main():
     torch.set_num_threads(args.threads)
     attn.set_num_threads(args.threads)
     peak = fma_peak_gflops(args.cli, args.threads)
-    print(f"CPU: {cpu_name()}; torch {torch.__version__} "
+    print(f"CPU: {torch_wait.cpu_name()}; torch {torch.__version__} "
           f"({torch.backends.cpu.get_cpu_capability()}), attn {attn.__version__} "
           f"({attn.simd_target()}), {args.threads} threads, median of {args.runs}, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}, "
-          f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '')}, FMA peak "
+          f"{torch_wait.described()}, FMA peak "
           f"{'not measured' if peak is None else f'{peak:.0f} GFLOP/s'}")
     row(["T", "dtype", "causal", "pass", "attn ms", "PyTorch ms", "PyTorch / attn",
          "attn %peak", "PyTorch %peak", "PyTorch's kernel"])

@@ -8,7 +8,7 @@ masked softmax, or with --attention attn attn.torch's; --compile runs the model 
 torch.compile.
 
 Run with PyTorch 2.13 in scripts/bootstrap --python's venv:
-  OMP_WAIT_POLICY=PASSIVE PYTHONPATH=build/release/python build/venv/bin/python \
+  GOMP_SPINCOUNT=1000 PYTHONPATH=build/release/python build/venv/bin/python \
     bench/gpt_torch.py --iters 150 --threads 2 [--attention torch|explicit|attn] [--compile]
 """
 import argparse
