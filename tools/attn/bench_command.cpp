@@ -145,14 +145,17 @@ void run_decode(const DecodeArgs& a) {
     return 2.0 * double(kv_heads) * double(length) *
            double(KVCache::row_bytes(storage, a.head_dim));
   };
+  // The bandwidth probe of a length reads as many bytes as its largest cache.
+  auto probe_bytes = [&](int64_t length) {
+    double most = 0.0;
+    for (Dtype storage : storages) most = std::max(most, cache_bytes(storage, length));
+    return most;
+  };
   const int64_t longest = *std::max_element(a.cache.begin(), a.cache.end());
-  double largest = 0.0, largest_one = 0.0;  // one length's caches exist at a time, and a probe
-  for (Dtype storage : storages) {
-    largest += cache_bytes(storage, longest);
-    largest_one = std::max(largest_one, cache_bytes(storage, longest));
-  }
+  double largest = 0.0;  // one length's caches exist at a time, every storage's, and its probe
+  for (Dtype storage : storages) largest += cache_bytes(storage, longest);
   check_memory("--cache " + std::to_string(longest),
-               largest + largest_one + static_cast<double>(kProbeExtraBytes));
+               largest + probe_bytes(longest) + static_cast<double>(kProbeExtraBytes));
   const std::vector<int> thread_counts = thread_counts_or_all(a.threads);
   CompetingProcess competitor(a.compete);
   if (!a.json) {
@@ -186,12 +189,9 @@ void run_decode(const DecodeArgs& a) {
       }
       steps.emplace_back([&q, &cache] { attend_cached(q, cache); });
     }
-    double probe_bytes = 0.0;
-    for (Dtype storage : storages)
-      probe_bytes = std::max(probe_bytes, cache_bytes(storage, length));
     for (int threads : thread_counts) {
       set_num_threads(threads);
-      ReadBandwidthProbe probe(static_cast<int64_t>(probe_bytes), threads);
+      ReadBandwidthProbe probe(static_cast<int64_t>(probe_bytes(length)), threads);
       std::vector<std::function<void()>> turns = steps;
       turns.emplace_back([&probe] { probe.pass_gbps(); });
       const std::vector<double> ms = interleaved_median_ms(a.runs, turns);
