@@ -13,8 +13,13 @@
 // two lines, and there one core left memory idle while it computed (q8, Zen 2, L = 64k: 19 ms
 // on one thread against 10 for the same keys in cache), so those ask for the next block's rows
 // while the current block computes, a row a key: q8 10.5–10.6 → 8.7–8.9 ms on two threads,
-// bf16 17.7–18.4 → 15.9. Float rows that hold every head of a position (packed batches, pages)
-// are a different case, taken a chunk of all heads at a time: DecodeChunkAllHeads below.
+// bf16 17.7–18.4 → 15.9. They are asked into L2, not L1 (prefetcht1, not t0): on a Zen 4 at
+// L = 64k on two threads, five runs of the three taking turns, t0 made bf16 slower than no
+// prefetch at all (10.2–11.2 ms against 9.1–10.1; t1 9.5–10.4), and q8 took 5.5–6.8 ms with
+// t0, 5.4–7.2 with none, 4.5–5.7 with t1; at L = 4k–16k, in L3, t1 was the fastest of the
+// three for both. Float rows that hold every head of a position (packed
+// batches, pages) are a different case, taken a chunk of all heads at a time:
+// DecodeChunkAllHeads below.
 #include "src/kernels/decode.hpp"
 
 #include <algorithm>
@@ -28,7 +33,6 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "attn/bfloat16.hpp"
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "src/kernels/reductions.hpp"
 #include "src/kernels/simd_common-inl.h"
@@ -69,14 +73,16 @@ HWY_INLINE float RowScale(const void* base, size_t offset, size_t d) {
 }
 
 // The rows of the next block of keys (or values), asked for one row's lines per key of this
-// block, so that memory streams them in while this block computes; base = nullptr asks
+// block, so that memory streams them into L2 while this block computes; base = nullptr asks
 // nothing.
 struct PrefetchAhead {
   const char* base;
   size_t pitch;  // bytes
   HWY_INLINE void row(size_t c) const {
     if (base == nullptr) return;
-    for (size_t byte = c * pitch; byte < (c + 1) * pitch; byte += 64) hwy::Prefetch(base + byte);
+    for (size_t byte = c * pitch; byte < (c + 1) * pitch; byte += 64) {
+      __builtin_prefetch(base + byte, /*read*/ 0, /*locality: L2 and out*/ 2);
+    }
   }
 };
 constexpr PrefetchAhead kNoPrefetch{nullptr, 0};
