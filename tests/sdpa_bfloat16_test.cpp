@@ -1,7 +1,8 @@
 // attn::sdpa_bfloat16 and sdpa_backward_bfloat16 (attn/sdpa_bfloat16.hpp) against their
 // definition: sdpa and sdpa_backward on the same values widened to float32 with bf16 products,
 // the forward's output rounded to bfloat16 — bit for bit, output and logsumexp, every gradient
-// (the sinks' and the additive mask's too) in both backward loop orders, on each engine of the bf16
+// (the sinks' and the additive mask's too, and dQ, dK, dV written as bfloat16: those rounded)
+// in both backward loop orders, on each engine of the bf16
 // products this CPU has (AMX tiles and vdpbf16ps read the words in place; the vector kernels take
 // the widened route), over the shapes and rules the kernels take: GQA, Tq ≠ Tk and both causal
 // alignments, widths that need padding, ranks 2 and 3, strided views, windows, key lengths and
@@ -159,6 +160,21 @@ TEST_P(SdpaBfloat16, IsSdpaOnTheWidenedValuesRoundedBitForBit) {
   }
 }
 
+// Whether float gradients rounded to bfloat16 are `words`, element for element.
+bool RoundsTo(const Tensor& floats, const std::vector<uint16_t>& words) {
+  const Tensor dense = floats.contiguous();
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (to_bfloat16(dense.data()[i]) != words[i]) {
+      ADD_FAILURE() << "element " << i << ": " << dense.data()[i] << " rounds to "
+                    << to_bfloat16(dense.data()[i]) << ", got the word " << words[i];
+      return false;
+    }
+  }
+  return true;
+}
+
+// And the entry that writes bfloat16 gradients (dK and dV rounded from the kernel's
+// accumulators, dQ from its float32 rows once complete) gives those rounded, bit for bit.
 TEST_P(SdpaBfloat16, GradientsAreSdpaBackwardsOnTheWidenedValuesBitForBit) {
   for (LoopOrder::Kind order : {LoopOrder::kOneTaskPerHead, LoopOrder::kTwoPasses}) {
     const LoopOrder loop_order(order);
@@ -171,7 +187,9 @@ TEST_P(SdpaBfloat16, GradientsAreSdpaBackwardsOnTheWidenedValuesBitForBit) {
       Words out(out_shape, 5);  // overwritten with the forward's output
       SdpaOptions expected_options = c.options;
       expected_options.precision = Dtype::kBFloat16;
-      SdpaGradients got, expected;
+      std::vector<uint16_t> dq(q.storage.size(), 0xFFFF), dk(k.storage.size(), 0xFFFF),
+          dv(v.storage.size(), 0xFFFF);  // NaN words: every element must be written
+      SdpaGradients got, expected, as_words;
       with_bf16_engine(GetParam(), [&] {
         const Tensor lse = sdpa_bfloat16(q.view, k.view, v.view, out.storage.data(), c.options);
         for (int64_t i = 0; i < out.as_float.numel(); ++i)
@@ -179,17 +197,25 @@ TEST_P(SdpaBfloat16, GradientsAreSdpaBackwardsOnTheWidenedValuesBitForBit) {
         got = sdpa_backward_bfloat16(q.view, k.view, v.view, out.view, d_out.view, lse, c.options);
         expected = sdpa_backward(q.as_float, k.as_float, v.as_float, out.as_float, lse,
                                  d_out.as_float, expected_options);
+        as_words = sdpa_backward_bfloat16(q.view, k.view, v.view, out.view, d_out.view, lse,
+                                          c.options, {dq.data(), dk.data(), dv.data()});
       });
       EXPECT_TRUE(BitwiseEqual(got.dq, expected.dq));
       EXPECT_TRUE(BitwiseEqual(got.dk, expected.dk));
       EXPECT_TRUE(BitwiseEqual(got.dv, expected.dv));
+      EXPECT_TRUE(RoundsTo(got.dq, dq) && RoundsTo(got.dk, dk) && RoundsTo(got.dv, dv));
+      EXPECT_FALSE(as_words.dq.defined() || as_words.dk.defined() || as_words.dv.defined());
       ASSERT_EQ(got.dsinks.defined(), !c.options.sinks.empty());
+      ASSERT_EQ(as_words.dsinks.defined(), !c.options.sinks.empty());
       if (got.dsinks.defined()) {
         EXPECT_TRUE(BitwiseEqual(got.dsinks, expected.dsinks));
+        EXPECT_TRUE(BitwiseEqual(as_words.dsinks, expected.dsinks));
       }
       ASSERT_EQ(got.dmask.defined(), c.options.return_mask_gradient);
+      ASSERT_EQ(as_words.dmask.defined(), c.options.return_mask_gradient);
       if (got.dmask.defined()) {
         EXPECT_TRUE(BitwiseEqual(got.dmask, expected.dmask));
+        EXPECT_TRUE(BitwiseEqual(as_words.dmask, expected.dmask));
       }
     }
   }
@@ -271,6 +297,13 @@ TEST(SdpaBfloat16Errors, RefusesBadViewsAndTheWeights) {
                  "out must be"));
   EXPECT_TRUE(
       ThrowsWith([&] { sdpa_bfloat16(q.view, wide.view, v.view, out.data()); }, "k's last dim"));
+  std::vector<uint16_t> dq(2 * 8 * 16), dk(dq.size());
+  EXPECT_TRUE(ThrowsWith(
+      [&] {
+        sdpa_backward_bfloat16(q.view, k.view, v.view, q.view, q.view, lse, {},
+                               {dq.data(), dk.data(), nullptr});
+      },
+      "need dq, dk and dv to write into"));
 }
 
 }  // namespace

@@ -38,10 +38,29 @@ Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat1
 // on the same values widened to float32 with bf16 products, bit for bit — every option it
 // takes, the sinks' and an additive mask's gradients too. out is the forward's output as
 // sdpa_bfloat16 wrote it (bfloat16), logsumexp what it returned. The gradients are float32
-// tensors (accumulated in float32; round them if bfloat16 is wanted).
+// tensors (accumulated in float32; the overload below writes them rounded to bfloat16).
 SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& k,
                                      const Bfloat16View& v, const Bfloat16View& out,
                                      const Bfloat16View& d_out, const Tensor& logsumexp,
                                      const SdpaOptions& options = {});
+
+// Where sdpa_backward_bfloat16 writes bfloat16 gradients: contiguous rows of q's, k's and v's
+// shapes (room for that many words each, overlapping neither each other nor the inputs).
+struct Bfloat16Gradients {
+  uint16_t* dq = nullptr;
+  uint16_t* dk = nullptr;
+  uint16_t* dv = nullptr;
+};
+
+// The same gradients rounded to bfloat16 (to nearest, ties to even: the float32 ones rounded,
+// bit for bit) into `into`, for a caller that keeps them in bfloat16 (attn.torch). dK and dV
+// are rounded as the kernel finishes their rows; dQ, which sums over key chunks, collects in
+// float32 scratch first. No float32 dK or dV is made: at T = 8192, H = 16, d = 64 that is 64
+// MiB less to allocate, fault in and convert. The result holds the sinks' and the mask's
+// gradients where asked for (float32); its dq, dk and dv are undefined.
+SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& k,
+                                     const Bfloat16View& v, const Bfloat16View& out,
+                                     const Bfloat16View& d_out, const Tensor& logsumexp,
+                                     const SdpaOptions& options, const Bfloat16Gradients& into);
 
 }  // namespace attn

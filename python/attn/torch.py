@@ -20,7 +20,8 @@ unchanged code's `F.scaled_dot_product_attention` calls on attn (_torch_mode.py)
   reads bfloat16 q, k and v in place and writes its bfloat16 output directly (on a CPU with AMX
   or AVX-512 BF16 the kernels read the words themselves; elsewhere attn widens them first, with
   the same result); so does the backward, whose gradients (float32 sums) are rounded to
-  bfloat16. float16 and float64 are computed in float32 (returned in their own dtype). query,
+  bfloat16 as the kernel finishes their rows, written into the bfloat16 tensors it returns
+  (no float32 copy of dK or dV is made). float16 and float64 are computed in float32 (returned in their own dtype). query,
   key and value of different dtypes are a ValueError, as in PyTorch.
 - Inside `torch.autocast("cpu")` the attention functions cast as PyTorch's SDPA does there:
   float32 (and float16) query, key, value and float mask to the autocast dtype, bfloat16 by
@@ -92,10 +93,11 @@ def _no_gradient(query: torch.Tensor) -> torch.Tensor:
     return query.new_empty(0, dtype=torch.float32)
 
 
-def _tensor(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    """A result of the module as a tensor over the same memory, in dtype."""
-    out = torch.from_numpy(array)
-    return out if dtype is torch.float32 else out.to(dtype)
+def _tensor(array, dtype: torch.dtype) -> torch.Tensor:
+    """A result of the module as a tensor over the same memory, in dtype (a tensor it wrote
+    into already, in dtype, as it is)."""
+    out = array if isinstance(array, torch.Tensor) else torch.from_numpy(array)
+    return out if out.dtype is dtype else out.to(dtype)
 
 
 def _per_entry(values: Optional[torch.Tensor]):
@@ -461,11 +463,12 @@ def _sdpa_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tenso
         dsinks = _tensor(grads.pop(), sinks.dtype) if sinks is not None else _no_gradient(query)
         return (_from_rows(grads[0], batch, query.dtype), _from_rows(grads[1], batch, key.dtype),
                 _from_rows(grads[2], batch, value.dtype), dsinks, _no_gradient(query))
-    if in_place:  # bfloat16 tensors read as they are
-        grads = list(_attn._torch_sdpa_backward_bfloat16(
+    if in_place:  # bfloat16 tensors read as they are, the gradients written in bfloat16
+        dq, dk, dv = (torch.empty(t.shape, dtype=torch.bfloat16) for t in (query, key, value))
+        grads = [dq, dk, dv] + list(_attn._torch_sdpa_backward_bfloat16(
             grad_out, query, key, value, out, _as_input(lse, "lse"), is_causal,
             _mask_array(attn_mask), scale, _per_entry(key_starts), variants["softcap"],
-            variants["alibi_slopes"], variants["sinks"], mask_gradient))
+            variants["alibi_slopes"], variants["sinks"], mask_gradient, dq, dk, dv))
     else:
         grads = list(_attn.sdpa_backward(
             _as_input(query, "query"), _as_input(key, "key"), _as_input(value, "value"),

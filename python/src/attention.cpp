@@ -184,6 +184,17 @@ Bfloat16View bfloat16_view(const py::handle& t, const char* name) {
   return *std::move(view);
 }
 
+// A bfloat16 CPU torch.Tensor that receives a result: contiguous, of `shape`; ValueError else.
+uint16_t* bfloat16_output(const py::handle& t, const Shape& shape, const char* name) {
+  const Bfloat16View view = bfloat16_view(t, name);
+  Shape contiguous(view.shape.size(), 1);
+  for (size_t d = view.shape.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * view.shape[d];
+  if (view.shape != shape || view.strides != contiguous)
+    throw py::value_error(std::string(name) + " must be a contiguous bfloat16 tensor of shape " +
+                          to_string(shape) + ", got " + to_string(view.shape));
+  return const_cast<uint16_t*>(view.data);
+}
+
 // attn.torch's forward on bfloat16 CPU tensors (attn/sdpa_bfloat16.hpp): query, key and value
 // read in place, the output written into `out` (a contiguous bfloat16 tensor of the output's
 // shape, which attn.torch allocates); returns the logsumexp. ValueError for an argument that is
@@ -195,40 +206,38 @@ py::array torch_sdpa_bfloat16(const py::handle& query, const py::handle& key,
                               std::optional<std::vector<float>> alibi_slopes,
                               std::optional<std::vector<float>> sinks) {
   const Bfloat16View q = bfloat16_view(query, "query"), k = bfloat16_view(key, "key"),
-                     v = bfloat16_view(value, "value"), o = bfloat16_view(out, "out");
+                     v = bfloat16_view(value, "value");
   Shape out_shape = q.shape;
   if (!out_shape.empty() && !v.shape.empty()) out_shape.back() = v.shape.back();
-  Shape contiguous(o.shape.size(), 1);
-  for (size_t d = o.shape.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * o.shape[d];
-  if (o.shape != out_shape || o.strides != contiguous)
-    throw py::value_error("out must be a contiguous bfloat16 tensor of shape " +
-                          to_string(out_shape) + ", got " + to_string(o.shape));
+  uint16_t* o = bfloat16_output(out, out_shape, "out");
   SdpaOptions opts =
       options_of(causal, std::nullopt, mask, scale, std::nullopt, std::move(key_starts), "top-left",
                  {softcap, std::move(alibi_slopes), std::move(sinks), "bf16"});
   Tensor lse;
   {
     py::gil_scoped_release unlocked;
-    lse = sdpa_bfloat16(q, k, v, const_cast<uint16_t*>(o.data), opts);
+    lse = sdpa_bfloat16(q, k, v, o, opts);
   }
   return to_array(lse);
 }
 
 // attn.torch's backward on bfloat16 CPU tensors (attn/sdpa_bfloat16.hpp), read in place; lse is
-// the forward's float32 logsumexp. Returns (dq, dk, dv[, dsinks][, dmask]) in float32, as
-// sdpa_backward does.
-py::tuple torch_sdpa_backward_bfloat16(const py::handle& grad_out, const py::handle& query,
-                                       const py::handle& key, const py::handle& value,
-                                       const py::handle& out, const py::handle& lse, bool causal,
-                                       const py::handle& mask, std::optional<float> scale,
-                                       std::optional<std::vector<int64_t>> key_starts,
-                                       float softcap,
-                                       std::optional<std::vector<float>> alibi_slopes,
-                                       std::optional<std::vector<float>> sinks,
-                                       bool return_mask_gradient) {
+// the forward's float32 logsumexp. dq, dk and dv: contiguous bfloat16 tensors of query's, key's
+// and value's shapes (attn.torch allocates them) that receive the gradients, rounded. Returns
+// ([dsinks][, dmask]) in float32.
+py::tuple torch_sdpa_backward_bfloat16(
+    const py::handle& grad_out, const py::handle& query, const py::handle& key,
+    const py::handle& value, const py::handle& out, const py::handle& lse, bool causal,
+    const py::handle& mask, std::optional<float> scale,
+    std::optional<std::vector<int64_t>> key_starts, float softcap,
+    std::optional<std::vector<float>> alibi_slopes, std::optional<std::vector<float>> sinks,
+    bool return_mask_gradient, const py::handle& dq, const py::handle& dk, const py::handle& dv) {
   const Bfloat16View q = bfloat16_view(query, "query"), k = bfloat16_view(key, "key"),
                      v = bfloat16_view(value, "value"), o = bfloat16_view(out, "out"),
                      d_o = bfloat16_view(grad_out, "grad_out");
+  const Bfloat16Gradients into{bfloat16_output(dq, q.shape, "dq"),
+                               bfloat16_output(dk, k.shape, "dk"),
+                               bfloat16_output(dv, v.shape, "dv")};
   const Tensor t_lse = to_tensor(lse, "lse");
   SdpaOptions opts =
       options_of(causal, std::nullopt, mask, scale, std::nullopt, std::move(key_starts), "top-left",
@@ -237,10 +246,10 @@ py::tuple torch_sdpa_backward_bfloat16(const py::handle& grad_out, const py::han
   SdpaGradients g;
   {
     py::gil_scoped_release unlocked;
-    g = sdpa_backward_bfloat16(q, k, v, o, d_o, t_lse, opts);
+    g = sdpa_backward_bfloat16(q, k, v, o, d_o, t_lse, opts, into);
   }
   py::list grads;
-  for (const Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dsinks, &g.dmask}) {
+  for (const Tensor* t : {&g.dsinks, &g.dmask}) {
     if (t->defined()) grads.append(to_array(*t));
   }
   return py::tuple(grads);
@@ -484,11 +493,11 @@ where True, a float one is added; fewer K/V heads only with enable_gqa. dropout_
         "query"_a, "key"_a, "value"_a, "out"_a, "causal"_a, "mask"_a, "scale"_a, "key_starts"_a,
         "softcap"_a, "alibi_slopes"_a, "sinks"_a);
   m.def("_torch_sdpa_backward_bfloat16", &torch_sdpa_backward_bfloat16,
-        "attn.torch's backward on bfloat16 CPU tensors, read in place: (dq, dk, dv[, dsinks]"
-        "[, dmask]) in float32.",
+        "attn.torch's backward on bfloat16 CPU tensors, read in place: dq, dk and dv written "
+        "into the given bfloat16 tensors, ([dsinks][, dmask]) returned in float32.",
         "grad_out"_a, "query"_a, "key"_a, "value"_a, "out"_a, "lse"_a, "causal"_a, "mask"_a,
         "scale"_a, "key_starts"_a, "softcap"_a, "alibi_slopes"_a, "sinks"_a,
-        "return_mask_gradient"_a);
+        "return_mask_gradient"_a, "dq"_a, "dk"_a, "dv"_a);
   reference.def("sdpa", &reference_sdpa,
                 R"(reference.sdpa(q, k, v, *, causal=False, window=None, mask=None, scale=None,
                key_lengths=None, key_starts=None, causal_align="bottom-right", softcap=0.0,

@@ -91,11 +91,14 @@ struct NewGradients {
   Tensor score_gradient;
   bool score_gradient_zeroed = true;
 };
+// With float_key_gradients false, dK and dV are left undefined: the kernel writes them as
+// bfloat16 words into the caller's memory (sdpa_backward_bfloat16's outputs).
 NewGradients new_gradients(const Shape& q, const Shape& k, const Shape& v, int64_t tk,
-                           const SdpaOptions& options, const Tensor& dmask = Tensor{});
+                           const SdpaOptions& options, const Tensor& dmask = Tensor{},
+                           bool float_key_gradients = true);
 
 // Points the problem's gradient outputs at dq, dk, dv (contiguous rows) and, when defined, the
-// score gradient.
+// score gradient. An undefined dk or dv leaves its pointer as it is.
 void point_at_gradients(kernels::FlashBackwardProblem& p, const Tensor& dq, const Tensor& dk,
                         const Tensor& dv, const Tensor& score_gradient,
                         bool score_gradient_zeroed = true);

@@ -109,10 +109,13 @@ Tensor sink_gradients_of(const Tensor& out, const Tensor& d_out, const Tensor& l
 }
 
 NewGradients new_gradients(const Shape& q, const Shape& k, const Shape& v, int64_t tk,
-                           const SdpaOptions& options, const Tensor& dmask) {
-  NewGradients fresh{SdpaGradients{Tensor::uninitialized(q), Tensor::uninitialized(k),
-                                   Tensor::uninitialized(v), Tensor{}, Tensor{}},
-                     Tensor{}};
+                           const SdpaOptions& options, const Tensor& dmask,
+                           bool float_key_gradients) {
+  NewGradients fresh{
+      SdpaGradients{Tensor::uninitialized(q),
+                    float_key_gradients ? Tensor::uninitialized(k) : Tensor{},
+                    float_key_gradients ? Tensor::uninitialized(v) : Tensor{}, Tensor{}, Tensor{}},
+      Tensor{}};
   if (options.return_mask_gradient) {
     const Shape scores = with_last_dim(q, tk);
     const int64_t score_count =
@@ -132,13 +135,19 @@ void point_at_gradients(kernels::FlashBackwardProblem& p, const Tensor& dq, cons
                         const Tensor& dv, const Tensor& score_gradient,
                         bool score_gradient_zeroed) {
   // The gradient views' storage is writable: the caller made them for this call.
-  const Tensor dq4 = as_rank4(dq), dk4 = as_rank4(dk), dv4 = as_rank4(dv);
+  const Tensor dq4 = as_rank4(dq);
   p.dq = const_cast<float*>(dq4.data());
   copy_strides(dq4, p.dq_stride);
-  p.dk = const_cast<float*>(dk4.data());
-  copy_strides(dk4, p.dk_stride);
-  p.dv = const_cast<float*>(dv4.data());
-  copy_strides(dv4, p.dv_stride);
+  if (dk.defined()) {
+    const Tensor dk4 = as_rank4(dk);
+    p.dk = const_cast<float*>(dk4.data());
+    copy_strides(dk4, p.dk_stride);
+  }
+  if (dv.defined()) {
+    const Tensor dv4 = as_rank4(dv);
+    p.dv = const_cast<float*>(dv4.data());
+    copy_strides(dv4, p.dv_stride);
+  }
   if (score_gradient.defined()) {
     const Tensor ds4 = as_rank4(score_gradient);
     p.dscores = const_cast<float*>(ds4.data());

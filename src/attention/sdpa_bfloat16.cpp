@@ -150,10 +150,20 @@ Tensor sdpa_bfloat16(const Bfloat16View& q, const Bfloat16View& k, const Bfloat1
   return logsumexp;
 }
 
-SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& k,
-                                     const Bfloat16View& v, const Bfloat16View& out,
-                                     const Bfloat16View& d_out, const Tensor& logsumexp,
-                                     const SdpaOptions& options_in) {
+namespace {
+
+// The problem's view of a gradient written as bfloat16 words: contiguous rows of `shape`.
+void point_at_words(const Shape& shape, uint16_t* words, uint16_t*& to, int64_t (&strides)[3]) {
+  to = words;
+  rank4_strides(Bfloat16View{words, shape, contiguous_strides(shape)}, strides);
+}
+
+// Both entries' backward: the gradients as float32 tensors (into == nullptr), or rounded into
+// the caller's bfloat16 rows.
+SdpaGradients backward_of(const Bfloat16View& q, const Bfloat16View& k, const Bfloat16View& v,
+                          const Bfloat16View& out, const Bfloat16View& d_out,
+                          const Tensor& logsumexp, const SdpaOptions& options_in,
+                          const Bfloat16Gradients* into) {
   SdpaOptions options = options_in;
   options.precision = Dtype::kBFloat16;
   check_view(q, "q", "sdpa_backward_bfloat16");
@@ -170,10 +180,22 @@ SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& 
   ATTN_CHECK(d_out.shape == out_shape, "sdpa_backward: d_out must have the output's shape ",
              to_string(out_shape), ", got ", to_string(d_out.shape));
   detail::check_logsumexp(logsumexp, lse_shape);
+  if (into != nullptr) {
+    ATTN_CHECK(into->dq != nullptr && into->dk != nullptr && into->dv != nullptr,
+               "sdpa_backward_bfloat16: the bfloat16 gradients need dq, dk and dv to write into");
+  }
   if (!detail::products_on_amx(options)) {  // the vector kernels read float32
     const std::vector<Tensor> all = widened({&q, &k, &v, &out, &d_out});
-    return detail::sdpa_backward_of(all[0], all[1], all[2], all[3], logsumexp, all[4], options,
-                                    detail::OperandValues::kBfloat16);
+    SdpaGradients grads =
+        detail::sdpa_backward_of(all[0], all[1], all[2], all[3], logsumexp, all[4], options,
+                                 detail::OperandValues::kBfloat16);
+    if (into != nullptr) {  // rounded here, the float32 ones dropped
+      round_into(grads.dq, dims.d, into->dq);
+      round_into(grads.dk, dims.d, into->dk);
+      round_into(grads.dv, dims.dv, into->dv);
+      grads.dq = grads.dk = grads.dv = Tensor{};
+    }
+    return grads;
   }
   detail::check_mask_gradient_request(options, "sdpa_backward");
   const Tensor lse = logsumexp.contiguous();
@@ -198,10 +220,18 @@ SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& 
   detail::AmxOperands amx_operands;  // K and V scanned as they are packed
   detail::attach_amx_operands(p.forward, detail::AmxPass::kBackward, amx_operands,
                               &non_finite_input);
-  detail::NewGradients fresh = detail::new_gradients(q.shape, k.shape, v.shape, dims.tk, options);
+  // With bfloat16 outputs dQ still collects in float32 (grads.dq, dropped at the end).
+  detail::NewGradients fresh =
+      detail::new_gradients(q.shape, k.shape, v.shape, dims.tk, options, Tensor{}, into == nullptr);
   SdpaGradients& grads = fresh.grads;
   detail::point_at_gradients(p, grads.dq, grads.dk, grads.dv, fresh.score_gradient);
+  if (into != nullptr) {
+    point_at_words(q.shape, into->dq, p.dq_words, p.dq_stride);
+    point_at_words(k.shape, into->dk, p.dk_words, p.dk_stride);
+    point_at_words(v.shape, into->dv, p.dv_words, p.dv_stride);
+  }
   detail::backward_tasks(p, dims, &non_finite_input, false);
+  if (into != nullptr) grads.dq = Tensor{};
 
   if (non_finite_input.load()) {  // name the first non-finite input: each check throws
     detail::check_finite_qkv("sdpa_backward", widened(q), widened(k), widened(v));
@@ -213,6 +243,22 @@ SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& 
   if (fresh.score_gradient.defined())
     grads.dmask = detail::reduce_to_mask_shape(fresh.score_gradient, options.mask);
   return grads;
+}
+
+}  // namespace
+
+SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& k,
+                                     const Bfloat16View& v, const Bfloat16View& out,
+                                     const Bfloat16View& d_out, const Tensor& logsumexp,
+                                     const SdpaOptions& options) {
+  return backward_of(q, k, v, out, d_out, logsumexp, options, nullptr);
+}
+
+SdpaGradients sdpa_backward_bfloat16(const Bfloat16View& q, const Bfloat16View& k,
+                                     const Bfloat16View& v, const Bfloat16View& out,
+                                     const Bfloat16View& d_out, const Tensor& logsumexp,
+                                     const SdpaOptions& options, const Bfloat16Gradients& into) {
+  return backward_of(q, k, v, out, d_out, logsumexp, options, &into);
 }
 
 }  // namespace attn

@@ -46,6 +46,7 @@
 
 #include "hwy/cache_control.h"
 #include "src/kernels/amx_tiles.hpp"
+#include "src/kernels/bfloat16.hpp"
 #include "src/kernels/block_visibility.hpp"
 #include "src/kernels/dpbf16_tiles.hpp"
 #include "src/kernels/prefetch.hpp"
@@ -551,6 +552,22 @@ void ResumeQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, i
   }
 }
 
+// A key chunk's rows of dK or dV (`rows` rows of `width` values, ld apart in the scratch) into
+// the gradient's output from element `at` on, `stride` apart: copied as floats, or rounded into
+// bfloat16 words where the problem asks for them (whose rows are contiguous: stride = width).
+void StoreGradientRows(const float* block, size_t ld, size_t rows, size_t width, int64_t stride,
+                       float* floats, uint16_t* words, int64_t at) {
+  if (words != nullptr) {
+    round_to_bfloat16_portable(block, static_cast<int64_t>(rows), static_cast<int64_t>(width),
+                               static_cast<int64_t>(ld), words + at);
+    return;
+  }
+  for (size_t c = 0; c < rows; ++c) {
+    std::copy(block + c * ld, block + c * ld + width,
+              floats + at + static_cast<int64_t>(c) * stride);
+  }
+}
+
 // The dK and dV rows of keys [j_begin, j_begin + kKeyChunk) of one K/V head, from every query
 // block of its query heads that sees them, accumulated in scratch; with query_gradients, the
 // same pairs also add to those query blocks' dQ rows (taken from and put back into the output
@@ -603,14 +620,21 @@ void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j
       if (query_gradients) StoreQueryGradient(bp, b, h, q0, block, s);
     }
   }
-  float* dk = bp.dk + b * bp.dk_stride[0] + kv_h * bp.dk_stride[1] + j_begin * bp.dk_stride[2];
-  float* dv = bp.dv + b * bp.dv_stride[0] + kv_h * bp.dv_stride[1] + j_begin * bp.dv_stride[2];
-  for (size_t c = 0; c < chunk.cols; ++c) {
-    std::copy(s.dk_block + c * chunk.ldd, s.dk_block + c * chunk.ldd + chunk.d,
-              dk + static_cast<int64_t>(c) * bp.dk_stride[2]);
-    std::copy(s.dv_block + c * chunk.ldv, s.dv_block + c * chunk.ldv + chunk.dv,
-              dv + static_cast<int64_t>(c) * bp.dv_stride[2]);
-  }
+  const int64_t dk_at = b * bp.dk_stride[0] + kv_h * bp.dk_stride[1] + j_begin * bp.dk_stride[2];
+  const int64_t dv_at = b * bp.dv_stride[0] + kv_h * bp.dv_stride[1] + j_begin * bp.dv_stride[2];
+  StoreGradientRows(s.dk_block, chunk.ldd, chunk.cols, chunk.d, bp.dk_stride[2], bp.dk, bp.dk_words,
+                    dk_at);
+  StoreGradientRows(s.dv_block, chunk.ldv, chunk.cols, chunk.dv, bp.dv_stride[2], bp.dv,
+                    bp.dv_words, dv_at);
+}
+
+// dQ's rows [q0, q0 + rows) of head h, complete, rounded from dq into dq_words when the problem
+// asks for bfloat16 gradients.
+void RoundQueryGradient(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
+                        int64_t rows) {
+  if (bp.dq_words == nullptr) return;
+  const int64_t at = b * bp.dq_stride[0] + h * bp.dq_stride[1] + q0 * bp.dq_stride[2];
+  round_to_bfloat16_portable(bp.dq + at, rows, bp.forward.d, bp.dq_stride[2], bp.dq_words + at);
 }
 
 // The per-head order: one task per K/V head, its key chunks in order, one pass each. A query
@@ -635,6 +659,7 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
   for (int64_t j_begin = 0; j_begin < p.tk; j_begin += kKeyChunk)
     KeyChunk(bp, b, kv_h, j_begin, true, buffers);
   if (buffers.amx_tiles) amx_end();
+  for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) RoundQueryGradient(bp, b, h, 0, p.tq);
   if (bp.dscores != nullptr) hwy::FlushStream();  // the streamed dS stores, seen by all
 }
 
@@ -655,6 +680,7 @@ void FlashBackwardQueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t 
   if (buffers.amx_tiles) amx_begin();
   QueryBlock(bp, b, h, q0, static_cast<size_t>(std::min(kQueryBlock, p.tq - q0)), buffers);
   if (buffers.amx_tiles) amx_end();
+  RoundQueryGradient(bp, b, h, q0, std::min(kQueryBlock, p.tq - q0));
   if (bp.dscores != nullptr) hwy::FlushStream();  // the streamed dS stores, seen by all
 }
 

@@ -27,6 +27,13 @@ struct FlashBackwardProblem {
   int64_t dk_stride[3];
   float* dv;
   int64_t dv_stride[3];
+  // bfloat16 gradients (sdpa_backward_bfloat16 with outputs given): with these set, dK's and
+  // dV's rows are rounded (to nearest, ties to even) into dk_words and dv_words at dk_stride and
+  // dv_stride, dk and dv unused; dQ, which sums over the key chunks in its rows, still collects
+  // in dq and is rounded into dq_words (at dq_stride) once a task has its rows complete.
+  uint16_t* dq_words = nullptr;
+  uint16_t* dk_words = nullptr;
+  uint16_t* dv_words = nullptr;
   // With an additive mask's gradient asked for: dS = P ∘ (dP − D) of every score, (B, H, Tq, Tk)
   // with element strides for b, h and the query (keys contiguous); else nullptr. dscores_zeroed:
   // the caller zeroed it (fresh memory), so the kernel writes only the keys some query of a
