@@ -13,14 +13,16 @@ Each implementation is registered again under a timed name whose attention funct
 same one wrapped in a clock, so the table gives the time inside attention beside the whole
 forward: the model around it (projections, MLP, head) is the same code in all three. The
 three runs alternate; each figure is the fastest of --runs. The three must generate the same
-tokens. Both libraries get the machine's cores; OMP_WAIT_POLICY=PASSIVE so that PyTorch's
-OpenMP threads do not spin while attn's pool runs.
+tokens. Both libraries get the machine's cores; PyTorch's OpenMP threads wait with a short spin
+(bench/torch_wait.py), its fastest wait, which leaves attn's pool its cores.
 """
 import argparse
 import os
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch_wait  # this script's folder
+
+torch_wait.use_fastest()  # before torch loads its OpenMP runtime
 
 import torch  # noqa: E402
 from transformers import (AttentionInterface, AutoModelForCausalLM, LlamaConfig)  # noqa: E402
@@ -30,7 +32,6 @@ from transformers.models.llama.modeling_llama import eager_attention_forward  # 
 
 import attn  # noqa: E402
 import attn.hf  # noqa: E402
-from compare_torch import cpu_name  # noqa: E402  (bench/ is the script's folder)
 
 # 12 layers of width 768, 12 query heads over 4 K/V heads (GQA), SwiGLU 2048, vocabulary 32000:
 # 124M parameters, the size of GPT-2 small.
@@ -126,7 +127,7 @@ def main():
     print(f"Llama, {parameters / 1e6:.0f}M parameters (random), batch {args.batch} "
           f"(left padding {args.padding}), {args.prompt}-token prompt, "
           f"{args.new} greedy tokens; {threads} threads; PyTorch {torch.__version__}; "
-          f"fastest of {args.runs}; CPU: {cpu_name()}")
+          f"fastest of {args.runs}; CPU: {torch_wait.cpu_name()}; {torch_wait.described()}")
     print(f"the three generate the same tokens: {'yes' if same else 'NO'}")
     print(f"{'attention':10} {'prefill s':>10} {'of it attn':>11} {'generate s':>11} "
           f"{'of it attn':>11} {'ms/token':>9}")

@@ -16,16 +16,16 @@ forward and backward. The two must give the same loss and gradients (printed: th
 gradient's relative difference).
 """
 import argparse
-import os
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch_wait  # this script's folder
+
+torch_wait.use_fastest()  # before torch loads its OpenMP runtime
 
 import torch  # noqa: E402
 import compare_hf_llama  # noqa: E402
 from compare_hf_llama import (CONFIG, register_timed, same_weight_models,  # noqa: E402
                               use_every_core)
-from compare_torch import cpu_name  # noqa: E402  (bench/ is the script's folder)
 
 IMPLEMENTATIONS = ("attn", "sdpa")
 
@@ -79,7 +79,7 @@ def main():
     print(f"Llama, {args.layers} layers of compare_hf_llama.py's, one {args.length}-token row of "
           f"{args.documents} documents ({', '.join(map(str, lengths))} tokens); one training "
           f"step; {threads} threads; PyTorch {torch.__version__}; fastest of {args.runs}; "
-          f"CPU: {cpu_name()}")
+          f"CPU: {torch_wait.cpu_name()}; {torch_wait.described()}")
     print(f"loss: attn {losses['attn']:.6f}, sdpa {losses['sdpa']:.6f}; worst gradient "
           f"difference {worst:.1e} of the largest")
     print(f"{'attention':10} {'step s':>8} {'forward attention s':>20}")
