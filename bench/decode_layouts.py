@@ -15,7 +15,7 @@ import torch
 
 import attn
 import attn.torch as attn_torch
-from compare_torch import cpu_name  # (bench/ is the script's folder)
+from torch_wait import cpu_name  # (bench/ is the script's folder)
 
 HEADS, D, PAGE = 16, 64, 256
 
