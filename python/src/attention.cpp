@@ -14,6 +14,7 @@
 #include "attn/sdpa_backward.hpp"
 #include "attn/sdpa_bfloat16.hpp"
 #include "attn/sdpa_varlen.hpp"
+#include "attn/tensor.hpp"
 #include "bindings.hpp"
 
 namespace attn::python {
@@ -187,9 +188,7 @@ Bfloat16View bfloat16_view(const py::handle& t, const char* name) {
 // A bfloat16 CPU torch.Tensor that receives a result: contiguous, of `shape`; ValueError else.
 uint16_t* bfloat16_output(const py::handle& t, const Shape& shape, const char* name) {
   const Bfloat16View view = bfloat16_view(t, name);
-  Shape contiguous(view.shape.size(), 1);
-  for (size_t d = view.shape.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * view.shape[d];
-  if (view.shape != shape || view.strides != contiguous)
+  if (view.shape != shape || view.strides != contiguous_strides(view.shape))
     throw py::value_error(std::string(name) + " must be a contiguous bfloat16 tensor of shape " +
                           to_string(shape) + ", got " + to_string(view.shape));
   return const_cast<uint16_t*>(view.data);

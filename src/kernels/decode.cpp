@@ -17,9 +17,8 @@
 // L = 64k on two threads, five runs of the three taking turns, t0 made bf16 slower than no
 // prefetch at all (10.2–11.2 ms against 9.1–10.1; t1 9.5–10.4), and q8 took 5.5–6.8 ms with
 // t0, 5.4–7.2 with none, 4.5–5.7 with t1; at L = 4k–16k, in L3, t1 was the fastest of the
-// three for both. Float rows that hold every head of a position (packed
-// batches, pages) are a different case, taken a chunk of all heads at a time:
-// DecodeChunkAllHeads below.
+// three for both. Float rows that hold every head of a position (packed batches, pages) are a
+// different case, taken a chunk of all heads at a time: DecodeChunkAllHeads below.
 #include "src/kernels/decode.hpp"
 
 #include <algorithm>
