@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/storage.hpp"
+
 namespace attn::detail {
 namespace {
 
@@ -35,9 +37,15 @@ KeptBuffer::KeptBuffer(size_t bytes) {
     buffers.erase(best);
     return;
   }
-  memory_ = hwy::AllocateAligned<uint8_t>(bytes);
+  if (bytes > kKeptBufferMax) {
+    large_.reset(static_cast<uint8_t*>(allocate_storage(bytes)));
+  } else {
+    memory_ = hwy::AllocateAligned<uint8_t>(bytes);
+  }
   capacity_ = bytes;
 }
+
+void KeptBuffer::FreeStorage::operator()(uint8_t* block) const noexcept { free_storage(block); }
 
 KeptBuffer::~KeptBuffer() {
   if (!memory_ || capacity_ > kKeptBufferMax) return;  // a moved-from lease, or a large one
