@@ -53,8 +53,9 @@ std::vector<AmxCase> amx_cases() {
   causal.causal = true;
   add("full", 1, 2, 2, 200, 200, 64, 64, full);
   add("causal", 1, 2, 2, 300, 300, 64, 64, causal);
-  // Past one key chunk (kKeyChunk, 512): dQ is put back into its rows between chunks and taken
-  // up again (transposed, on the tiles); 1100 = 17 blocks of 64 queries and 12.
+  // Past one key chunk (kKeyChunk, 512): dQ stays in its rows between chunks (a whole block's as
+  // the tiles' dQᵀ, transposed after the last chunk; the last, partial, block's put back and
+  // taken up again); 1100 = 17 blocks of 64 queries and 12.
   add("causal, three key chunks", 1, 1, 1, 1100, 1100, 64, 64, causal);
   add("GQA causal", 1, 4, 2, 130, 130, 64, 64, causal);
   add("d 40, dv 24", 1, 2, 2, 77, 77, 40, 24, causal);
