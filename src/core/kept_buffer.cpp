@@ -48,7 +48,7 @@ KeptBuffer::KeptBuffer(size_t bytes) {
 void KeptBuffer::FreeStorage::operator()(uint8_t* block) const noexcept { free_storage(block); }
 
 KeptBuffer::~KeptBuffer() {
-  if (!memory_ || capacity_ > kKeptBufferMax) return;  // a moved-from lease, or a large one
+  if (!memory_) return;  // a moved-from lease, or a large one (large_ frees itself)
   auto& buffers = kept_list();
   if (buffers.size() == kKeptPerThread ||
       kept_buffer_bytes_of_this_thread() + capacity_ > kKeptTotal)

@@ -32,10 +32,10 @@
 // query block that sees it, packed once per chunk (4 key blocks). The chunk's K, V, dK and dV
 // stay in L2 while the query blocks pass; dQ_i is taken from and put back into its output rows
 // between chunks (on the packed tiles, a whole block's dQᵀ stays there as it is, transposed
-// once at the end: QueryGradientInPlace), so it still sums its key blocks in key order. Query
-// blocks outer over the whole of T (the order before) streamed K, V, dK and dV from L3 once per
-// query block: at T = 16384 with two threads, 2 × 16 MiB, more than a Zen 4's 32 MiB L3, and
-// the backward fell from 84 % of the peak to 76 % (2.60× the forward; now 84 %, 2.37×). With
+// once after the block's last chunk: QueryGradientInPlace), so it still sums its key blocks in key
+// order. Query blocks outer over the whole of T (the order before) streamed K, V, dK and dV from L3
+// once per query block: at T = 16384 with two threads, 2 × 16 MiB, more than a Zen 4's 32 MiB L3,
+// and the backward fell from 84 % of the peak to 76 % (2.60× the forward; now 84 %, 2.37×). With
 // fewer K/V heads than cores that leaves cores idle (MQA with B = 1 has one task), so there is
 // also the two-pass order: one pass of (K/V head, chunk) tasks for dK and dV alone, and one of
 // (head, query block) tasks for dQ, recomputing S, P and dP in each.
@@ -540,23 +540,22 @@ void QueryBlock(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0
 // Whether the one-pass order keeps query block [q0, q0 + rows)'s dQᵀ (the packed tiles' d × ldq
 // floats) in that block's own dQ rows between key chunks, where it takes exactly their room: a
 // whole block, d a number of tiles, rows contiguous. The block is then transposed into rows
-// once, after its last chunk (TransposeQueryGradientInPlace), instead of out of and back into
-// them at every chunk (ResumeQueryGradient, StoreQueryGradient): those transposes were 2–3 % of
-// a bf16 backward's samples at T = 8192, 16 chunks.
+// once, after its last chunk, while hot (TransposeQueryGradientInPlace), instead of out of and back
+// into them at every chunk (ResumeQueryGradient, StoreQueryGradient): those transposes were 2–3 %
+// of a bf16 backward's samples at T = 8192, 16 chunks.
 bool QueryGradientInPlace(const FlashBackwardProblem& bp, const Buffers& s, int64_t rows) {
   const int64_t d = bp.forward.d;
   return s.amx && rows == kQueryBlock && kQueryBlock == kQueryBlockPadded && d % 16 == 0 &&
          bp.dq_stride[2] == d;
 }
 
-// Query block q0's dQᵀ, in its rows, into those rows as dQ (through the scratch's dQᵀ).
+// Query block q0's dQᵀ, in its rows, into those rows as dQ: through the scratch's dQᵀ, which
+// StoreQueryGradient writes out.
 void TransposeQueryGradientInPlace(const FlashBackwardProblem& bp, int64_t b, int64_t h, int64_t q0,
-                                   const Buffers& s) {
-  float* dq = QueryGradientRows(bp, b, h, q0);
-  const int64_t d = bp.forward.d;
-  std::copy(dq, dq + d * kQueryBlock, s.dqt);
-  Transpose(s.dqt, kQueryBlock, static_cast<size_t>(d), static_cast<size_t>(kQueryBlock), 1.0f, dq,
-            static_cast<size_t>(d));
+                                   const PairShape& z, const Buffers& s) {
+  const float* dqt = QueryGradientRows(bp, b, h, q0);
+  std::copy(dqt, dqt + bp.forward.d * kQueryBlock, s.dqt);
+  StoreQueryGradient(bp, b, h, q0, z, s);
 }
 
 // dQ rows [q0, q0 + rows) of head h as far as the key chunks before this one took them, back
@@ -622,13 +621,11 @@ void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j
       }
       const PairShape block = ShapeOf(p, static_cast<size_t>(rows), 0);
       // dQᵀ kept in its own rows between chunks where it fits them, else in scratch.
+      const bool first_chunk = keys_seen.begin >= j_begin, last_chunk = keys_seen.end <= j_end;
       const bool in_place = query_gradients && QueryGradientInPlace(bp, s, rows);
       float* dqt = in_place ? QueryGradientRows(bp, b, h, q0) : s.dqt;
-      if (in_place && keys_seen.begin >= j_begin) {  // the block's first chunk
-        std::fill(dqt, dqt + p.d * kQueryBlock, 0.0f);
-      } else if (query_gradients && !in_place && keys_seen.begin < j_begin) {
-        ResumeQueryGradient(bp, b, h, q0, block, s);
-      }
+      if (in_place && first_chunk) std::fill(dqt, dqt + p.d * kQueryBlock, 0.0f);
+      if (query_gradients && !in_place && !first_chunk) ResumeQueryGradient(bp, b, h, q0, block, s);
       for (int64_t j0 = first; j0 < last; j0 += kKeyBlock) {
         const PairShape z = ShapeOf(p, static_cast<size_t>(rows),
                                     static_cast<size_t>(std::min(kKeyBlock, last - j0)));
@@ -648,6 +645,7 @@ void KeyChunk(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, int64_t j
         }
         if (query_gradients) AccumulateQueryGradient(p, b, h, j0, z, cut, s, dqt);
       }
+      if (in_place && last_chunk) TransposeQueryGradientInPlace(bp, b, h, q0, block, s);
       if (query_gradients && !in_place) StoreQueryGradient(bp, b, h, q0, block, s);
     }
   }
@@ -690,14 +688,6 @@ void FlashBackwardHead(const FlashBackwardProblem& bp, int64_t b, int64_t kv_h, 
   for (int64_t j_begin = 0; j_begin < p.tk; j_begin += kKeyChunk)
     KeyChunk(bp, b, kv_h, j_begin, true, buffers);
   if (buffers.amx_tiles) amx_end();
-  for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) {
-    for (int64_t q0 = 0; q0 < p.tq; q0 += kQueryBlock) {
-      const int64_t rows = std::min(kQueryBlock, p.tq - q0);
-      const KeyRange keys_seen = visible_keys(p, b, q0, rows);
-      if (keys_seen.begin < keys_seen.end && QueryGradientInPlace(bp, buffers, rows))
-        TransposeQueryGradientInPlace(bp, b, h, q0, buffers);
-    }
-  }
   for (int64_t h = kv_h * group; h < (kv_h + 1) * group; ++h) RoundQueryGradient(bp, b, h, 0, p.tq);
   if (bp.dscores != nullptr) hwy::FlushStream();  // the streamed dS stores, seen by all
 }
